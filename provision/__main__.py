@@ -1,0 +1,5 @@
+"""Allow ``python -m provision``."""
+
+from provision.cli import main
+
+main()

@@ -1,0 +1,39 @@
+"""Errors that reach the user as one clear line (and a non-zero exit)."""
+
+
+class ProvisionError(Exception):
+    """Base for every error the CLI reports as ``provision: error: <message>``."""
+
+
+class InventoryError(ProvisionError):
+    """A malformed inventory; the message names the file and line."""
+
+    def __init__(self, path: str, line: int | None, message: str):
+        self.path, self.line, self.message = path, line, message
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {message}")
+
+
+class ParseError(ProvisionError):
+    """A command's output could not be understood.
+
+    ``source`` is the capture name (``numactl-H``, ``lscpu-p``...), ``line`` the
+    1-based line of that output, when known.
+    """
+
+    def __init__(self, source: str, message: str, line: int | None = None):
+        self.source, self.message, self.line = source, message, line
+        where = f"`{source}` output line {line}" if line else f"`{source}` output"
+        super().__init__(f"cannot parse {where}: {message}")
+
+
+class FactsError(ProvisionError):
+    """Facts are missing or corrupt; the message names the host or file."""
+
+
+class PlanError(ProvisionError):
+    """A rank file, launch command or other plan cannot be made from the facts."""
+
+
+class UnsafeValueError(ProvisionError):
+    """A user value would have to go into a shell command but contains unsafe characters."""

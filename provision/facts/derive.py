@@ -1,0 +1,199 @@
+"""Derive a host's facts from its raw captures: pure, text in, :class:`HostFacts` out.
+
+Which source wins, and why:
+- POWER (``ppc64_cpu --info`` present): cores and online threads from ppc64_cpu, sockets from the
+  NUMA nodes that hold CPUs in ``numactl -H`` (as the DDL README reads them). Memory-only nodes
+  (POWER9 GPU memory) are not sockets.
+- Elsewhere: ``lscpu -p`` (SOCKET column), else the sysfs capture. Sockets never come from the
+  NUMA node count: Sub-NUMA Clustering and EPYC NPS4 put several nodes in one socket.
+Every disagreement between sources becomes a note in the facts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from provision.errors import ParseError
+from provision.facts import lscpu, numactl, nvidia, openmpi, ppc64_cpu, system
+from provision.facts.model import Core, CpuTopology, Gpu, HostFacts, OpenMPI, Socket
+
+POWER_ARCHES = ("ppc64le", "ppc64")
+
+
+def _topology_from_power(
+    cores: tuple[ppc64_cpu.PowerCore, ...], numa: numactl.NumaHardware
+) -> CpuTopology:
+    node_of_cpu = numa.node_of_cpu()
+    by_node: dict[int, list[ppc64_cpu.PowerCore]] = defaultdict(list)
+    offline = 0
+    for core in cores:
+        if not core.online:
+            offline += 1  # no online thread: the core cannot be bound to
+            continue
+        nodes = {node_of_cpu.get(cpu) for cpu in core.online}
+        if None in nodes:
+            missing = [cpu for cpu in core.online if cpu not in node_of_cpu]
+            raise ParseError(ppc64_cpu.SOURCE, f"core {core.core_id}: online CPU(s) {missing} absent from numactl -H")
+        if len(nodes) > 1:
+            raise ParseError(ppc64_cpu.SOURCE, f"core {core.core_id} spans NUMA nodes {sorted(nodes)}")
+        by_node[nodes.pop()].append(core)
+    sockets = tuple(
+        Socket(
+            index=index,
+            physical_id=node_id,
+            numa_nodes=(node_id,),
+            cores=tuple(
+                Core(position, core.core_id, core.online)
+                for position, core in enumerate(sorted(by_node[node_id], key=lambda c: c.core_id))
+            ),
+        )
+        for index, node_id in enumerate(sorted(by_node))
+    )
+    threads = max(len(core.cpus) for socket in sockets for core in socket.cores)
+    return CpuTopology(sockets, threads, "ppc64_cpu-info+numactl-H", offline)
+
+
+def _topology_from_rows(rows: tuple[lscpu.CpuRow, ...], source: str, numa: numactl.NumaHardware | None) -> CpuTopology:
+    node_of_cpu = numa.node_of_cpu() if numa else {}
+    # (socket, core) identifies a core: sysfs core_id restarts in every package.
+    cpus_of_core: dict[tuple[int, int], list[int]] = defaultdict(list)
+    nodes_of_socket: dict[int, set[int]] = defaultdict(set)
+    for row in rows:
+        cpus_of_core[(row.socket, row.core)].append(row.cpu)
+        node = row.node if row.node is not None else node_of_cpu.get(row.cpu)
+        if node is not None:
+            nodes_of_socket[row.socket].add(node)
+    socket_ids = sorted({socket for socket, _ in cpus_of_core})
+    sockets = []
+    for index, socket_id in enumerate(socket_ids):
+        core_keys = sorted(key for key in cpus_of_core if key[0] == socket_id)
+        sockets.append(
+            Socket(
+                index=index,
+                physical_id=socket_id,
+                numa_nodes=tuple(sorted(nodes_of_socket[socket_id])),
+                cores=tuple(
+                    Core(position, key[1], tuple(sorted(cpus_of_core[key]))) for position, key in enumerate(core_keys)
+                ),
+            )
+        )
+    threads = max(len(cpus) for cpus in cpus_of_core.values())
+    return CpuTopology(tuple(sockets), threads, source, 0)
+
+
+def _cpu_topology(arch: str, captures: dict[str, str], notes: list[str]) -> CpuTopology:
+    numa = numactl.parse_numactl_hardware(captures["numactl-H"]) if "numactl-H" in captures else None
+    rows = None
+    row_source = None
+    if "lscpu-p" in captures:
+        rows, row_source = lscpu.parse_lscpu_parsable(captures["lscpu-p"]), "lscpu-p"
+    elif "sysfs-cpu" in captures:
+        rows, row_source = lscpu.parse_lscpu_parsable(captures["sysfs-cpu"], "sysfs-cpu"), "sysfs-cpu"
+
+    if "ppc64_cpu-info" in captures and (arch in POWER_ARCHES or rows is None):
+        if numa is None:
+            raise ParseError("numactl-H", "POWER host has ppc64_cpu but no numactl -H: cannot tell sockets")
+        topology = _topology_from_power(ppc64_cpu.parse_ppc64_cpu_info(captures["ppc64_cpu-info"]), numa)
+        if rows is not None:
+            other = _topology_from_rows(rows, row_source, None)
+            if other.shape() != topology.shape():
+                notes.append(
+                    f"{row_source} reads {other.shape()} but ppc64_cpu-info+numactl-H reads "
+                    f"{topology.shape()}; used ppc64_cpu-info+numactl-H (POWER)"
+                )
+    elif rows is not None:
+        topology = _topology_from_rows(rows, row_source, numa)
+    else:
+        raise ParseError("lscpu-p", "no core topology: none of lscpu -p, sysfs or ppc64_cpu --info was captured")
+
+    if numa is not None:
+        nodes_with_cpus, node_source = len(numa.nodes_with_cpus()), "numactl-H"
+        memory_only = len(numa.nodes) - nodes_with_cpus
+        if memory_only:
+            notes.append(f"numactl-H lists {memory_only} memory-only NUMA node(s) (e.g. GPU memory); not sockets")
+    else:
+        nodes_with_cpus = len({node for socket in topology.sockets for node in socket.numa_nodes})
+        node_source = topology.source
+    if nodes_with_cpus > topology.socket_count:
+        notes.append(
+            f"{node_source} shows {nodes_with_cpus} NUMA nodes with CPUs on {topology.socket_count} socket(s) "
+            f"(sub-NUMA clustering or NPS); sockets from {topology.source}"
+        )
+    if topology.offline_cores:
+        notes.append(f"{topology.offline_cores} core(s) have no online thread and are not usable")
+    if len({len(s.cores) for s in topology.sockets}) > 1:
+        notes.append("sockets have different numbers of usable cores: " + ", ".join(
+            f"socket {s.index}: {len(s.cores)}" for s in topology.sockets))
+    return topology
+
+
+def _gpus(captures: dict[str, str], topology: CpuTopology, sources: dict[str, str], notes: list[str]) -> tuple[Gpu, ...]:
+    if "nvidia-smi-query" not in captures:
+        return ()
+    rows = nvidia.parse_gpu_query(captures["nvidia-smi-query"])
+    topo = {a.index: a for a in nvidia.parse_topo_matrix(captures["nvidia-smi-topo"])} if "nvidia-smi-topo" in captures else {}
+    sysfs = nvidia.parse_sysfs_gpu(captures["sysfs-gpu"]) if "sysfs-gpu" in captures else {}
+    gpus = []
+    for row in rows:
+        numa_node, socket, source = None, None, None
+        affinity = topo.get(row.index)
+        if affinity is not None:
+            numa_node = affinity.numa_node
+            if numa_node is not None:
+                socket = topology.socket_of_numa_node(numa_node)
+            if socket is None and affinity.cpus:
+                socket = topology.socket_of_cpu(affinity.cpus[0])
+            source = "nvidia-smi-topo" if socket is not None else None
+        if socket is None and sysfs.get(row.bus_id) is not None:
+            numa_node = sysfs[row.bus_id]
+            socket = topology.socket_of_numa_node(numa_node)
+            source = "sysfs-gpu" if socket is not None else None
+        if socket is None:
+            notes.append(f"GPU {row.index} ({row.bus_id}): socket affinity unknown")
+        gpus.append(Gpu(row.index, row.name, row.bus_id, row.memory_mib, numa_node, socket, source))
+    sources["gpus"] = "nvidia-smi-query"
+    return tuple(gpus)
+
+
+def derive_facts(host: str, captures: dict[str, str], unavailable: dict[str, str] | None = None, probed_at: str = "") -> HostFacts:
+    """Turn one host's captures ({capture name: stdout}) into :class:`HostFacts`.
+
+    Missing captures are normal (no GPU, not POWER...). Raises :class:`ParseError`, naming the
+    capture, when an output cannot be understood or no CPU topology can be had at all.
+    """
+    notes: list[str] = []
+    sources: dict[str, str] = {}
+    hostname = system.parse_hostname(captures["hostname"]) if "hostname" in captures else host
+    arch = system.parse_arch(captures["uname-m"]) if "uname-m" in captures else "unknown"
+    if "lscpu" in captures:
+        lscpu_arch = lscpu.parse_lscpu(captures["lscpu"]).get("Architecture")
+        if arch == "unknown" and lscpu_arch:
+            arch = lscpu_arch
+        elif lscpu_arch and lscpu_arch != arch:
+            notes.append(f"lscpu says architecture {lscpu_arch} but uname -m says {arch}; used uname -m")
+    topology = _cpu_topology(arch, captures, notes)
+    sources["cpu"] = topology.source
+    memory = system.parse_meminfo(captures["meminfo"]) if "meminfo" in captures else None
+    if memory is not None:
+        sources["memory"] = "meminfo"
+    mpi = openmpi.parse_openmpi(captures["openmpi"]) if "openmpi" in captures else OpenMPI(None, (), None, "none")
+    sources["openmpi"] = mpi.source
+    interfaces = (
+        system.parse_ip_addr(captures.get("ip-addr", ""), captures.get("ip-link", ""))
+        if "ip-addr" in captures or "ip-link" in captures
+        else ()
+    )
+    return HostFacts(
+        host=host,
+        hostname=hostname,
+        arch=arch,
+        cpu=topology,
+        gpus=_gpus(captures, topology, sources, notes),
+        memory_mib=memory,
+        openmpi=mpi,
+        interfaces=interfaces,
+        sources=sources,
+        notes=tuple(notes),
+        unavailable=dict(unavailable or {}),
+        probed_at=probed_at,
+    )

@@ -1,0 +1,62 @@
+"""Parsers for ``lscpu`` (key: value) and ``lscpu -p=CPU,CORE,SOCKET,NODE`` (CSV)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from provision.errors import ParseError
+
+SOURCE = "lscpu"
+SOURCE_P = "lscpu-p"
+
+
+@dataclass(frozen=True)
+class CpuRow:
+    """One online logical CPU and where it sits. ``node`` is None without NUMA."""
+
+    cpu: int
+    core: int
+    socket: int
+    node: int | None
+
+
+def parse_lscpu(text: str) -> dict[str, str]:
+    """``lscpu`` -> {field: value}, e.g. ``{"Architecture": "x86_64", "Socket(s)": "2"}``."""
+    fields: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        key, sep, value = raw.partition(":")
+        if not sep or not key.strip():
+            raise ParseError(SOURCE, f"expected 'Field: value', got {raw.strip()[:60]!r}", number)
+        fields.setdefault(key.strip(), value.strip())
+    if not fields:
+        raise ParseError(SOURCE, "empty output")
+    return fields
+
+
+def parse_lscpu_parsable(text: str, source: str = SOURCE_P) -> tuple[CpuRow, ...]:
+    """Parse ``lscpu -p=CPU,CORE,SOCKET,NODE`` (or plain ``lscpu -p``, whose cache columns are ignored).
+
+    The node column is empty on machines without NUMA. Only online CPUs are listed
+    (lscpu's default for ``-p``).
+    """
+    rows: list[CpuRow] = []
+    seen: set[int] = set()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) < 4:
+            raise ParseError(source, f"expected columns CPU,CORE,SOCKET,NODE, got {line[:60]!r}", number)
+        cpu, core, socket, node = fields[:4]  # plain `lscpu -p` adds cache columns after these
+        if not (cpu.isdigit() and core.isdigit() and socket.isdigit() and (node == "" or node.isdigit())):
+            raise ParseError(source, f"non-numeric column in {line[:60]!r}", number)
+        if int(cpu) in seen:
+            raise ParseError(source, f"CPU {cpu} listed twice", number)
+        seen.add(int(cpu))
+        rows.append(CpuRow(int(cpu), int(core), int(socket), int(node) if node else None))
+    if not rows:
+        raise ParseError(source, "no CPU rows")
+    return tuple(rows)

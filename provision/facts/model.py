@@ -1,0 +1,185 @@
+"""Typed facts about one host, as plain dataclasses that round-trip through JSON."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+FACTS_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Core:
+    """A usable physical core (at least one online hardware thread)."""
+
+    index: int  # number relative to its socket, as rank files use it (slot=S:index)
+    core_id: int  # the id the source gave (ppc64_cpu "Core N", lscpu CORE, sysfs core_id)
+    cpus: tuple[int, ...]  # online logical CPUs (thread slots) of this core
+
+
+@dataclass(frozen=True)
+class Socket:
+    """A physical package that has usable cores."""
+
+    index: int  # 0-based order, as rank files number sockets
+    physical_id: int  # package id (x86) or the NUMA node id of the chip (POWER)
+    numa_nodes: tuple[int, ...]  # NUMA nodes holding this socket's CPUs
+    cores: tuple[Core, ...]
+
+
+@dataclass(frozen=True)
+class CpuTopology:
+    """Sockets, cores relative to each socket, hardware threads."""
+
+    sockets: tuple[Socket, ...]
+    threads_per_core: int  # online threads of the fullest core (the SMT mode in effect)
+    source: str  # which capture(s) the topology came from
+    offline_cores: int = 0  # cores with no online thread: not usable, not counted
+
+    @property
+    def socket_count(self) -> int:
+        """Number of sockets with usable cores."""
+        return len(self.sockets)
+
+    @property
+    def cores_per_socket(self) -> int | None:
+        """Usable cores per socket, or None when sockets differ."""
+        counts = {len(socket.cores) for socket in self.sockets}
+        return counts.pop() if len(counts) == 1 else None
+
+    @property
+    def total_cores(self) -> int:
+        """Usable cores over all sockets."""
+        return sum(len(socket.cores) for socket in self.sockets)
+
+    @property
+    def total_cpus(self) -> int:
+        """Online logical CPUs over all sockets."""
+        return sum(len(core.cpus) for socket in self.sockets for core in socket.cores)
+
+    def shape(self) -> str:
+        """``sockets x cores x threads``, e.g. ``2x10x8``; uneven sockets show each count."""
+        per_socket = self.cores_per_socket
+        cores = str(per_socket) if per_socket is not None else "/".join(str(len(s.cores)) for s in self.sockets)
+        return f"{self.socket_count}x{cores}x{self.threads_per_core}"
+
+    def socket_of_cpu(self, cpu: int) -> int | None:
+        """Socket index that holds logical CPU ``cpu``, or None."""
+        for socket in self.sockets:
+            for core in socket.cores:
+                if cpu in core.cpus:
+                    return socket.index
+        return None
+
+    def socket_of_numa_node(self, node: int) -> int | None:
+        """Socket index whose CPUs live on NUMA node ``node``, or None (e.g. a GPU memory node)."""
+        for socket in self.sockets:
+            if node in socket.numa_nodes:
+                return socket.index
+        return None
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU and the socket it hangs off."""
+
+    index: int
+    name: str
+    bus_id: str  # normalised PCI address, dddd:bb:dd.f
+    memory_mib: int | None
+    numa_node: int | None
+    socket: int | None  # socket index (as in CpuTopology), None when affinity is unknown
+    affinity_source: str | None  # nvidia-smi-topo, sysfs-gpu, or None
+
+
+@dataclass(frozen=True)
+class OpenMPI:
+    """Installed OpenMPI."""
+
+    version: str | None  # e.g. "4.1.4"; None when not installed
+    packages: tuple[str, ...]  # installed package names carrying OpenMPI
+    cuda_aware: bool | None  # None when nothing tells
+    source: str  # ompi_info, dpkg-query, dpkg -l, rpm, or none
+
+    @property
+    def major(self) -> int | None:
+        """Major version number, or None."""
+        if not self.version:
+            return None
+        head = self.version.split(".", 1)[0]
+        return int(head) if head.isdigit() else None
+
+
+@dataclass(frozen=True)
+class NetInterface:
+    """A network interface with its addresses."""
+
+    name: str
+    up: bool
+    addresses: tuple[str, ...]  # CIDR notation, IPv4 and IPv6
+
+
+@dataclass
+class HostFacts:
+    """Everything provision knows about one host."""
+
+    host: str  # inventory name
+    hostname: str  # what the host calls itself (rank files must use names mpirun resolves)
+    arch: str
+    cpu: CpuTopology
+    gpus: tuple[Gpu, ...] = ()
+    memory_mib: int | None = None
+    openmpi: OpenMPI = field(default_factory=lambda: OpenMPI(None, (), None, "none"))
+    interfaces: tuple[NetInterface, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict)  # fact -> capture it came from
+    notes: tuple[str, ...] = ()  # disagreements between sources, fallbacks used
+    unavailable: dict[str, str] = field(default_factory=dict)  # capture -> why it is missing
+    probed_at: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (tuples become lists)."""
+        data = asdict(self)
+        data["format"] = FACTS_FORMAT
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "HostFacts":
+        """Rebuild facts from :meth:`to_dict` output; raises KeyError/TypeError/ValueError on bad data."""
+        if data.get("format") != FACTS_FORMAT:
+            raise ValueError(f"unknown facts format {data.get('format')!r} (expected {FACTS_FORMAT})")
+        cpu = data["cpu"]
+        topology = CpuTopology(
+            sockets=tuple(
+                Socket(
+                    index=s["index"],
+                    physical_id=s["physical_id"],
+                    numa_nodes=tuple(s["numa_nodes"]),
+                    cores=tuple(Core(c["index"], c["core_id"], tuple(c["cpus"])) for c in s["cores"]),
+                )
+                for s in cpu["sockets"]
+            ),
+            threads_per_core=cpu["threads_per_core"],
+            source=cpu["source"],
+            offline_cores=cpu.get("offline_cores", 0),
+        )
+        return cls(
+            host=data["host"],
+            hostname=data["hostname"],
+            arch=data["arch"],
+            cpu=topology,
+            gpus=tuple(Gpu(**g) for g in data.get("gpus", [])),
+            memory_mib=data.get("memory_mib"),
+            openmpi=OpenMPI(**{**data["openmpi"], "packages": tuple(data["openmpi"]["packages"])}),
+            interfaces=tuple(
+                NetInterface(i["name"], i["up"], tuple(i["addresses"])) for i in data.get("interfaces", [])
+            ),
+            sources=dict(data.get("sources", {})),
+            notes=tuple(data.get("notes", [])),
+            unavailable=dict(data.get("unavailable", {})),
+            probed_at=data.get("probed_at", ""),
+        )
+
+    def signature(self) -> tuple:
+        """What must match across hosts for one training job: arch, shape, GPU count and model."""
+        gpu_models = tuple(sorted({gpu.name for gpu in self.gpus}))
+        return (self.arch, self.cpu.shape(), len(self.gpus), gpu_models)

@@ -1,0 +1,86 @@
+"""Parser for ``numactl -H`` (``numactl --hardware``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from provision.errors import ParseError
+
+SOURCE = "numactl-H"
+
+_AVAILABLE = re.compile(r"^available:\s+(\d+)\s+nodes?\s*\(([^)]*)\)\s*$")
+_CPUS = re.compile(r"^node\s+(\d+)\s+cpus:\s*(.*)$")
+_SIZE = re.compile(r"^node\s+(\d+)\s+(size|free):\s+(\d+)\s+MB\s*$")
+
+
+@dataclass(frozen=True)
+class NumaNode:
+    """One NUMA node: its CPUs (may be empty, e.g. GPU memory on POWER9) and memory."""
+
+    node_id: int
+    cpus: tuple[int, ...]
+    size_mb: int | None
+
+
+@dataclass(frozen=True)
+class NumaHardware:
+    """``numactl -H`` as data."""
+
+    nodes: tuple[NumaNode, ...]
+
+    def nodes_with_cpus(self) -> tuple[NumaNode, ...]:
+        """Nodes that hold CPUs (memory-only nodes, like POWER9 GPU memory, are left out)."""
+        return tuple(node for node in self.nodes if node.cpus)
+
+    def node_of_cpu(self) -> dict[int, int]:
+        """Map logical CPU -> NUMA node id."""
+        return {cpu: node.node_id for node in self.nodes for cpu in node.cpus}
+
+
+def parse_numactl_hardware(text: str) -> NumaHardware:
+    """Parse ``numactl -H`` output.
+
+    Accepts ``available: N nodes (ids)`` with ranges (``0,8,252-255``), ``node N cpus:`` lines
+    (empty for memory-only nodes), sizes, and ignores ``free`` and the distance table.
+    """
+    from provision.facts.cpulist import parse_cpulist
+
+    declared: tuple[int, ...] | None = None
+    cpus: dict[int, tuple[int, ...]] = {}
+    sizes: dict[int, int] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if match := _AVAILABLE.match(line):
+            declared = parse_cpulist(match.group(2), SOURCE, number)
+            if len(declared) != int(match.group(1)):
+                raise ParseError(SOURCE, f"says {match.group(1)} nodes but lists {len(declared)}", number)
+        elif match := _CPUS.match(line):
+            node = int(match.group(1))
+            fields = match.group(2).split()
+            if not all(field.isdigit() for field in fields):
+                raise ParseError(SOURCE, f"node {node} has a non-numeric CPU in {match.group(2)!r}", number)
+            cpus[node] = tuple(int(field) for field in fields)
+        elif match := _SIZE.match(line):
+            if match.group(2) == "size":
+                sizes[int(match.group(1))] = int(match.group(3))
+        elif line.startswith("node distances") or re.match(r"^(node\s+)?[\d\s:]+$", line):
+            continue  # distance table
+        elif line.startswith("No NUMA available"):
+            raise ParseError(SOURCE, "the kernel reports no NUMA", number)
+        else:
+            raise ParseError(SOURCE, f"unexpected line {line[:60]!r}", number)
+    if declared is None:
+        raise ParseError(SOURCE, "no 'available: N nodes' line")
+    missing = [node for node in declared if node not in cpus]
+    if missing:
+        raise ParseError(SOURCE, f"no 'cpus:' line for node(s) {missing}")
+    seen: dict[int, int] = {}
+    for node in declared:
+        for cpu in cpus[node]:
+            if cpu in seen:
+                raise ParseError(SOURCE, f"CPU {cpu} listed on nodes {seen[cpu]} and {node}")
+            seen[cpu] = node
+    return NumaHardware(tuple(NumaNode(node, cpus[node], sizes.get(node)) for node in declared))

@@ -1,0 +1,81 @@
+"""Parser for the ``openmpi`` capture: package lists and ``ompi_info --parsable`` lines.
+
+The capture holds sections headed ``# dpkg-query``, ``# rpm`` and ``# ompi_info``; ``dpkg -l``
+lines (``ii  name  version  arch  description``) are read too, as people paste them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from provision.errors import ParseError
+from provision.facts.model import OpenMPI
+
+SOURCE = "openmpi"
+
+_SECTION = re.compile(r"^#\s*(dpkg-query|rpm|ompi_info)\s*$")
+_UPSTREAM = re.compile(r"^(?:\d+:)?(\d+(?:\.\d+)+)")  # strip epoch and packaging revision
+
+
+def _upstream_version(package_version: str) -> str | None:
+    match = _UPSTREAM.match(package_version)
+    return match.group(1) if match else None
+
+
+def _carries_openmpi(name: str) -> bool:
+    # The runtime or library package, not docs or -dev alone.
+    return "openmpi" in name and not name.endswith(("-doc", "-doc-cuda"))
+
+
+def parse_openmpi(text: str) -> OpenMPI:
+    """Parse the ``openmpi`` capture into :class:`OpenMPI` (version None when nothing is installed)."""
+    section = "dpkg-query"
+    packages: dict[str, str] = {}  # name -> upstream version
+    package_source = None
+    ompi_version = None
+    cuda: bool | None = None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if match := _SECTION.match(line):
+            section = match.group(1)
+            continue
+        if section == "ompi_info":
+            key, _, value = line.rpartition(":")
+            if key == "ompi:version:full":
+                ompi_version = value
+            elif key.endswith("mpi_built_with_cuda_support:value"):
+                cuda = value == "true"
+            continue
+        fields = line.split()
+        if "\t" in raw and section == "dpkg-query":
+            # ${Package}\t${Version}\t${db:Status-Abbrev}: keep installed ones only
+            columns = [column.strip() for column in raw.split("\t")]
+            if len(columns) < 3:
+                raise ParseError(SOURCE, f"expected package, version, status: {line[:60]!r}", number)
+            if not columns[2].startswith(("ii", "hi")):
+                continue
+            name, version, source = columns[0], columns[1], "dpkg-query"
+        elif fields[0] in ("ii", "hi") and len(fields) >= 3:  # dpkg -l
+            name, version, source = fields[1].split(":")[0], fields[2], "dpkg -l"
+        elif section == "rpm" and len(fields) == 2:
+            name, version, source = fields[0], fields[1], "rpm"
+        else:
+            raise ParseError(SOURCE, f"unexpected line in {section} section: {line[:60]!r}", number)
+        if not _carries_openmpi(name):
+            continue
+        upstream = _upstream_version(version)
+        if upstream is None:
+            raise ParseError(SOURCE, f"package {name}: bad version {version!r}", number)
+        packages[name] = upstream
+        package_source = source
+    if cuda is None and packages:
+        # IBM's and others' CUDA builds say so in the package name (openmpi-bin-cuda).
+        cuda = True if any("cuda" in name for name in packages) else None
+    if ompi_version:
+        return OpenMPI(ompi_version, tuple(sorted(packages)), cuda, "ompi_info")
+    if packages:
+        versions = sorted(set(packages.values()))
+        return OpenMPI(versions[-1], tuple(sorted(packages)), cuda, package_source or "packages")
+    return OpenMPI(None, (), None, "none")

@@ -1,0 +1,56 @@
+"""Parser for ``ppc64_cpu --info`` (IBM POWER): cores and which hardware threads are online."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from provision.errors import ParseError
+
+SOURCE = "ppc64_cpu-info"
+
+# Real output pads (`Core %3d:` then `%4d%c ` per thread); copies in documents often lost
+# the padding. Both read the same with this pattern.
+_CORE = re.compile(r"^Core\s+(\d+)\s*:\s*(.*)$")
+_THREAD = re.compile(r"^(\d+)(\*?)$")
+
+
+@dataclass(frozen=True)
+class PowerCore:
+    """One physical core: every thread slot, and those that are online (``*``)."""
+
+    core_id: int
+    threads: tuple[int, ...]
+    online: tuple[int, ...]
+
+
+def parse_ppc64_cpu_info(text: str) -> tuple[PowerCore, ...]:
+    """Parse ``ppc64_cpu --info``; a core whose threads are all offline has ``online == ()``."""
+    cores: list[PowerCore] = []
+    seen_ids: set[int] = set()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        match = _CORE.match(line)
+        if not match:
+            raise ParseError(SOURCE, f"expected 'Core N: T* T* ...', got {line[:60]!r}", number)
+        core_id = int(match.group(1))
+        if core_id in seen_ids:
+            raise ParseError(SOURCE, f"core {core_id} listed twice", number)
+        seen_ids.add(core_id)
+        threads: list[int] = []
+        online: list[int] = []
+        for token in match.group(2).split():
+            thread = _THREAD.match(token)
+            if not thread:
+                raise ParseError(SOURCE, f"core {core_id}: bad thread {token!r}", number)
+            threads.append(int(thread.group(1)))
+            if thread.group(2):
+                online.append(int(thread.group(1)))
+        if not threads:
+            raise ParseError(SOURCE, f"core {core_id} lists no threads", number)
+        cores.append(PowerCore(core_id, tuple(threads), tuple(online)))
+    if not cores:
+        raise ParseError(SOURCE, "no 'Core N:' lines")
+    return tuple(cores)

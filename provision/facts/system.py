@@ -1,0 +1,64 @@
+"""Parsers for small system captures: hostname, ``uname -m``, ``/proc/meminfo``, ``ip -o``."""
+
+from __future__ import annotations
+
+import re
+
+from provision.errors import ParseError
+from provision.facts.model import NetInterface
+
+_HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
+_ARCH = re.compile(r"^[A-Za-z0-9_]+$")
+_MEMTOTAL = re.compile(r"^MemTotal:\s+(\d+)\s+kB\s*$", re.MULTILINE)
+
+
+def parse_hostname(text: str) -> str:
+    """The single word ``hostname`` prints."""
+    name = text.strip()
+    if not _HOSTNAME.match(name):
+        raise ParseError("hostname", f"not a host name: {name[:60]!r}", 1)
+    return name
+
+
+def parse_arch(text: str) -> str:
+    """``uname -m`` -> ``x86_64``, ``ppc64le``, ``aarch64``..."""
+    arch = text.strip()
+    if not _ARCH.match(arch):
+        raise ParseError("uname-m", f"not a machine name: {arch[:60]!r}", 1)
+    return arch
+
+
+def parse_meminfo(text: str) -> int:
+    """``/proc/meminfo`` -> total memory in MiB."""
+    match = _MEMTOTAL.search(text)
+    if not match:
+        raise ParseError("meminfo", "no 'MemTotal: N kB' line")
+    return int(match.group(1)) // 1024
+
+
+def parse_ip_addr(addr_text: str, link_text: str) -> tuple[NetInterface, ...]:
+    """Join ``ip -o addr show`` and ``ip -o link show`` into interfaces with state and addresses."""
+    up: dict[str, bool] = {}
+    order: list[str] = []
+    for number, raw in enumerate(link_text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        match = re.match(r"^\d+:\s+([^:@\s]+)(?:@[^:]+)?:\s+<([^>]*)>", raw)
+        if not match:
+            raise ParseError("ip-link", f"unexpected line {raw.strip()[:60]!r}", number)
+        name, flags = match.group(1), match.group(2).split(",")
+        up[name] = "UP" in flags and "LOWER_UP" in flags
+        order.append(name)
+    addresses: dict[str, list[str]] = {name: [] for name in order}
+    for number, raw in enumerate(addr_text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        match = re.match(r"^\d+:\s+(\S+)\s+(inet6?)\s+(\S+)", raw)
+        if not match:
+            raise ParseError("ip-addr", f"unexpected line {raw.strip()[:60]!r}", number)
+        name = match.group(1).split("@")[0]
+        if name not in addresses:
+            addresses[name] = []
+            order.append(name)
+        addresses[name].append(match.group(3))
+    return tuple(NetInterface(name, up.get(name, False), tuple(addresses[name])) for name in order)

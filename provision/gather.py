@@ -1,0 +1,152 @@
+"""What `provision probe` runs on a host: one POSIX sh script, one round trip.
+
+Each step is a fixed command (no user value ever goes into it). The streamed output is framed
+with a random nonce per run, so no command output can forge a frame.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+
+from provision import __version__
+from provision.errors import ParseError
+from provision.resources import render
+
+NOT_INSTALLED = 127
+
+
+@dataclass(frozen=True)
+class Step:
+    """One capture: its file name, the tools it needs, the shell it runs, what it is for."""
+
+    name: str
+    needs: tuple[str, ...]
+    script: str
+    describe: str
+
+
+_OPENMPI = (
+    "echo '# dpkg-query'; "
+    "dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' '*openmpi*' 2>/dev/null; "
+    "echo '# rpm'; "
+    "rpm -qa --qf '%{NAME}\\t%{VERSION}-%{RELEASE}\\n' '*openmpi*' 2>/dev/null; "
+    "echo '# ompi_info'; "
+    "if command -v ompi_info >/dev/null 2>&1; then "
+    "ompi_info --parsable --all 2>/dev/null | grep -E '^(ompi:version:full:|mca:mpi:base:param:mpi_built_with_cuda_support:value:)'; "
+    "fi; true"
+)
+
+_SYSFS_CPU = (
+    "for d in /sys/devices/system/cpu/cpu[0-9]*; do "
+    'n=${d##*/cpu}; '
+    'if [ -r "$d/online" ] && [ "$(cat "$d/online")" = 0 ]; then continue; fi; '
+    '[ -r "$d/topology/core_id" ] || continue; '
+    "node=; for l in \"$d\"/node[0-9]*; do [ -e \"$l\" ] && node=${l##*/node}; done; "
+    'echo "$n,$(cat "$d/topology/core_id"),$(cat "$d/topology/physical_package_id"),$node"; '
+    "done"
+)
+
+_SYSFS_GPU = (
+    "for d in /sys/bus/pci/devices/*; do "
+    '[ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] || continue; '
+    'case "$(cat "$d/class")" in 0x0300*|0x0302*) ;; *) continue;; esac; '
+    'echo "${d##*/} $(cat "$d/numa_node" 2>/dev/null || echo -1)"; '
+    "done"
+)
+
+STEPS: tuple[Step, ...] = (
+    Step("hostname", ("hostname",), "hostname", "the name the host calls itself"),
+    Step("uname-m", ("uname",), "uname -m", "machine architecture"),
+    Step("numactl-H", ("numactl",), "numactl -H", "NUMA nodes and their CPUs"),
+    Step("ppc64_cpu-info", ("ppc64_cpu",), "ppc64_cpu --info", "POWER cores and online threads"),
+    Step("lscpu", ("lscpu",), "lscpu", "CPU summary"),
+    Step("lscpu-p", ("lscpu",), "lscpu -p=CPU,CORE,SOCKET,NODE", "online CPUs with core, socket, node"),
+    Step("sysfs-cpu", ("cat",), _SYSFS_CPU, "fallback topology from /sys/devices/system/cpu"),
+    Step(
+        "nvidia-smi-query",
+        ("nvidia-smi",),
+        "nvidia-smi --query-gpu=index,name,pci.bus_id,memory.total --format=csv,noheader",
+        "GPUs",
+    ),
+    Step("nvidia-smi-topo", ("nvidia-smi",), "nvidia-smi topo -m", "GPU to CPU/NUMA affinity"),
+    Step("sysfs-gpu", ("cat",), _SYSFS_GPU, "fallback GPU NUMA node from sysfs"),
+    Step("openmpi", ("sh",), _OPENMPI, "installed OpenMPI packages, version, CUDA support"),
+    Step("meminfo", ("cat",), "cat /proc/meminfo", "memory"),
+    Step("ip-addr", ("ip",), "ip -o addr show", "interface addresses"),
+    Step("ip-link", ("ip",), "ip -o link show", "interface state"),
+)
+
+CAPTURE_NAMES = tuple(step.name for step in STEPS)
+
+
+@dataclass(frozen=True)
+class Capture:
+    """One step's result on one host."""
+
+    name: str
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def available(self) -> bool:
+        """True when the command ran and succeeded."""
+        return self.exit_code == 0
+
+    def why_unavailable(self) -> str:
+        """A short reason for a failed or missing command."""
+        if self.exit_code == NOT_INSTALLED:
+            return "not installed"
+        first = self.stderr.strip().splitlines()[0] if self.stderr.strip() else ""
+        return f"exit {self.exit_code}" + (f": {first[:120]}" if first else "")
+
+
+def new_nonce() -> str:
+    """A fresh random frame marker for one run."""
+    return secrets.token_hex(8)
+
+
+def gather_script(nonce: str) -> str:
+    """The one script `provision probe` runs on a host, framing each output with ``nonce``."""
+    return render("gather.sh.j2", mode="stream", steps=STEPS, nonce=nonce, version=__version__)
+
+
+def capture_script() -> str:
+    """The stand-alone script a user runs on a node to write ``DIR/<hostname>/<name>.txt`` files."""
+    return render("gather.sh.j2", mode="dir", steps=STEPS, nonce="", version=__version__)
+
+
+def split_output(text: str, nonce: str) -> dict[str, Capture]:
+    """Split the framed output of :func:`gather_script` into captures by name.
+
+    Raises :class:`ParseError` (source ``probe``) when the framing is broken, e.g. the
+    connection dropped half way.
+    """
+    marker = re.compile(rf"^@@{re.escape(nonce)}@@ (\S+)(?: (\d+))?\n", re.MULTILINE)
+    matches = list(marker.finditer(text))
+    if not matches:
+        raise ParseError("probe", "no framed output: the remote shell printed something else (is /bin/sh POSIX?)")
+    captures: dict[str, Capture] = {}
+    pending: tuple[str, int, str] | None = None
+    for position, match in enumerate(matches):
+        end = matches[position + 1].start() if position + 1 < len(matches) else len(text)
+        body = text[match.end():end]
+        body = body[:-1] if body.endswith("\n") else body  # the newline the frame added
+        name, code = match.group(1), match.group(2)
+        if name == ".err":
+            if pending is None:
+                raise ParseError("probe", "stderr frame without a command frame")
+            captures[pending[0]] = Capture(pending[0], pending[1], pending[2], body)
+            pending = None
+        else:
+            if code is None:
+                raise ParseError("probe", f"frame for {name} has no exit code")
+            pending = (name, int(code), body)
+    if pending is not None:
+        raise ParseError("probe", f"output ended inside {pending[0]}: connection dropped?")
+    missing = [name for name in CAPTURE_NAMES if name not in captures]
+    if missing:
+        raise ParseError("probe", f"output is missing {', '.join(missing)}")
+    return captures
