@@ -1,0 +1,90 @@
+"""`provision probe` and `provision capture-script`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from provision.cli import app, fail, stderr
+from provision.cli import options as opt
+from provision.factstore import save_host
+from provision.gather import capture_script
+from provision.inventory import open_inventory
+from provision.probe import probe_hosts, replay
+from provision.report import print_table, print_topology, results_json
+
+
+@app.command(
+    epilog="Examples:\n\n"
+    "  provision probe localhost            # this machine, no SSH\n\n"
+    "  provision probe -i inventory/hosts.yml all --forks 128\n\n"
+    "  provision probe node01 node02 --json\n\n"
+    "  provision probe --replay ./capture   # saved outputs, no SSH"
+)
+def probe(
+    hosts: list[str] = typer.Argument(None, help="Hosts or groups (default: all in the inventory)."),
+    inventory: Path = opt.INVENTORY,
+    facts_dir: Path = opt.FACTS_DIR,
+    replay_dir: Path = typer.Option(None, "--replay", help="Derive facts from saved captures DIR/<host>/<name>.txt; no SSH."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON for scripts instead of a table."),
+    forks: int = opt.FORKS,
+    connect_timeout: float = opt.CONNECT_TIMEOUT,
+    accept_new_host_keys: bool = opt.ACCEPT_NEW,
+    known_hosts: Path = opt.KNOWN_HOSTS,
+    ssh_config: Path = opt.SSH_CONFIG,
+    topology: bool = typer.Option(False, "--topology", help="Also print each host's rank-file view (always for one host)."),
+    save: bool = typer.Option(True, "--save/--no-save", help="Write facts and raw captures to --facts-dir."),
+) -> None:
+    """Collect each host's real hardware over SSH (one connection, one command per host)."""
+    console = Console()
+    if replay_dir is not None:
+        try:
+            results = replay(replay_dir, hosts or None)
+        except FileNotFoundError as error:
+            raise fail(str(error))
+    else:
+        targets = open_inventory(inventory).resolve(hosts or [])
+        if not targets:
+            raise fail("no hosts: name some (provision probe localhost) or give an inventory with -i")
+        options = opt.ssh_options(known_hosts, accept_new_host_keys, connect_timeout, ssh_config)
+        show_progress = not as_json and len(targets) > 1 and stderr.is_terminal
+        if show_progress:
+            with Progress(
+                TextColumn("probing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=stderr, transient=True
+            ) as progress:
+                task = progress.add_task("probe", total=len(targets))
+                results = probe_hosts(targets, options, forks, on_done=lambda _r: progress.advance(task))
+        else:
+            results = probe_hosts(targets, options, forks)
+    if save:
+        for result in results:
+            if result.facts is not None:
+                save_host(facts_dir, result.facts, result.captures)
+    if as_json:
+        typer.echo(results_json(results))
+    else:
+        print_table(results, console)
+        if topology or len(results) == 1:
+            for result in results:
+                if result.facts is not None:
+                    print_topology(result.facts, console)
+        if save and any(r.ok for r in results):
+            console.print(f"facts saved in {facts_dir}/")
+    failed = [r for r in results if not r.ok]
+    if failed:
+        for result in failed:
+            stderr.print(f"[red]{result.host}[/red]: {result.error_kind}: {result.error}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+
+
+@app.command(
+    "capture-script",
+    epilog="Example:\n\n  provision capture-script > capture.sh; scp capture.sh node01:; ssh node01 sh capture.sh /tmp/cap\n\n"
+    "  then copy /tmp/cap back and run: provision probe --replay cap",
+)
+def capture_script_command() -> None:
+    """Print a plain sh script that writes DIR/<hostname>/<name>.txt on a node (nothing to install)."""
+    typer.echo(capture_script(), nl=False)

@@ -1,0 +1,146 @@
+"""Run one command on one host: over SSH (Fabric/paramiko) or, for ``localhost``, locally.
+
+SSH honours ``~/.ssh/config`` (Fabric reads it: HostName, User, Port, IdentityFile, ProxyJump),
+checks host keys with :mod:`provision.hostkeys` (also on ProxyJump hops), and reports every
+failure as a :class:`HostFailure` with a kind and a one-line message.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import fabric
+import invoke
+import paramiko
+
+from provision.hostkeys import DEFAULT_KNOWN_HOSTS, HostKeyError, make_client
+from provision.inventory import Host
+
+
+@dataclass(frozen=True)
+class SshOptions:
+    """How to connect: known_hosts and its policy, time limits, which ssh config to read."""
+
+    known_hosts: Path = DEFAULT_KNOWN_HOSTS
+    accept_new_host_keys: bool = False
+    connect_timeout: float = 10.0
+    command_timeout: float = 300.0
+    ssh_config: Path | None = None  # None: ~/.ssh/config and /etc/ssh/ssh_config, as ssh does
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a command printed and how it exited."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+
+
+class HostFailure(Exception):
+    """A host could not run the command. ``kind``: unreachable, timeout, auth, hostkey, key, ssh."""
+
+    def __init__(self, kind: str, message: str):
+        self.kind = kind
+        super().__init__(message)
+
+
+@lru_cache(maxsize=4)
+def _fabric_config(ssh_config: Path | None) -> fabric.Config:
+    if ssh_config is not None:
+        return fabric.Config(runtime_ssh_path=str(ssh_config))
+    return fabric.Config()
+
+
+def _check_key_file(key: str | None) -> str | None:
+    if key is None:
+        return None
+    path = os.path.expanduser(key)
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as error:
+        raise HostFailure("key", f"cannot read key file {path}: {error.strerror}") from None
+    return path
+
+
+def open_connection(host: Host, options: SshOptions) -> fabric.Connection:
+    """A Fabric Connection (not yet opened) with provision's host key policy installed."""
+    key = _check_key_file(host.key)
+    connect_kwargs = {"key_filename": [key]} if key else {}
+    connection = fabric.Connection(
+        host=host.address or host.name,
+        user=host.user,
+        port=host.port,
+        config=_fabric_config(options.ssh_config),
+        connect_timeout=options.connect_timeout,
+        connect_kwargs=connect_kwargs,
+    )
+    # Fabric installs AutoAddPolicy; replace the client on this hop and on any ProxyJump hop.
+    hop = connection
+    while isinstance(hop, fabric.Connection):
+        hop.client = make_client(options.known_hosts, options.accept_new_host_keys)
+        hop = hop.gateway
+    return connection
+
+
+def _describe(error: BaseException, options: SshOptions) -> HostFailure:
+    if isinstance(error, HostFailure):
+        return error
+    if isinstance(error, HostKeyError):
+        return HostFailure("hostkey", str(error))
+    if isinstance(error, paramiko.BadHostKeyException):
+        from provision.hostkeys import HostKeyChanged
+
+        return HostFailure("hostkey", str(HostKeyChanged(error.hostname, error.key, error.expected_key, options.known_hosts)))
+    if isinstance(error, paramiko.AuthenticationException):
+        return HostFailure("auth", f"authentication failed: {error}")
+    if isinstance(error, socket.gaierror):
+        return HostFailure("unreachable", f"cannot resolve host name: {error.strerror}")
+    if isinstance(error, (socket.timeout, TimeoutError)):
+        return HostFailure("timeout", f"no answer within {options.connect_timeout:g}s")
+    if isinstance(error, invoke.exceptions.CommandTimedOut):
+        return HostFailure("timeout", f"command still running after {options.command_timeout:g}s")
+    if isinstance(error, paramiko.ssh_exception.NoValidConnectionsError):
+        return HostFailure("unreachable", "connection refused" if "refused" in str(error).lower() else str(error))
+    if isinstance(error, (ConnectionError, OSError)):
+        return HostFailure("unreachable", error.strerror or str(error))
+    if isinstance(error, paramiko.SSHException):
+        return HostFailure("ssh", f"SSH error: {error}")
+    return HostFailure("ssh", f"{type(error).__name__}: {error}")
+
+
+def run_command(host: Host, command: str, options: SshOptions) -> CommandResult:
+    """Run ``command`` (already safely built; see shlex.quote) on ``host``.
+
+    A non-zero exit is a result, not a failure. Raises :class:`HostFailure` when the host
+    cannot be reached, refuses us, or the command outlives ``options.command_timeout``.
+    """
+    if host.is_local:
+        try:
+            done = subprocess.run(
+                ["sh", "-c", command],
+                capture_output=True,
+                timeout=options.command_timeout,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            raise HostFailure("timeout", f"command still running after {options.command_timeout:g}s") from None
+        return CommandResult(done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"), done.returncode)
+    connection = None
+    try:
+        connection = open_connection(host, options)
+        result = connection.run(command, hide=True, warn=True, in_stream=False, timeout=options.command_timeout)
+        return CommandResult(result.stdout, result.stderr, result.exited)
+    except BaseException as error:  # noqa: BLE001 - every failure becomes one line for this host
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        raise _describe(error, options) from None
+    finally:
+        if connection is not None:
+            connection.close()

@@ -1,0 +1,113 @@
+"""Probe hosts in parallel (bounded), or replay saved captures; one result per host.
+
+One SSH connection and one remote command per host. A host that fails never stops the others.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from provision.connection import HostFailure, SshOptions, run_command
+from provision.errors import ParseError
+from provision.facts.derive import derive_facts
+from provision.facts.model import HostFacts
+from provision.factstore import read_capture_dir
+from provision.gather import CAPTURE_NAMES, NOT_INSTALLED, Capture, gather_script, new_nonce, split_output
+from provision.inventory import Host
+
+DEFAULT_FORKS = 64  # enough to keep a 2-core control node busy; pdsh's default fanout is 32
+
+
+@dataclass
+class ProbeResult:
+    """One host's outcome: facts, or an error kind and message."""
+
+    host: str
+    facts: HostFacts | None = None
+    error_kind: str | None = None  # unreachable, timeout, auth, hostkey, key, ssh, parse
+    error: str | None = None
+    captures: dict[str, Capture] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when facts were derived."""
+        return self.facts is not None
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def facts_from_captures(host: str, captures: dict[str, Capture]) -> ProbeResult:
+    """Derive facts from captures; a parse error becomes this host's error, naming the command."""
+    available = {name: c.stdout for name, c in captures.items() if c.available}
+    unavailable = {name: c.why_unavailable() for name, c in captures.items() if not c.available}
+    try:
+        facts = derive_facts(host, available, unavailable, probed_at=_now())
+    except ParseError as error:
+        return ProbeResult(host, None, "parse", str(error), captures)
+    return ProbeResult(host, facts, captures=captures)
+
+
+def probe_host(host: Host, options: SshOptions) -> ProbeResult:
+    """Run the gather script on one host and derive its facts."""
+    import time
+
+    started = time.monotonic()
+    nonce = new_nonce()
+    try:
+        result = run_command(host, gather_script(nonce), options)
+        captures = split_output(result.stdout, nonce)
+    except HostFailure as failure:
+        return ProbeResult(host.name, None, failure.kind, str(failure), seconds=time.monotonic() - started)
+    except ParseError as error:
+        return ProbeResult(host.name, None, "parse", str(error), seconds=time.monotonic() - started)
+    outcome = facts_from_captures(host.name, captures)
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def probe_hosts(
+    hosts: list[Host],
+    options: SshOptions,
+    forks: int = DEFAULT_FORKS,
+    on_done: Callable[[ProbeResult], None] | None = None,
+) -> list[ProbeResult]:
+    """Probe ``hosts`` with at most ``forks`` at once; results come back in input order."""
+    if forks < 1:
+        raise ValueError("forks must be at least 1")
+    results: dict[str, ProbeResult] = {}
+    with ThreadPoolExecutor(max_workers=min(forks, max(1, len(hosts))), thread_name_prefix="probe") as pool:
+        futures = {pool.submit(probe_host, host, options): host for host in hosts}
+        for future in as_completed(futures):
+            outcome = future.result()
+            results[outcome.host] = outcome
+            if on_done:
+                on_done(outcome)
+    return [results[host.name] for host in hosts]
+
+
+def replay(capture_root: Path, hosts: list[str] | None = None) -> list[ProbeResult]:
+    """Derive facts from saved captures (``<root>/<host>/<name>.txt``), with no SSH at all."""
+    if not capture_root.is_dir():
+        raise FileNotFoundError(f"{capture_root}: no such capture folder")
+    names = hosts or sorted(p.name for p in capture_root.iterdir() if p.is_dir())
+    results = []
+    for name in names:
+        host_dir = capture_root / name
+        if not host_dir.is_dir():
+            results.append(ProbeResult(name, None, "missing", f"no capture folder {host_dir}"))
+            continue
+        texts = read_capture_dir(host_dir)
+        if not texts:
+            results.append(ProbeResult(name, None, "missing", f"{host_dir} holds no capture files"))
+            continue
+        # A missing file means the command was not available on that host.
+        captures = {n: Capture(n, 0, texts[n], "") if n in texts else Capture(n, NOT_INSTALLED, "", "") for n in CAPTURE_NAMES}
+        results.append(facts_from_captures(name, captures))
+    return results
