@@ -1,0 +1,122 @@
+"""Support for the sshd test cluster: keys, known_hosts, inventory, docker helpers.
+
+Everything here is test infrastructure; nothing is a stand-in for provision's own code.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import paramiko
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+TESTS_DIR = Path(__file__).resolve().parent
+CLUSTER_DIR = TESTS_DIR / ".cluster"
+COMPOSE_FILE = TESTS_DIR / "cluster" / "docker-compose.yml"
+ENSURE_DOCKER = TESTS_DIR / "cluster" / "ensure-docker.sh"
+NODES = ("node1", "node2", "node3", "down1", "minsky")
+
+
+def write_ed25519(path: Path, comment: str) -> str:
+    """Write an OpenSSH ed25519 private key at ``path`` (+ ``.pub``); return the public line."""
+    key = ed25519.Ed25519PrivateKey.generate()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption())
+    )
+    path.chmod(0o600)
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    Path(f"{path}.pub").write_text(f"{public} {comment}\n")
+    return public
+
+
+def prepare_material() -> dict[str, str]:
+    """Client key, per-node host keys, the cluster's known_hosts; returns {node: public host key}."""
+    CLUSTER_DIR.mkdir(exist_ok=True)
+    client_public = write_ed25519(CLUSTER_DIR / "id_ed25519", "provision-tests")
+    (CLUSTER_DIR / "authorized_keys").write_text(client_public + "\n")
+    host_keys = {}
+    for node in NODES:
+        host_keys[node] = write_ed25519(CLUSTER_DIR / node / "ssh_host_ed25519_key", f"root@{node}")
+    (CLUSTER_DIR / "ssh_known_hosts").write_text("".join(f"{node} {key}\n" for node, key in host_keys.items()))
+    return host_keys
+
+
+def ssh_banner(port: int) -> bool:
+    """True when an SSH server answers on 127.0.0.1:port."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
+            conn.settimeout(1)
+            return conn.recv(8).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+@dataclass
+class Cluster:
+    """The running test cluster as the tests see it."""
+
+    ports: dict[str, int]
+    host_keys: dict[str, str]
+    project: str
+    key: Path = CLUSTER_DIR / "id_ed25519"
+    stopped: set[str] = field(default_factory=set)
+
+    def known_hosts_line(self, node: str, public: str | None = None) -> str:
+        """``[127.0.0.1]:PORT keytype base64`` as ssh writes it for a non-22 port."""
+        return f"[127.0.0.1]:{self.ports[node]} {public or self.host_keys[node]}\n"
+
+    def inventory_yaml(self, nodes=NODES, key: Path | None = None) -> str:
+        """An inventory reaching ``nodes`` on their published ports, as user mpi."""
+        lines = ["defaults:", "  user: mpi", f"  key: {key or self.key}", "hosts:"]
+        for node in nodes:
+            lines.append(f"  {node}: {{address: 127.0.0.1, port: {self.ports[node]}}}")
+        return "\n".join(lines) + "\n"
+
+    def container(self, node: str) -> str:
+        """The docker container name of ``node``."""
+        return f"{self.project}_{node}_1"
+
+    def docker_exec(self, node: str, *command: str, user: str = "root") -> str:
+        """Run a command in a node's container (test set-up only), return stdout."""
+        done = subprocess.run(["docker", "exec", "-u", user, self.container(node), *command], capture_output=True, text=True, check=True)
+        return done.stdout
+
+    def accepted_logins(self, node: str) -> int:
+        """How many SSH logins the node's sshd has accepted so far (from its log)."""
+        logs = subprocess.run(["docker", "logs", self.container(node)], capture_output=True, text=True).stderr
+        return logs.count("Accepted publickey")
+
+
+def ensure_docker() -> None:
+    """Install/start Docker and build the node image (see ensure-docker.sh)."""
+    subprocess.run(["bash", str(ENSURE_DOCKER)], check=True)
+
+
+def wait_for_ssh(ports: dict[str, int], timeout: float = 60.0) -> None:
+    """Block until every port answers with an SSH banner."""
+    deadline = time.monotonic() + timeout
+    pending = dict(ports)
+    while pending and time.monotonic() < deadline:
+        pending = {n: p for n, p in pending.items() if not ssh_banner(p)}
+        if pending:
+            time.sleep(0.2)
+    if pending:
+        raise RuntimeError(f"sshd did not come up on {sorted(pending)}")
+
+
+def fingerprint_of(public_line: str) -> str:
+    """SHA256 fingerprint of an OpenSSH public key line."""
+    from provision.hostkeys import fingerprint
+
+    kind, data = public_line.split()[:2]
+    return fingerprint(paramiko.PKey.from_type_string(kind, __import__("base64").b64decode(data)))
+
+
+os.environ.setdefault("CLUSTER_DIR", str(CLUSTER_DIR))

@@ -1,0 +1,87 @@
+"""Shared fixtures. The `cluster` fixture starts the real sshd containers via pytest-docker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cluster_support import COMPOSE_FILE, CLUSTER_DIR, NODES, Cluster, ensure_docker, prepare_material, wait_for_ssh  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def read_fixture(*parts: str) -> str:
+    """Text of ``tests/fixtures/<parts>``."""
+    return FIXTURES.joinpath(*parts).read_text()
+
+
+def capture_dir(host: str) -> dict[str, str]:
+    """All captures of ``tests/fixtures/captures/<host>`` as {name: text}."""
+    return {p.stem: p.read_text() for p in (FIXTURES / "captures" / host).glob("*.txt")}
+
+
+@pytest.fixture(scope="session")
+def docker_compose_command() -> str:
+    """Debian's docker-compose (v1); the v2 plugin is not in Debian bookworm."""
+    return "docker-compose"
+
+
+@pytest.fixture(scope="session")
+def docker_compose_file() -> str:
+    """The cluster's compose file."""
+    return str(COMPOSE_FILE)
+
+
+@pytest.fixture(scope="session")
+def docker_compose_project_name() -> str:
+    """A fixed-per-run project name so container names are predictable."""
+    return f"provtest{os.getpid()}"
+
+
+@pytest.fixture(scope="session")
+def cluster_material() -> dict[str, str]:
+    """Docker ready, image built, keys made; returns the node host keys."""
+    ensure_docker()
+    os.environ["CLUSTER_DIR"] = str(CLUSTER_DIR)
+    return prepare_material()
+
+
+@pytest.fixture(scope="session")
+def docker_setup(cluster_material):
+    """Start the containers (after the material they mount exists)."""
+    return ["up -d"]
+
+
+@pytest.fixture(scope="session")
+def cluster(docker_services, docker_compose_project_name, cluster_material) -> Cluster:
+    """The running cluster, with `down1` stopped (an unreachable host)."""
+    ports = {node: docker_services.port_for(node, 22) for node in NODES}
+    wait_for_ssh(ports)
+    result = Cluster(ports, cluster_material, docker_compose_project_name)
+    subprocess.run(["docker", "stop", "-t", "1", result.container("down1")], check=True, capture_output=True)
+    result.stopped.add("down1")
+    return result
+
+
+@pytest.fixture
+def cluster_files(cluster, tmp_path):
+    """An inventory and a known_hosts that holds the true keys of every node but node3."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(cluster.inventory_yaml())
+    known_hosts = tmp_path / "known_hosts"
+    # node3 gets someone else's key: from the client's side, its key "changed".
+    lines = [cluster.known_hosts_line(n) for n in NODES if n != "node3"]
+    lines.append(cluster.known_hosts_line("node3", cluster.host_keys["node1"]))
+    known_hosts.write_text("".join(lines))
+    return inventory, known_hosts
+
+
+def run_cli(*args: str, cwd: Path | None = None, input: str | None = None) -> subprocess.CompletedProcess:
+    """Run the installed `provision` command for real."""
+    return subprocess.run(["provision", *args], capture_output=True, text=True, cwd=cwd, input=input, timeout=300)

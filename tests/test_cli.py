@@ -1,0 +1,53 @@
+"""The installed `provision` command: help, exit codes, one-line errors."""
+
+import json
+
+from conftest import run_cli
+
+
+def test_help_has_examples_on_every_command():
+    for command in (["probe"], ["capture-script"], ["inventory", "show"], ["inventory", "import"]):
+        done = run_cli(*command, "--help")
+        assert done.returncode == 0 and "Example" in done.stdout, command
+
+
+def test_probe_localhost_main_job(tmp_path):
+    done = run_cli("probe", "localhost", "--facts-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "socket 0: cores 0-" in done.stdout and "slot=0:0-" in done.stdout
+    assert (tmp_path / "localhost.json").exists() and (tmp_path / "localhost" / "uname-m.txt").exists()
+
+
+def test_replay_json(tmp_path):
+    done = run_cli("probe", "--replay", "tests/fixtures/captures", "minsky", "epyc7451", "--json", "--facts-dir", str(tmp_path))
+    doc = json.loads(done.stdout)
+    assert [h["status"] for h in doc["hosts"]] == ["ok", "ok"]
+    assert doc["heterogeneity"] and "epyc7451" in doc["heterogeneity"][1]
+
+
+def test_bad_inventory_is_one_line_with_file_and_line(tmp_path):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("hosts:\n  n1:\n    user: 'x; rm -rf ~'\n")
+    done = run_cli("probe", "-i", str(inventory))
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0
+    assert f"{inventory}:3:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_unknown_host_and_unsafe_name(tmp_path):
+    done = run_cli("probe", "no-such-host.invalid", "--connect-timeout", "2", "--facts-dir", str(tmp_path))
+    assert done.returncode == 1 and "no-such-host.invalid" in done.stderr and "resolve" in done.stderr
+    done = run_cli("probe", "bad;name")
+    assert done.returncode == 2 and "bad;name" in done.stderr
+
+
+def test_inventory_import_and_show(tmp_path):
+    source = tmp_path / "ansible.ini"
+    source.write_text("[rack1]\nn1 ansible_host=10.0.0.1\nn2\n")
+    target = tmp_path / "hosts.yml"
+    target.write_text("# my old inventory\n")
+    done = run_cli("inventory", "import", str(source), "-o", str(target))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "hosts.yml~").read_text() == "# my old inventory\n"
+    shown = run_cli("inventory", "show", "-i", str(target))
+    assert "rack 1 rack1: n1, n2" in shown.stdout and "10.0.0.1" in shown.stdout

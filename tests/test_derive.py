@@ -1,0 +1,118 @@
+"""Deriving facts from whole captures: the issue's topology cases."""
+
+import pytest
+
+from conftest import capture_dir, read_fixture
+from provision.errors import ParseError
+from provision.facts.derive import derive_facts
+
+
+def power_info(cores: int, threads: int, online: int = None, first_cpu: int = 0, first_core: int = 0) -> str:
+    """`ppc64_cpu --info` in its real padded layout (`Core %3d:` + `%4d%c `)."""
+    online = threads if online is None else online
+    lines = []
+    for core in range(cores):
+        cells = "".join(f"{first_cpu + core * threads + t:4d}{'*' if t < online else ' '} " for t in range(threads))
+        lines.append(f"Core {first_core + core:3d}:{cells}")
+    return "\n".join(lines) + "\n"
+
+
+def test_minsky_seed_two_sockets_of_ten_cores_smt8():
+    facts = derive_facts("minsky", capture_dir("minsky"))
+    assert facts.cpu.shape() == "2x10x8"
+    assert [[c.index for c in s.cores] for s in facts.cpu.sockets] == [list(range(10))] * 2
+    assert facts.cpu.sockets[1].cores[0].core_id == 10  # relative numbering, not the global core id
+    assert facts.cpu.source == "ppc64_cpu-info+numactl-H"
+    assert facts.openmpi.version == "2.0.1"
+
+
+def test_ac922_memory_only_gpu_nodes_give_two_sockets_not_six():
+    captures = capture_dir("ac922")
+    # The AC922's real numactl -H and topo -m; its ppc64_cpu --info is built in the real padded
+    # layout for 2 chips x 16 cores x SMT4 (64 CPUs per node), since no capture of it was published.
+    captures["ppc64_cpu-info"] = power_info(32, 4)
+    captures["uname-m"] = "ppc64le\n"
+    captures["nvidia-smi-query"] = "".join(f"{i}, Tesla V100-SXM2-16GB, 0000000{4 + i}:04:00.0, 16160 MiB\n" for i in range(4))
+    facts = derive_facts("ac922", captures)
+    assert facts.cpu.socket_count == 2
+    assert [s.physical_id for s in facts.cpu.sockets] == [0, 8]
+    assert facts.cpu.shape() == "2x16x4"
+    assert [g.socket for g in facts.gpus] == [0, 0, 1, 1]
+    assert {g.affinity_source for g in facts.gpus} == {"nvidia-smi-topo"}
+    assert any("4 memory-only NUMA node(s)" in n for n in facts.notes)
+
+
+def test_smt_off_and_offline_core_is_not_usable():
+    numa = "available: 1 nodes (0)\nnode 0 cpus: 0 1 8 9 12\nnode 0 size: 100 MB\n"
+    info = (
+        "Core   0:    0*    1*    2     3 \n"
+        "Core   1:    4     5     6     7 \n"  # no online thread: not usable
+        "Core   2:    8*    9*   10    11 \n"
+        "Core   3:   12*   13    14    15 \n"
+    )
+    facts = derive_facts("p9", {"numactl-H": numa, "ppc64_cpu-info": info, "uname-m": "ppc64le"})
+    socket = facts.cpu.sockets[0]
+    assert [(c.index, c.core_id, c.cpus) for c in socket.cores] == [(0, 0, (0, 1)), (1, 2, (8, 9)), (2, 3, (12,))]
+    assert facts.cpu.offline_cores == 1 and facts.cpu.threads_per_core == 2
+    assert any("no online thread" in n for n in facts.notes)
+
+
+def test_epyc_several_numa_nodes_per_socket_sockets_from_lscpu():
+    facts = derive_facts("epyc", capture_dir("epyc7451"))
+    assert facts.cpu.shape() == "2x24x2"
+    assert facts.cpu.sockets[0].numa_nodes == (0, 1, 2, 3)
+    assert facts.cpu.sockets[1].cores[0].cpus == (24, 72)
+    assert any("8 NUMA nodes with CPUs on 2 socket(s)" in n for n in facts.notes)
+
+
+def test_x86_hyperthreads_and_gpu_affinity_from_topo():
+    captures = capture_dir("delos-x86-4gpu")
+    # lscpu -p built to match delos's real numactl -H (HT siblings n and n+40); no capture was published.
+    rows = [f"{cpu},{cpu % 40 if cpu < 80 else 0},{(cpu % 40) // 20},{(cpu % 40) // 20}" for cpu in range(80)]
+    captures["lscpu-p"] = "# CPU,Core,Socket,Node\n" + "\n".join(rows) + "\n"
+    captures["nvidia-smi-query"] = "".join(f"{i}, Tesla V100-SXM2-32GB, 00000000:{i + 1:02x}:00.0, 32510 MiB\n" for i in range(4))
+    facts = derive_facts("delos", captures)
+    assert facts.cpu.shape() == "2x20x2"
+    assert facts.cpu.sockets[0].cores[0].cpus == (0, 40)
+    assert [g.socket for g in facts.gpus] == [0, 0, 1, 1]
+
+
+def test_vm_one_socket():
+    facts = derive_facts("vm", capture_dir("vm-x86"))
+    assert facts.cpu.socket_count == 1 and facts.arch == "x86_64" and facts.gpus == ()
+
+
+def test_container_capture():
+    facts = derive_facts("node", capture_dir("node-container"))
+    assert facts.cpu.socket_count >= 1 and facts.openmpi.major == 4
+
+
+def test_sysfs_fallback_and_gpu_numa_from_sysfs():
+    captures = {
+        "sysfs-cpu": "0,0,0,0\n1,1,0,0\n2,0,1,1\n3,1,1,1\n",
+        "nvidia-smi-query": "0, A100, 00000000:81:00.0, 40960 MiB\n",
+        "sysfs-gpu": "0000:81:00.0 1\n",
+        "uname-m": "x86_64\n",
+    }
+    facts = derive_facts("old", captures)
+    assert facts.cpu.source == "sysfs-cpu" and facts.cpu.shape() == "2x2x1"
+    assert facts.gpus[0].socket == 1 and facts.gpus[0].affinity_source == "sysfs-gpu"
+
+
+def test_unknown_gpu_affinity_is_noted():
+    captures = capture_dir("vm-x86")
+    captures["nvidia-smi-query"] = "0, T4, 00000000:00:04.0, 15360 MiB\n"
+    facts = derive_facts("vm", captures)
+    assert facts.gpus[0].socket is None and any("affinity unknown" in n for n in facts.notes)
+
+
+def test_no_topology_source_is_an_error():
+    with pytest.raises(ParseError, match="no core topology"):
+        derive_facts("x", {"hostname": "x\n"})
+
+
+def test_garbage_names_the_command():
+    captures = capture_dir("vm-x86")
+    captures["numactl-H"] = "segmentation fault\n"
+    with pytest.raises(ParseError, match="numactl-H"):
+        derive_facts("vm", captures)

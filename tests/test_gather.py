@@ -1,0 +1,44 @@
+"""The gather script: framing, splitting, and a real run on this machine."""
+
+import subprocess
+
+import pytest
+
+from provision.errors import ParseError
+from provision.gather import CAPTURE_NAMES, capture_script, gather_script, new_nonce, split_output
+
+
+def run_locally(script: str) -> str:
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
+
+
+def test_real_run_splits_into_every_capture():
+    nonce = new_nonce()
+    captures = split_output(run_locally(gather_script(nonce)), nonce)
+    assert set(captures) == set(CAPTURE_NAMES)
+    assert captures["uname-m"].available and captures["uname-m"].stdout.strip()
+    if not captures["ppc64_cpu-info"].available:
+        assert captures["ppc64_cpu-info"].why_unavailable() == "not installed"
+
+
+def test_output_cannot_forge_a_frame():
+    nonce = new_nonce()
+    fake = "@@" + "0" * 16 + "@@ hostname 0\n"
+    text = f"@@{nonce}@@ hostname 0\n{fake}evil\n\n@@{nonce}@@ .err\n\n"
+    for name in CAPTURE_NAMES[1:]:
+        text += f"@@{nonce}@@ {name} 127\n\n@@{nonce}@@ .err\nnot installed\n"
+    captures = split_output(text, nonce)
+    assert captures["hostname"].stdout == fake + "evil\n"
+
+
+@pytest.mark.parametrize("text", ["", "hello\n", "@@N@@ hostname 0\nx\n"])
+def test_broken_framing(text):
+    with pytest.raises(ParseError, match="probe"):
+        split_output(text.replace("N", "a" * 16), "a" * 16)
+
+
+def test_capture_script_writes_a_folder(tmp_path):
+    subprocess.run(["sh", "-c", capture_script(), "sh", str(tmp_path)], check=True, capture_output=True)
+    (host_dir,) = list(tmp_path.iterdir())
+    assert (host_dir / "uname-m.txt").exists() and (host_dir / "numactl-H.txt").exists()
+    assert not (host_dir / "nvidia-smi-query.txt").exists()

@@ -1,0 +1,78 @@
+"""Inventory loading: structure, racks, and errors with file:line."""
+
+import textwrap
+
+import pytest
+
+from provision.errors import InventoryError
+from provision.inventory import Inventory, inventory_to_yaml, load_inventory
+
+
+def write(tmp_path, text):
+    path = tmp_path / "hosts.yml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+GOOD = """\
+defaults:
+  user: mpi
+hosts:
+  n1: {address: 10.0.0.1}
+  n2: {port: 2222, key: ~/.ssh/id_ed25519}
+  n3:
+groups:
+  gpu: [n1, n2]
+racks:
+  - {name: r1, hosts: [n1, n2]}
+  - {name: r2, hosts: [n3]}
+vars:
+  dataset_dir: /data
+"""
+
+
+def test_load_and_resolve(tmp_path):
+    inv = load_inventory(write(tmp_path, GOOD))
+    assert inv.hosts["n2"].port == 2222 and inv.hosts["n2"].user == "mpi"
+    assert inv.rack_order() == ["n1", "n2", "n3"]
+    assert [h.name for h in inv.resolve(["gpu", "n3", "n1"])] == ["n1", "n2", "n3"]
+    assert [h.name for h in inv.resolve([])] == ["n1", "n2", "n3"]
+    assert inv.resolve(["adhoc-host"])[0].address is None
+
+
+def test_round_trip(tmp_path):
+    inv = load_inventory(write(tmp_path, GOOD))
+    again = load_inventory(write(tmp_path, inventory_to_yaml(inv)))
+    assert again.hosts == inv.hosts and again.racks == inv.racks and again.groups == inv.groups
+
+
+@pytest.mark.parametrize(
+    "text, line, message",
+    [
+        ("hosts:\n  n1: {address: 'a;rm -rf /'}\n", 2, "not a host name or IP"),
+        ("hosts:\n  ok: {}\n  'bad$(x)': {}\n", 3, "may only hold"),
+        ("hosts:\n  n1:\n    user: 'root; id'\n", 3, "not a valid user"),
+        ("hosts:\n  n1:\n    port: 70000\n", 3, "1-65535"),
+        ("hosts:\n  n1:\n    colour: red\n", 3, "unknown field"),
+        ("hosts:\n  n1: {}\nracks:\n  - {name: r1, hosts: [n1, n9]}\n", 4, "'n9' is not a host"),
+        ("hosts:\n  n1: {}\ngroups:\n  g: [n1]\n  all: [n1]\n", 5, "clashes"),
+        ("hosts:\n  n1: {\n", 3, "YAML syntax"),
+        ("hostz: {}\n", 1, "unknown section"),
+    ],
+)
+def test_errors_name_file_and_line(tmp_path, text, line, message):
+    path = write(tmp_path, text)
+    with pytest.raises(InventoryError) as error:
+        load_inventory(path)
+    assert str(error.value).startswith(f"{path}:{line}:"), str(error.value)
+    assert message in str(error.value)
+
+
+def test_unsafe_command_line_host_rejected():
+    with pytest.raises(InventoryError, match="may only hold"):
+        Inventory().resolve(["node1;reboot"])
+
+
+def test_unreadable_file(tmp_path):
+    with pytest.raises(InventoryError, match="cannot read"):
+        load_inventory(tmp_path / "missing.yml")

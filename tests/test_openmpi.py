@@ -1,0 +1,34 @@
+"""OpenMPI capture parser: seed's dpkg -l, dpkg-query, rpm, ompi_info."""
+
+import pytest
+
+from conftest import read_fixture
+from provision.errors import ParseError
+from provision.facts.openmpi import parse_openmpi
+
+
+def test_seed_ibm_cuda_build_from_dpkg_l():
+    mpi = parse_openmpi(read_fixture("captures", "minsky", "openmpi.txt"))
+    assert mpi.version == "2.0.1" and mpi.cuda_aware is True and mpi.source == "dpkg -l"
+    assert "openmpi-bin-cuda" in mpi.packages and "openmpi-doc-cuda" not in mpi.packages
+
+
+def test_debian_container_capture_uses_ompi_info():
+    mpi = parse_openmpi(read_fixture("captures", "node-container", "openmpi.txt"))
+    assert mpi.version.startswith("4.1") and mpi.cuda_aware is False and mpi.source == "ompi_info" and mpi.major == 4
+
+
+def test_rpm_and_uninstalled_dpkg_rows():
+    text = "# dpkg-query\nopenmpi-bin\t\tun \n# rpm\nopenmpi\t4.1.1-5.el8\n# ompi_info\n"
+    mpi = parse_openmpi(text)
+    assert (mpi.version, mpi.source, mpi.packages) == ("4.1.1", "rpm", ("openmpi",))
+
+
+def test_nothing_installed():
+    mpi = parse_openmpi("# dpkg-query\n# rpm\n# ompi_info\n")
+    assert mpi.version is None and mpi.major is None
+
+
+def test_garbage():
+    with pytest.raises(ParseError, match="openmpi"):
+        parse_openmpi("# rpm\nthis is not rpm output at all\n")

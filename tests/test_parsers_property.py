@@ -1,0 +1,54 @@
+"""Property tests: every parser returns facts or raises its own ParseError, never anything else."""
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from conftest import capture_dir
+from provision.errors import ParseError
+from provision.facts import lscpu, numactl, nvidia, openmpi, ppc64_cpu, system
+from provision.facts.derive import derive_facts
+
+PARSERS = [
+    numactl.parse_numactl_hardware,
+    ppc64_cpu.parse_ppc64_cpu_info,
+    lscpu.parse_lscpu,
+    lscpu.parse_lscpu_parsable,
+    nvidia.parse_gpu_query,
+    nvidia.parse_topo_matrix,
+    nvidia.parse_sysfs_gpu,
+    openmpi.parse_openmpi,
+    system.parse_hostname,
+    system.parse_arch,
+    system.parse_meminfo,
+    lambda text: system.parse_ip_addr(text, text),
+]
+
+# Text that looks like the real thing: fragments of real outputs, digits, separators.
+FRAGMENTS = st.sampled_from(
+    ["available: 2 nodes (0-1)", "node 0 cpus:", "Core 0:", "0*", "#", ",", "\t", "GPU0", "CPU Affinity", "ii", "MiB", "-", ":", " ", "\n", "0", "7", "255", "x"]
+)
+TEXT = st.one_of(st.text(max_size=300), st.lists(FRAGMENTS, max_size=60).map("".join))
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(TEXT)
+def test_every_parser_returns_or_raises_parse_error(text):
+    for parse in PARSERS:
+        try:
+            parse(text)
+        except ParseError:
+            pass
+
+
+@settings(max_examples=200)
+@given(st.sampled_from(["minsky", "vm-x86", "epyc7451", "node-container"]), st.data())
+def test_derive_on_corrupted_real_captures(fixture, data):
+    captures = capture_dir(fixture)
+    name = data.draw(st.sampled_from(sorted(captures)))
+    text = captures[name]
+    cut = data.draw(st.integers(0, len(text)))
+    junk = data.draw(st.text(max_size=40))
+    captures[name] = text[:cut] + junk + text[cut + len(junk):]
+    try:
+        derive_facts(fixture, captures)
+    except ParseError:
+        pass
