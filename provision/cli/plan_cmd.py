@@ -1,0 +1,200 @@
+"""`provision rankfile`, `launch`, `topology`, `slurm-nodes`: plans from facts."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from provision.cli import app, fail, stderr
+from provision.cli import options as opt
+from provision.errors import PlanError
+from provision.facts.model import HostFacts
+from provision.factstore import cached_hosts, load_host, save_host
+from provision.files import write_atomic
+from provision.inventory import check_host_name, open_inventory
+from provision.plans.dims import parse_dims
+from provision.plans.launch import DdlOptions, hostfile, mpirun_argv, quoted
+from provision.plans.picture import rich_tree, svg
+from provision.plans.rankcheck import check_rankfile, parse_rankfile
+from provision.plans.rankfile import RankPlan, plan_rankfile, render_rankfile
+from provision.plans.slurm import slurm_node_line
+from provision.probe import probe_hosts
+
+HOSTS = typer.Option(None, "--hosts", help="h1,h2,...: Y·Z hosts, rack by rack (default: the inventory's racks).")
+PROBE = typer.Option(False, "--probe", help="Probe the hosts now instead of reading --facts-dir.")
+ALLOW_NO_GPU = typer.Option(False, "--allow-no-gpu", help="Allow more learners than GPUs (CPU-only test runs).")
+NO_AFFINITY = typer.Option(False, "--no-gpu-affinity", help="Ignore GPU→socket affinity; use rank_gen's even spread.")
+
+
+def host_names(hosts: str | None, inventory: Path | None) -> list[str]:
+    """Names from --hosts, else the inventory's rack order."""
+    if hosts:
+        names = [name.strip() for name in hosts.split(",") if name.strip()]
+        for name in names:
+            check_host_name(name, "--hosts")
+        return names
+    names = open_inventory(inventory).rack_order()
+    if not names:
+        raise fail("no hosts: give --hosts h1,h2,... or racks in the inventory (-i)")
+    return names
+
+
+def load_facts(names: list[str], inventory: Path | None, facts_dir: Path, probe: bool) -> list[HostFacts]:
+    """Facts for ``names``, from the facts dir or probed now (and then saved)."""
+    if not probe:
+        return [load_host(facts_dir, name) for name in names]
+    from provision.connection import SshOptions
+
+    results = probe_hosts(open_inventory(inventory).resolve(names), SshOptions())
+    failed = [f"{r.host} ({r.error_kind}: {r.error})" for r in results if not r.ok]
+    if failed:
+        raise PlanError("probe failed for " + "; ".join(failed))
+    for result in results:
+        save_host(facts_dir, result.facts, result.captures)
+    return [r.facts for r in results]
+
+
+def make_plan(dims_text: str, hosts: str | None, inventory: Path | None, facts_dir: Path, probe: bool, allow_no_gpu: bool, no_affinity: bool) -> RankPlan:
+    """Parse dims, gather facts, plan, and print the plan's warnings on stderr."""
+    dims = parse_dims(dims_text)
+    names = host_names(hosts, inventory)
+    plan = plan_rankfile(dims, load_facts(names, inventory, facts_dir, probe), allow_no_gpu=allow_no_gpu, use_gpu_affinity=not no_affinity)
+    for warning in plan.warnings:
+        stderr.print(f"[yellow]warning[/yellow]: {warning}", highlight=False, soft_wrap=True)
+    return plan
+
+
+def _now() -> str:
+    return dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _write_or_print(text: str, output: Path | None) -> None:
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    backup = write_atomic(output, text)
+    stderr.print(f"wrote {output}" + (f" (previous version kept as {backup})" if backup else ""), highlight=False)
+
+
+@app.command(
+    epilog="Examples:\n\n  provision rankfile 4x2x3 --hosts sys-89074,sys-89075,sys-89076,sys-89077,sys-89078,sys-89079 -o 4x2x3.rf\n\n"
+    "  provision rankfile --check 2x10core.rf      # which lines name cores that do not exist"
+)
+def rankfile(
+    dims: str = typer.Argument(None, help="XxYxZ: X GPUs (learners) per host, Y hosts per rack, Z racks."),
+    hosts: str = HOSTS,
+    inventory: Path = opt.INVENTORY,
+    facts_dir: Path = opt.FACTS_DIR,
+    output: Path = typer.Option(None, "-o", "--output", help="Write here (atomically; an old file is kept as FILE~)."),
+    check: Path = typer.Option(None, "--check", help="Validate an existing rank file against the facts instead."),
+    probe: bool = PROBE,
+    allow_no_gpu: bool = ALLOW_NO_GPU,
+    no_gpu_affinity: bool = NO_AFFINITY,
+) -> None:
+    """Write an MPI rank file (rank_gen numbering) with slots from each host's probed cores."""
+    if check is not None:
+        try:
+            text = check.read_text()
+        except OSError as error:
+            raise fail(f"{check}: cannot read: {error.strerror}")
+        lines = parse_rankfile(text, str(check))
+        facts = {}
+        for name in sorted({line.host for line in lines}):
+            try:
+                facts[name] = load_host(facts_dir, name)
+            except Exception:  # reported per line below
+                pass
+        problems = check_rankfile(lines, facts, str(check))
+        for problem in problems:
+            typer.echo(problem)
+        if problems:
+            raise typer.Exit(1)
+        typer.echo(f"{check}: {len(lines)} ranks, every host, socket and core exists")
+        return
+    if dims is None:
+        raise fail("give dims XxYxZ (or --check FILE)")
+    plan = make_plan(dims, hosts, inventory, facts_dir, probe, allow_no_gpu, no_gpu_affinity)
+    _write_or_print(render_rankfile(plan, _now()), output)
+
+
+@app.command(
+    epilog="Examples:\n\n  provision launch 4x2x1 --ddl-mode n --dev-sync 1 -- caffe train -solver s.prototxt -gpu 0 -bvlc\n\n"
+    "  provision launch 4x2x1 --format horovod\n\n  provision launch 2x2x1 --allow-no-gpu --run -- hostname"
+)
+def launch(
+    dims: str = typer.Argument(..., help="XxYxZ."),
+    command: list[str] = typer.Argument(None, help="The program and its arguments, after --."),
+    hosts: str = HOSTS,
+    inventory: Path = opt.INVENTORY,
+    facts_dir: Path = opt.FACTS_DIR,
+    rankfile_out: Path = typer.Option(None, "--rankfile", help="Where to write the rank file (default: ./XxYxZ.rf)."),
+    export: list[str] = typer.Option([], "-x", "--export", help="Also pass this environment variable (-x NAME)."),
+    iface: str = typer.Option(None, "--iface", help="btl_tcp_if_include interface (default: one up on every host)."),
+    ddl_mode: str = typer.Option(None, "--ddl-mode", help="DDL -mode letter: b, n, r, m, c or p."),
+    dev_sync: int = typer.Option(None, "--dev-sync", help="DDL -dev_sync 0|1|2."),
+    dump_iter: int = typer.Option(None, "--dump-iter", help="DDL -dump_iter N."),
+    report_bindings: bool = typer.Option(False, "--report-bindings", help="Add mpirun --report-bindings."),
+    fmt: str = typer.Option(None, "--format", help="Print a hostfile instead: hostfile, horovod or deepspeed."),
+    run: bool = typer.Option(False, "--run", help="Run it from the first host over SSH, streaming its output."),
+    probe: bool = PROBE,
+    allow_no_gpu: bool = ALLOW_NO_GPU,
+    no_gpu_affinity: bool = NO_AFFINITY,
+    known_hosts: Path = opt.KNOWN_HOSTS,
+    ssh_config: Path = opt.SSH_CONFIG,
+) -> None:
+    """Print (or --run) the mpirun command for a rank file made from the facts."""
+    plan = make_plan(dims, hosts, inventory, facts_dir, probe, allow_no_gpu, no_gpu_affinity)
+    if fmt is not None:
+        typer.echo(hostfile(plan, fmt), nl=False)
+        return
+    ddl = DdlOptions(ddl_mode, dev_sync, dump_iter) if ddl_mode else None
+    if ddl is None and (dev_sync is not None or dump_iter is not None):
+        raise fail("--dev-sync and --dump-iter need --ddl-mode")
+    text = render_rankfile(plan, _now())
+    local = rankfile_out or Path(f"{plan.dims}.rf")
+    remote = f".provision/{plan.dims}.rf"
+    argv = mpirun_argv(plan, remote if run else str(local), list(command or []), export=export, iface=iface, ddl=ddl, report_bindings=report_bindings)
+    write_atomic(local, text)
+    if not run:
+        stderr.print(f"rank file: {local}", highlight=False)
+        typer.echo(quoted(argv))
+        return
+    from provision.launcher import run_from_first_host
+
+    first = open_inventory(inventory).resolve([plan.hosts[0].host])[0]
+    options = opt.ssh_options(known_hosts, False, 10.0, ssh_config)
+    raise typer.Exit(run_from_first_host(first, options, text, remote, argv))
+
+
+@app.command(epilog="Examples:\n\n  provision topology 4x2x1 --hosts sys-89074,sys-89075\n\n  provision topology 4x2x3 --svg layout.svg")
+def topology(
+    dims: str = typer.Argument(..., help="XxYxZ."),
+    hosts: str = HOSTS,
+    inventory: Path = opt.INVENTORY,
+    facts_dir: Path = opt.FACTS_DIR,
+    svg_out: Path = typer.Option(None, "--svg", help="Also write an SVG picture here."),
+    probe: bool = PROBE,
+    allow_no_gpu: bool = ALLOW_NO_GPU,
+    no_gpu_affinity: bool = NO_AFFINITY,
+) -> None:
+    """Show which rank is bound to which cores, and which GPU it drives: racks → hosts → sockets."""
+    plan = make_plan(dims, hosts, inventory, facts_dir, probe, allow_no_gpu, no_gpu_affinity)
+    Console().print(rich_tree(plan))
+    if svg_out is not None:
+        _write_or_print(svg(plan), svg_out)
+
+
+@app.command("slurm-nodes", epilog="Example:\n\n  provision slurm-nodes >> /etc/slurm/slurm.conf")
+def slurm_nodes(
+    hosts: list[str] = typer.Argument(None, help="Hosts (default: every host in --facts-dir)."),
+    facts_dir: Path = opt.FACTS_DIR,
+) -> None:
+    """slurm.conf NodeName lines from facts, in slurmd -C's format, with Gres=gpu:N."""
+    names = hosts or cached_hosts(facts_dir)
+    if not names:
+        raise fail(f"no facts in {facts_dir}/: run `provision probe` first")
+    for name in names:
+        typer.echo(slurm_node_line(load_host(facts_dir, name)))

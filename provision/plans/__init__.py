@@ -1,0 +1,1 @@
+"""Plans: pure functions from facts to rank files, launch commands, hostfiles, pictures."""

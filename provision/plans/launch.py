@@ -1,0 +1,140 @@
+"""mpirun command lines, DDL options and hostfiles, from a rank plan and the hosts' facts."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from provision.errors import PlanError, UnsafeValueError
+from provision.facts.model import HostFacts
+from provision.plans.dims import Dims
+from provision.plans.rankfile import RankPlan
+
+DDL_MODES = {
+    "b": "enhanced NCCL where possible, else ring",
+    "n": "NCCL where possible, else ring",
+    "r": "ring only",
+    "m": "MPI reduce_scatter + all_gatherV only",
+    "c": "RCS only",
+    "p": "exploration: best algorithm per dimension",
+}
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IFACE = re.compile(r"^[A-Za-z0-9._:-]{1,15}$")
+
+
+@dataclass(frozen=True)
+class DdlOptions:
+    """The ``-ddl "..."`` option string's parts."""
+
+    mode: str
+    dev_sync: int | None = None
+    dump_iter: int | None = None
+
+    def text(self, dims: Dims) -> str:
+        """``-mode n:4x2x3 -dev_sync 1 -dump_iter 100``."""
+        parts = [f"-mode {self.mode}:{dims}"]
+        if self.dev_sync is not None:
+            parts.append(f"-dev_sync {self.dev_sync}")
+        if self.dump_iter is not None:
+            parts.append(f"-dump_iter {self.dump_iter}")
+        return " ".join(parts)
+
+
+def check_ddl(ddl: DdlOptions, ranks: int, dims: Dims) -> None:
+    """Refuse options DDL itself would refuse at start-up (its ``invalid dim size`` error)."""
+    if ddl.mode not in DDL_MODES:
+        raise PlanError(f"--ddl-mode {ddl.mode!r}: one of {', '.join(DDL_MODES)}")
+    if ddl.dev_sync not in (None, 0, 1, 2):
+        raise PlanError("--dev-sync must be 0, 1 or 2")
+    if ddl.dump_iter is not None and ddl.dump_iter < 1:
+        raise PlanError("--dump-iter must be at least 1")
+    if ranks != dims.learners:
+        raise PlanError(f"invalid dim size: mpirun -n {ranks} but -mode {ddl.mode}:{dims} has {dims.learners} learners")
+
+
+def openmpi_version(facts_list: list[HostFacts]) -> tuple[int, int]:
+    """The (major, minor) OpenMPI version all hosts share; refuses missing or mixed versions."""
+    missing = [f.host for f in facts_list if not f.openmpi.version]
+    if missing:
+        raise PlanError(f"OpenMPI is not installed on: {', '.join(missing)}")
+    versions = {f.host: ".".join(f.openmpi.version.split(".")[:2]) for f in facts_list}
+    if len(set(versions.values())) > 1:
+        listing = ", ".join(f"{host} {version}" for host, version in versions.items())
+        raise PlanError(f"OpenMPI versions differ across hosts ({listing}): mpirun needs the same everywhere")
+    major, minor = next(iter(versions.values())).split(".")
+    return int(major), int(minor)
+
+
+def rankfile_option(version: tuple[int, int], path: str) -> list[str]:
+    """``-rf FILE`` up to OpenMPI 4; ``--map-by rankfile:file=FILE`` from 5 on."""
+    return ["--map-by", f"rankfile:file={path}"] if version[0] >= 5 else ["-rf", path]
+
+
+def common_interface(facts_list: list[HostFacts]) -> str | None:
+    """An interface up with an IPv4 address on every host (InfiniBand first), not loopback."""
+    def usable(facts: HostFacts) -> set[str]:
+        return {i.name for i in facts.interfaces if i.up and i.name != "lo" and any("." in a for a in i.addresses)}
+
+    shared = set.intersection(*(usable(f) for f in facts_list)) if facts_list else set()
+    shared = {name for name in shared if not name.startswith(("docker", "virbr", "veth", "br-"))}
+    if not shared:
+        return None
+    return sorted(shared, key=lambda name: (not name.startswith("ib"), name))[0]
+
+
+def mpirun_argv(
+    plan: RankPlan,
+    rankfile_path: str,
+    command: list[str],
+    *,
+    export: list[str] = (),
+    iface: str | None = None,
+    ddl: DdlOptions | None = None,
+    report_bindings: bool = False,
+) -> list[str]:
+    """The mpirun argument vector (quote with :func:`shlex.join` to print it)."""
+    if not command:
+        raise PlanError("no command to launch: put it after --, e.g. provision launch 4x2x1 -- python train.py")
+    facts_list = list(plan.facts)
+    version = openmpi_version(facts_list)
+    argv = ["mpirun", "-n", str(plan.dims.learners), *rankfile_option(version, rankfile_path)]
+    for name in ["PATH", "LD_LIBRARY_PATH", *export]:
+        if not _ENV_NAME.match(name):
+            raise UnsafeValueError(f"-x {name!r}: not an environment variable name")
+        if ["-x", name] != argv[-2:] and name not in argv[4::2]:
+            argv += ["-x", name]
+    chosen = iface if iface is not None else common_interface(facts_list)
+    if chosen is not None:
+        if not _IFACE.match(chosen):
+            raise UnsafeValueError(f"--iface {chosen!r}: not an interface name")
+        if iface is not None:
+            lacking = [f.host for f in facts_list if f.interfaces and chosen not in {i.name for i in f.interfaces if i.up}]
+            if lacking:
+                raise PlanError(f"interface {chosen} is not up on: {', '.join(lacking)}")
+        argv += ["--mca", "btl_tcp_if_include", chosen]
+    if report_bindings:
+        argv.append("--report-bindings")
+    argv += list(command)
+    if ddl is not None:
+        if "-ddl" in command:
+            raise PlanError("the command already has -ddl; drop it or drop --ddl-mode")
+        check_ddl(ddl, plan.dims.learners, plan.dims)
+        argv += ["-ddl", ddl.text(plan.dims)]
+    return argv
+
+
+def hostfile(plan: RankPlan, style: str) -> str:
+    """Host lists for other launchers: ``hostfile`` (OpenMPI), ``deepspeed``, ``horovod``."""
+    hosts = [host.host for host in sorted(plan.hosts, key=lambda h: h.index)]
+    slots = plan.dims.x
+    if style in ("hostfile", "deepspeed"):
+        return "".join(f"{host} slots={slots}\n" for host in hosts)
+    if style == "horovod":
+        return "-H " + ",".join(f"{host}:{slots}" for host in hosts) + "\n"
+    raise PlanError(f"--format {style!r}: one of hostfile, horovod, deepspeed")
+
+
+def quoted(argv: list[str]) -> str:
+    """A shell-safe one-line rendering of ``argv``."""
+    return shlex.join(argv)

@@ -1,0 +1,84 @@
+"""Check an existing rank file against probed facts: which lines name cores that do not exist.
+
+Reads OpenMPI's ``rank N=host slot=S:C[-C][,C...]`` lines (``#`` comments and blank lines are
+skipped). A syntax error names its line; so does every reference to a missing host, socket or core.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from provision.errors import PlanError
+from provision.facts.model import HostFacts
+
+_LINE = re.compile(r"^rank\s+(\d+)\s*=\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s+slot\s*=\s*(\S+)$")
+_SLOT = re.compile(r"^(\d+):(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)$")
+
+
+@dataclass(frozen=True)
+class RankLine:
+    """One parsed line of a rank file."""
+
+    line: int
+    rank: int
+    host: str
+    socket: int
+    cores: tuple[int, ...]
+    text: str
+
+
+def parse_rankfile(text: str, path: str = "rankfile") -> list[RankLine]:
+    """Parse a rank file; raises :class:`PlanError` naming ``path:line`` on a syntax error."""
+    lines = []
+    seen: dict[int, int] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        stripped = raw.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        match = _LINE.match(stripped)
+        if not match:
+            raise PlanError(f"{path}:{number}: expected 'rank N=host slot=S:C-C', got {stripped[:60]!r}")
+        slot = _SLOT.match(match.group(3))
+        if not slot:
+            raise PlanError(f"{path}:{number}: slot {match.group(3)!r} is not socket:cores (e.g. 0:0-4)")
+        cores: list[int] = []
+        for part in slot.group(2).split(","):
+            first, _, last = part.partition("-")
+            if last and int(last) < int(first):
+                raise PlanError(f"{path}:{number}: descending core range {part!r}")
+            cores.extend(range(int(first), int(last or first) + 1))
+        rank = int(match.group(1))
+        if rank in seen:
+            raise PlanError(f"{path}:{number}: rank {rank} already given on line {seen[rank]}")
+        seen[rank] = number
+        lines.append(RankLine(number, rank, match.group(2), int(slot.group(1)), tuple(cores), stripped))
+    if not lines:
+        raise PlanError(f"{path}: no 'rank N=host slot=...' lines")
+    missing = sorted(set(range(len(lines))) - set(seen))
+    if missing:
+        raise PlanError(f"{path}: ranks must be 0..{len(lines) - 1}; missing {missing[:10]}")
+    return lines
+
+
+def check_rankfile(lines: list[RankLine], facts_by_host: dict[str, HostFacts], path: str = "rankfile") -> list[str]:
+    """Problems, one per offending line (empty when every host, socket and core exists)."""
+    problems = []
+    for entry in lines:
+        facts = facts_by_host.get(entry.host)
+        where = f"{path}:{entry.line}: {entry.text}"
+        if facts is None:
+            problems.append(f"{where}: no facts for host {entry.host} (run `provision probe {entry.host}`)")
+            continue
+        sockets = facts.cpu.sockets
+        if entry.socket >= len(sockets):
+            problems.append(f"{where}: host {entry.host} has {len(sockets)} socket(s) (0-{len(sockets) - 1}), not socket {entry.socket}")
+            continue
+        available = len(sockets[entry.socket].cores)
+        beyond = [core for core in entry.cores if core >= available]
+        if beyond:
+            problems.append(
+                f"{where}: host {entry.host} socket {entry.socket} has cores 0-{available - 1}; "
+                f"core(s) {beyond[0]}{'-' + str(beyond[-1]) if len(beyond) > 1 else ''} do not exist"
+            )
+    return problems
