@@ -13,6 +13,10 @@ fi
 if [ -f /cluster/authorized_keys ]; then
   install -m 600 -o mpi -g mpi /cluster/authorized_keys /home/mpi/.ssh/authorized_keys
 fi
+# The MPI user's own key (its public half is in authorized_keys): passwordless SSH between nodes.
+if [ -f /cluster/mpi_key ]; then
+  install -m 600 -o mpi -g mpi /cluster/mpi_key /home/mpi/.ssh/id_ed25519
+fi
 # The cluster's own known_hosts (all nodes' keys), so node-to-node SSH is checked too.
 if [ -f /cluster/ssh_known_hosts ]; then
   install -m 644 /cluster/ssh_known_hosts /etc/ssh/ssh_known_hosts
