@@ -29,30 +29,35 @@ class Step:
 
 _OPENMPI = (
     "echo '# dpkg-query'; "
-    "dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' '*openmpi*' 2>/dev/null; "
+    "if command -v dpkg-query >/dev/null 2>&1; then "
+    "dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' '*openmpi*' 2>/dev/null; fi; "
     "echo '# rpm'; "
-    "rpm -qa --qf '%{NAME}\\t%{VERSION}-%{RELEASE}\\n' '*openmpi*' 2>/dev/null; "
+    "if command -v rpm >/dev/null 2>&1; then rpm -qa --qf '%{NAME}\\t%{VERSION}-%{RELEASE}\\n' '*openmpi*' 2>/dev/null; fi; "
     "echo '# ompi_info'; "
-    "if command -v ompi_info >/dev/null 2>&1; then "
-    "ompi_info --parsable --all 2>/dev/null | grep -E '^(ompi:version:full:|mca:mpi:base:param:mpi_built_with_cuda_support:value:)'; "
-    "fi; true"
+    # started in the background at the top of the script (see templates/gather.sh.j2)
+    'if [ -n "$ompi_pid" ]; then wait "$ompi_pid"; '
+    "grep -E '^(ompi:version:full:|mca:mpi:base:param:mpi_built_with_cuda_support:value:)' \"$t/ompi\"; fi; true"
 )
 
+# `read` is a shell builtin: no process per file, which matters on 160-CPU POWER nodes.
 _SYSFS_CPU = (
     "for d in /sys/devices/system/cpu/cpu[0-9]*; do "
-    'n=${d##*/cpu}; '
-    'if [ -r "$d/online" ] && [ "$(cat "$d/online")" = 0 ]; then continue; fi; '
+    "n=${d##*/cpu}; on=1; "
+    '[ -r "$d/online" ] && read -r on <"$d/online"; '
+    '[ "$on" = 0 ] && continue; '
     '[ -r "$d/topology/core_id" ] || continue; '
+    'read -r core <"$d/topology/core_id"; read -r pkg <"$d/topology/physical_package_id"; '
     "node=; for l in \"$d\"/node[0-9]*; do [ -e \"$l\" ] && node=${l##*/node}; done; "
-    'echo "$n,$(cat "$d/topology/core_id"),$(cat "$d/topology/physical_package_id"),$node"; '
+    'echo "$n,$core,$pkg,$node"; '
     "done"
 )
 
 _SYSFS_GPU = (
     "for d in /sys/bus/pci/devices/*; do "
-    '[ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] || continue; '
-    'case "$(cat "$d/class")" in 0x0300*|0x0302*) ;; *) continue;; esac; '
-    'echo "${d##*/} $(cat "$d/numa_node" 2>/dev/null || echo -1)"; '
+    'vendor=; read -r vendor <"$d/vendor" 2>/dev/null; [ "$vendor" = 0x10de ] || continue; '
+    'read -r class <"$d/class"; case "$class" in 0x0300*|0x0302*) ;; *) continue;; esac; '
+    'node=-1; read -r node <"$d/numa_node" 2>/dev/null; '
+    'echo "${d##*/} $node"; '
     "done"
 )
 
@@ -63,7 +68,7 @@ STEPS: tuple[Step, ...] = (
     Step("ppc64_cpu-info", ("ppc64_cpu",), "ppc64_cpu --info", "POWER cores and online threads"),
     Step("lscpu", ("lscpu",), "lscpu", "CPU summary"),
     Step("lscpu-p", ("lscpu",), "lscpu -p=CPU,CORE,SOCKET,NODE", "online CPUs with core, socket, node"),
-    Step("sysfs-cpu", ("cat",), _SYSFS_CPU, "fallback topology from /sys/devices/system/cpu"),
+    Step("sysfs-cpu", ("sh",), _SYSFS_CPU, "fallback topology from /sys/devices/system/cpu"),
     Step(
         "nvidia-smi-query",
         ("nvidia-smi",),
@@ -71,7 +76,7 @@ STEPS: tuple[Step, ...] = (
         "GPUs",
     ),
     Step("nvidia-smi-topo", ("nvidia-smi",), "nvidia-smi topo -m", "GPU to CPU/NUMA affinity"),
-    Step("sysfs-gpu", ("cat",), _SYSFS_GPU, "fallback GPU NUMA node from sysfs"),
+    Step("sysfs-gpu", ("sh",), _SYSFS_GPU, "fallback GPU NUMA node from sysfs"),
     Step("openmpi", ("sh",), _OPENMPI, "installed OpenMPI packages, version, CUDA support"),
     Step("meminfo", ("cat",), "cat /proc/meminfo", "memory"),
     Step("ip-addr", ("ip",), "ip -o addr show", "interface addresses"),
@@ -121,6 +126,7 @@ def capture_script() -> str:
 def split_output(text: str, nonce: str) -> dict[str, Capture]:
     """Split the framed output of :func:`gather_script` into captures by name.
 
+    Each step is ``@@N@@ name`` + stdout + ``@@N@@ .rc CODE`` + stderr (only on failure).
     Raises :class:`ParseError` (source ``probe``) when the framing is broken, e.g. the
     connection dropped half way.
     """
@@ -129,21 +135,21 @@ def split_output(text: str, nonce: str) -> dict[str, Capture]:
     if not matches:
         raise ParseError("probe", "no framed output: the remote shell printed something else (is /bin/sh POSIX?)")
     captures: dict[str, Capture] = {}
-    pending: tuple[str, int, str] | None = None
+    pending: tuple[str, str] | None = None
     for position, match in enumerate(matches):
         end = matches[position + 1].start() if position + 1 < len(matches) else len(text)
         body = text[match.end():end]
         body = body[:-1] if body.endswith("\n") else body  # the newline the frame added
         name, code = match.group(1), match.group(2)
-        if name == ".err":
-            if pending is None:
-                raise ParseError("probe", "stderr frame without a command frame")
-            captures[pending[0]] = Capture(pending[0], pending[1], pending[2], body)
+        if name == ".rc":
+            if pending is None or code is None:
+                raise ParseError("probe", "exit-code frame without a command frame")
+            captures[pending[0]] = Capture(pending[0], int(code), pending[1], body)
             pending = None
         else:
-            if code is None:
-                raise ParseError("probe", f"frame for {name} has no exit code")
-            pending = (name, int(code), body)
+            if pending is not None:
+                raise ParseError("probe", f"output of {pending[0]} has no exit code: connection dropped?")
+            pending = (name, body)
     if pending is not None:
         raise ParseError("probe", f"output ended inside {pending[0]}: connection dropped?")
     missing = [name for name in CAPTURE_NAMES if name not in captures]

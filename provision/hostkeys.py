@@ -71,6 +71,7 @@ class StrictPolicy(paramiko.MissingHostKeyPolicy):
         self.known_hosts = known_hosts
 
     def missing_host_key(self, client, hostname, key):
+        """Refuse: raise :class:`HostKeyUnknown` naming the key's fingerprint."""
         raise HostKeyUnknown(hostname, key, self.known_hosts)
 
 
@@ -81,6 +82,7 @@ class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
         self.known_hosts = known_hosts
 
     def missing_host_key(self, client, hostname, key):
+        """Append the key to known_hosts and trust it for this connection."""
         append_known_host(self.known_hosts, hostname, key)
         client.get_host_keys().add(hostname, key.get_name(), key)
 

@@ -64,6 +64,7 @@ class _Builder:
         self.group_vars: dict[str, dict[str, Any]] = {}
 
     def add_host(self, pattern: str, variables: dict[str, Any], line: int, group: str | None) -> None:
+        """Record the hosts of ``pattern`` (ranges expanded) with their variables, in ``group``."""
         for name in expand_host_range(pattern):
             if not HOST_NAME.match(name):
                 raise InventoryError(str(self.path), line, f"host name {name!r} may only hold letters, digits, '.', '_', '-'")
@@ -75,6 +76,7 @@ class _Builder:
                     members.append(name)
 
     def members(self, group: str, stack: tuple[str, ...] = ()) -> list[str]:
+        """Hosts of ``group`` and of its children, in order; a cycle is an error."""
         if group in stack:
             raise InventoryError(str(self.path), None, f"group {group} contains itself through :children")
         names = list(self.groups.get(group, []))
@@ -83,6 +85,7 @@ class _Builder:
         return names
 
     def build(self) -> Inventory:
+        """Check every host through provision's own rules and make the :class:`Inventory`."""
         hosts: dict[str, Host] = {}
         for name, variables in self.host_vars.items():
             merged: dict[str, Any] = {}

@@ -23,18 +23,30 @@ def test_real_run_splits_into_every_capture():
 
 def test_output_cannot_forge_a_frame():
     nonce = new_nonce()
-    fake = "@@" + "0" * 16 + "@@ hostname 0\n"
-    text = f"@@{nonce}@@ hostname 0\n{fake}evil\n\n@@{nonce}@@ .err\n\n"
+    fake = "@@" + "0" * 16 + "@@ .rc 0\n"
+    text = f"@@{nonce}@@ hostname\n{fake}evil\n\n@@{nonce}@@ .rc 0\n\n"
     for name in CAPTURE_NAMES[1:]:
-        text += f"@@{nonce}@@ {name} 127\n\n@@{nonce}@@ .err\nnot installed\n"
+        text += f"@@{nonce}@@ {name}\n\n@@{nonce}@@ .rc 127\nnot installed\n"
     captures = split_output(text, nonce)
     assert captures["hostname"].stdout == fake + "evil\n"
+    assert captures["meminfo"].exit_code == 127 and captures["meminfo"].why_unavailable() == "not installed"
 
 
-@pytest.mark.parametrize("text", ["", "hello\n", "@@N@@ hostname 0\nx\n"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "hello\n", "@@N@@ hostname\nx\n", "@@N@@ hostname\nx\n@@N@@ uname-m\n", "@@N@@ .rc 0\n", "@@N@@ hostname\n\n@@N@@ .rc 0\n\n"],
+)
 def test_broken_framing(text):
     with pytest.raises(ParseError, match="probe"):
         split_output(text.replace("N", "a" * 16), "a" * 16)
+
+
+def test_failed_step_keeps_its_stderr():
+    nonce = new_nonce()
+    text = "".join(f"@@{nonce}@@ {name}\n\n@@{nonce}@@ .rc 0\n\n" for name in CAPTURE_NAMES if name != "nvidia-smi-query")
+    text += f"@@{nonce}@@ nvidia-smi-query\n\n@@{nonce}@@ .rc 9\nNVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
+    capture = split_output(text, nonce)["nvidia-smi-query"]
+    assert capture.why_unavailable() == "exit 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
 
 
 def test_capture_script_writes_a_folder(tmp_path):

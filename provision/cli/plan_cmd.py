@@ -10,6 +10,7 @@ from rich.console import Console
 
 from provision.cli import app, fail, stderr
 from provision.cli import options as opt
+from provision.connection import SshOptions
 from provision.errors import PlanError
 from provision.facts.model import HostFacts
 from provision.factstore import cached_hosts, load_host, save_host
@@ -42,13 +43,11 @@ def host_names(hosts: str | None, inventory: Path | None) -> list[str]:
     return names
 
 
-def load_facts(names: list[str], inventory: Path | None, facts_dir: Path, probe: bool) -> list[HostFacts]:
-    """Facts for ``names``, from the facts dir or probed now (and then saved)."""
-    if not probe:
+def load_facts(names: list[str], inventory: Path | None, facts_dir: Path, ssh: SshOptions | None) -> list[HostFacts]:
+    """Facts for ``names``: from the facts dir, or probed now with ``ssh`` options (then saved)."""
+    if ssh is None:
         return [load_host(facts_dir, name) for name in names]
-    from provision.connection import SshOptions
-
-    results = probe_hosts(open_inventory(inventory).resolve(names), SshOptions())
+    results = probe_hosts(open_inventory(inventory).resolve(names), ssh)
     failed = [f"{r.host} ({r.error_kind}: {r.error})" for r in results if not r.ok]
     if failed:
         raise PlanError("probe failed for " + "; ".join(failed))
@@ -57,11 +56,11 @@ def load_facts(names: list[str], inventory: Path | None, facts_dir: Path, probe:
     return [r.facts for r in results]
 
 
-def make_plan(dims_text: str, hosts: str | None, inventory: Path | None, facts_dir: Path, probe: bool, allow_no_gpu: bool, no_affinity: bool) -> RankPlan:
-    """Parse dims, gather facts, plan, and print the plan's warnings on stderr."""
+def make_plan(dims_text: str, hosts: str | None, inventory: Path | None, facts_dir: Path, ssh: SshOptions | None, allow_no_gpu: bool, no_affinity: bool) -> RankPlan:
+    """Parse dims, gather facts (``ssh`` set: probe now), plan, print the plan's warnings on stderr."""
     dims = parse_dims(dims_text)
     names = host_names(hosts, inventory)
-    plan = plan_rankfile(dims, load_facts(names, inventory, facts_dir, probe), allow_no_gpu=allow_no_gpu, use_gpu_affinity=not no_affinity)
+    plan = plan_rankfile(dims, load_facts(names, inventory, facts_dir, ssh), allow_no_gpu=allow_no_gpu, use_gpu_affinity=not no_affinity)
     for warning in plan.warnings:
         stderr.print(f"[yellow]warning[/yellow]: {warning}", highlight=False, soft_wrap=True)
     return plan
@@ -93,6 +92,8 @@ def rankfile(
     probe: bool = PROBE,
     allow_no_gpu: bool = ALLOW_NO_GPU,
     no_gpu_affinity: bool = NO_AFFINITY,
+    known_hosts: Path = opt.KNOWN_HOSTS,
+    ssh_config: Path = opt.SSH_CONFIG,
 ) -> None:
     """Write an MPI rank file (rank_gen numbering) with slots from each host's probed cores."""
     if check is not None:
@@ -116,7 +117,8 @@ def rankfile(
         return
     if dims is None:
         raise fail("give dims XxYxZ (or --check FILE)")
-    plan = make_plan(dims, hosts, inventory, facts_dir, probe, allow_no_gpu, no_gpu_affinity)
+    ssh = opt.ssh_options(known_hosts, False, 10.0, ssh_config) if probe else None
+    plan = make_plan(dims, hosts, inventory, facts_dir, ssh, allow_no_gpu, no_gpu_affinity)
     _write_or_print(render_rankfile(plan, _now()), output)
 
 
@@ -146,7 +148,8 @@ def launch(
     ssh_config: Path = opt.SSH_CONFIG,
 ) -> None:
     """Print (or --run) the mpirun command for a rank file made from the facts."""
-    plan = make_plan(dims, hosts, inventory, facts_dir, probe, allow_no_gpu, no_gpu_affinity)
+    options = opt.ssh_options(known_hosts, False, 10.0, ssh_config)
+    plan = make_plan(dims, hosts, inventory, facts_dir, options if probe else None, allow_no_gpu, no_gpu_affinity)
     if fmt is not None:
         typer.echo(hostfile(plan, fmt), nl=False)
         return
@@ -165,7 +168,6 @@ def launch(
     from provision.launcher import run_from_first_host
 
     first = open_inventory(inventory).resolve([plan.hosts[0].host])[0]
-    options = opt.ssh_options(known_hosts, False, 10.0, ssh_config)
     raise typer.Exit(run_from_first_host(first, options, text, remote, argv))
 
 
@@ -179,9 +181,12 @@ def topology(
     probe: bool = PROBE,
     allow_no_gpu: bool = ALLOW_NO_GPU,
     no_gpu_affinity: bool = NO_AFFINITY,
+    known_hosts: Path = opt.KNOWN_HOSTS,
+    ssh_config: Path = opt.SSH_CONFIG,
 ) -> None:
     """Show which rank is bound to which cores, and which GPU it drives: racks → hosts → sockets."""
-    plan = make_plan(dims, hosts, inventory, facts_dir, probe, allow_no_gpu, no_gpu_affinity)
+    ssh = opt.ssh_options(known_hosts, False, 10.0, ssh_config) if probe else None
+    plan = make_plan(dims, hosts, inventory, facts_dir, ssh, allow_no_gpu, no_gpu_affinity)
     Console().print(rich_tree(plan))
     if svg_out is not None:
         _write_or_print(svg(plan), svg_out)
