@@ -27,20 +27,8 @@ def eight_core(name: str) -> HostFacts:
 
 
 def seed_rankfile_body(dims: str) -> list[str]:
-    """The rank lines (with the blank separators) the seed prints for rank_gen ``dims``."""
-    from pathlib import Path
+    """The rank lines (with the blank separators) of the seed's rank_gen output for ``dims``."""
+    from conftest import read_fixture
 
-    seed = Path(__file__).resolve().parents[2].joinpath("shared", "seeds", "000_24376669a1c07744.txt")
-    if not seed.exists():
-        seed = Path(__file__).resolve().parents[1].parent / "shared" / "seeds" / "000_24376669a1c07744.txt"
-    lines = seed.read_text().splitlines()
-    start = lines.index(f"#dims = {dims}")
-    body = []
-    for line in lines[start + 7:]:
-        if line.startswith("rank ") or (line == "" and body):
-            body.append(line)
-        elif body:
-            break
-    while body and body[-1] == "":
-        body.pop()
-    return body
+    lines = read_fixture("outputs", "rank_gen", f"{dims}.rf").splitlines()
+    return lines[next(i for i, line in enumerate(lines) if line.startswith("rank ")):]
