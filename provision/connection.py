@@ -137,9 +137,7 @@ def run_command(host: Host, command: str, options: SshOptions) -> CommandResult:
         connection = open_connection(host, options)
         result = connection.run(command, hide=True, warn=True, in_stream=False, timeout=options.command_timeout)
         return CommandResult(result.stdout, result.stderr, result.exited)
-    except BaseException as error:  # noqa: BLE001 - every failure becomes one line for this host
-        if isinstance(error, KeyboardInterrupt):
-            raise
+    except Exception as error:  # noqa: BLE001 - every failure becomes one line for this host
         raise _describe(error, options) from None
     finally:
         if connection is not None:

@@ -11,7 +11,7 @@ from rich.console import Console
 from provision.cli import app, fail, stderr
 from provision.cli import options as opt
 from provision.connection import SshOptions
-from provision.errors import PlanError
+from provision.errors import FactsError, PlanError
 from provision.facts.model import HostFacts
 from provision.factstore import cached_hosts, load_host, save_host
 from provision.files import write_atomic
@@ -66,6 +66,11 @@ def make_plan(dims_text: str, hosts: str | None, inventory: Path | None, facts_d
     return plan
 
 
+def probe_options(probe: bool, known_hosts: Path, ssh_config: Path | None) -> SshOptions | None:
+    """SSH options when the hosts are to be probed now (--probe), else None (read the facts dir)."""
+    return opt.ssh_options(known_hosts, False, 10.0, ssh_config) if probe else None
+
+
 def _now() -> str:
     return dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
 
@@ -106,8 +111,9 @@ def rankfile(
         for name in sorted({line.host for line in lines}):
             try:
                 facts[name] = load_host(facts_dir, name)
-            except Exception:  # reported per line below
-                pass
+            except FactsError as error:
+                if (facts_dir / f"{name}.json").exists():  # corrupt: say so once; absent: per line below
+                    stderr.print(f"[yellow]warning[/yellow]: {error}", highlight=False, soft_wrap=True)
         problems = check_rankfile(lines, facts, str(check))
         for problem in problems:
             typer.echo(problem)
@@ -117,8 +123,7 @@ def rankfile(
         return
     if dims is None:
         raise fail("give dims XxYxZ (or --check FILE)")
-    ssh = opt.ssh_options(known_hosts, False, 10.0, ssh_config) if probe else None
-    plan = make_plan(dims, hosts, inventory, facts_dir, ssh, allow_no_gpu, no_gpu_affinity)
+    plan = make_plan(dims, hosts, inventory, facts_dir, probe_options(probe, known_hosts, ssh_config), allow_no_gpu, no_gpu_affinity)
     _write_or_print(render_rankfile(plan, _now()), output)
 
 
@@ -148,8 +153,7 @@ def launch(
     ssh_config: Path = opt.SSH_CONFIG,
 ) -> None:
     """Print (or --run) the mpirun command for a rank file made from the facts."""
-    options = opt.ssh_options(known_hosts, False, 10.0, ssh_config)
-    plan = make_plan(dims, hosts, inventory, facts_dir, options if probe else None, allow_no_gpu, no_gpu_affinity)
+    plan = make_plan(dims, hosts, inventory, facts_dir, probe_options(probe, known_hosts, ssh_config), allow_no_gpu, no_gpu_affinity)
     if fmt is not None:
         typer.echo(hostfile(plan, fmt), nl=False)
         return
@@ -168,6 +172,7 @@ def launch(
     from provision.launcher import run_from_first_host
 
     first = open_inventory(inventory).resolve([plan.hosts[0].host])[0]
+    options = opt.ssh_options(known_hosts, False, 10.0, ssh_config)
     raise typer.Exit(run_from_first_host(first, options, text, remote, argv))
 
 
@@ -185,8 +190,7 @@ def topology(
     ssh_config: Path = opt.SSH_CONFIG,
 ) -> None:
     """Show which rank is bound to which cores, and which GPU it drives: racks → hosts → sockets."""
-    ssh = opt.ssh_options(known_hosts, False, 10.0, ssh_config) if probe else None
-    plan = make_plan(dims, hosts, inventory, facts_dir, ssh, allow_no_gpu, no_gpu_affinity)
+    plan = make_plan(dims, hosts, inventory, facts_dir, probe_options(probe, known_hosts, ssh_config), allow_no_gpu, no_gpu_affinity)
     Console().print(rich_tree(plan))
     if svg_out is not None:
         _write_or_print(svg(plan), svg_out)

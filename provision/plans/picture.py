@@ -87,4 +87,6 @@ def svg(plan: RankPlan) -> str:
         ranks = ", ".join(f"{s.rank}@{s.slot_text()}" for s in sorted(host_plan.slots, key=lambda s: s.learner))
         rows.append({"y": y, "host": host_plan.host, "rack": host_plan.rack + 1, "shape": facts.cpu.shape(), "sockets": sockets, "ranks": ranks})
         y += cell + 34
-    return render("topology.svg.j2", plan=plan, rows=rows, width=max(width, 420) + 20, height=y + 10, cell=cell)
+    legend = [{"x": label_width + 430 + learner * 58, "fill": _PALETTE[learner % len(_PALETTE)], "label": f"GPU {learner}"} for learner in range(plan.dims.x)]
+    width = max(width, label_width + 430 + 58 * plan.dims.x)
+    return render("topology.svg.j2", plan=plan, rows=rows, legend=legend, width=width + 20, height=y + 10, cell=cell)

@@ -1,0 +1,84 @@
+"""`provision rankfile/launch/topology/slurm-nodes` as a user runs them, bad input included."""
+
+import pytest
+
+from conftest import run_cli
+
+
+@pytest.fixture
+def facts_dir(tmp_path):
+    done = run_cli("probe", "--replay", "tests/fixtures/captures", "minsky", "epyc7451", "--facts-dir", str(tmp_path / "facts"))
+    assert done.returncode == 0, done.stderr
+    return tmp_path / "facts"
+
+
+def one_line_error(done, *needles):
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("provision: error:") == 1 and "Traceback" not in done.stderr
+    for needle in needles:
+        assert needle in done.stderr, done.stderr
+
+
+def test_rankfile_written_atomically_with_backup(facts_dir, tmp_path):
+    out = tmp_path / "2x1.rf"
+    out.write_text("# hand-made\n")
+    done = run_cli("rankfile", "2x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir), "--allow-no-gpu", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert out.read_text().endswith("rank 0=minsky slot=0:0-9\nrank 1=minsky slot=1:0-9\n")
+    assert (tmp_path / "2x1.rf~").read_text() == "# hand-made\n"
+
+
+@pytest.mark.parametrize("dims", ["4x2", "0x1x1", "axbxc", "4x2x3x1"])
+def test_bad_dims(facts_dir, dims):
+    one_line_error(run_cli("rankfile", dims, "--hosts", "minsky", "--facts-dir", str(facts_dir)), repr(dims))
+
+
+def test_host_missing_from_facts(facts_dir):
+    one_line_error(run_cli("rankfile", "2x2x1", "--hosts", "minsky,ghost", "--facts-dir", str(facts_dir), "--allow-no-gpu"),
+                   "ghost", "provision probe ghost")
+
+
+def test_corrupt_facts_file_named(facts_dir):
+    (facts_dir / "minsky.json").write_text('{"format": 1, "host": "minsky"')
+    one_line_error(run_cli("rankfile", "2x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir)), "minsky.json", "corrupt")
+
+
+def test_mixed_hosts_warn_and_each_use_own_cores(facts_dir):
+    done = run_cli("rankfile", "2x2x1", "--hosts", "minsky,epyc7451", "--facts-dir", str(facts_dir), "--allow-no-gpu")
+    assert done.returncode == 0, done.stderr
+    assert "warning" in done.stderr and "epyc7451 is 2x24x2" in done.stderr
+    assert "rank 1=epyc7451 slot=0:0-23" in done.stdout and "rank 0=minsky slot=0:0-9" in done.stdout
+
+
+def test_check_reports_lines_and_syntax_errors(facts_dir, tmp_path):
+    bad = tmp_path / "bad.rf"
+    bad.write_text("rank 0=minsky slot=0:0-11\nrank 1=minsky slot=1:0-9\n")
+    done = run_cli("rankfile", "--check", str(bad), "--facts-dir", str(facts_dir))
+    assert done.returncode == 1 and done.stdout.count(f"{bad}:") == 1 and f"{bad}:1:" in done.stdout
+    bad.write_text("rank 0=minsky slot=0:0-4\nrank one=minsky slot=0:5-9\n")
+    one_line_error(run_cli("rankfile", "--check", str(bad), "--facts-dir", str(facts_dir)), f"{bad}:2:")
+
+
+def test_launch_refuses_without_openmpi_and_prints_hostfiles(facts_dir, tmp_path):
+    one_line_error(run_cli("launch", "2x1x1", "--hosts", "epyc7451", "--facts-dir", str(facts_dir), "--allow-no-gpu",
+                           "--rankfile", str(tmp_path / "x.rf"), "--", "true"), "OpenMPI is not installed on: epyc7451")
+    done = run_cli("launch", "2x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir), "--allow-no-gpu", "--format", "deepspeed")
+    assert done.stdout == "minsky slots=2\n"
+
+
+def test_launch_command_line(facts_dir, tmp_path):
+    rf = tmp_path / "x.rf"
+    done = run_cli("launch", "4x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir), "--allow-no-gpu", "--rankfile", str(rf),
+                   "-x", "PYTHONPATH", "--ddl-mode", "b", "--dump-iter", "100", "--", "python", "train.py", "--lr", "0.1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (f"mpirun -n 4 -rf {rf} -x PATH -x LD_LIBRARY_PATH -x PYTHONPATH python train.py --lr 0.1 "
+                                   "-ddl '-mode b:4x1x1 -dump_iter 100'")
+    assert rf.read_text().count("rank ") == 4
+
+
+def test_topology_svg_and_slurm(facts_dir, tmp_path):
+    done = run_cli("topology", "4x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir), "--allow-no-gpu", "--svg", str(tmp_path / "t.svg"))
+    assert done.returncode == 0 and "rank 3: cores 1:5-9" in done.stdout
+    assert (tmp_path / "t.svg").read_text().startswith("<?xml")
+    done = run_cli("slurm-nodes", "--facts-dir", str(facts_dir))
+    assert "NodeName=minsky CPUs=160 Boards=1 SocketsPerBoard=2 CoresPerSocket=10 ThreadsPerCore=8" in done.stdout
