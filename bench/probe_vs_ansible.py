@@ -31,6 +31,13 @@ from cluster_support import ensure_docker, wait_for_ssh, write_ed25519  # noqa: 
 
 IMAGE = os.environ.get("PROVISION_NODE_IMAGE", "provision-node:test")
 
+
+def tool(name: str) -> str:
+    """The console script beside this interpreter (as the fabric run uses sys.executable directly),
+    not a wrapper found on PATH such as a pyenv shim, which would add its own start-up time."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else shutil.which(name) or name
+
 FABRIC_SCRIPT = """
 import sys, fabric
 from provision.gather import gather_script, new_nonce
@@ -102,9 +109,9 @@ def bench_size(count: int, repeat: int, work: Path) -> dict[str, float]:
             "ANSIBLE_NOCOLOR": "1",
         }
         runs = {
-            "provision": lambda: timed(["provision", "probe", "-i", str(inventory), "--known-hosts", str(work / "known_hosts"),
+            "provision": lambda: timed([tool("provision"), "probe", "-i", str(inventory), "--known-hosts", str(work / "known_hosts"),
                                         "--forks", str(count), "--json", "--no-save"]),
-            "ansible": lambda: timed(["ansible", "all", "-i", str(ansible_inventory), "-m", "setup", "-a", "gather_subset=hardware",
+            "ansible": lambda: timed([tool("ansible"), "all", "-i", str(ansible_inventory), "-m", "setup", "-a", "gather_subset=hardware",
                                       "-f", str(count)], env=ansible_env),
             "fabric": lambda: timed([sys.executable, "-c", FABRIC_SCRIPT, str(key), *map(str, ports.values())]),
         }
@@ -122,7 +129,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    if not shutil.which("ansible"):
+    if not Path(tool("ansible")).exists():
         sys.exit("ansible-core is needed: pip install '.[bench]'")
     ensure_docker()
     print(f"{'hosts':>5} {'provision s':>12} {'ansible s':>10} {'fabric s':>9} {'ansible/provision':>18} {'provision/fabric':>17}")

@@ -13,6 +13,7 @@ from provision.errors import FactsError
 from provision.facts.model import HostFacts
 from provision.files import write_atomic
 from provision.gather import CAPTURE_NAMES, Capture
+from provision.inventory import HOST_NAME
 
 DEFAULT_FACTS_DIR = Path("inventory/facts")
 
@@ -34,6 +35,8 @@ def save_host(facts_dir: Path, facts: HostFacts, captures: dict[str, Capture]) -
 
 def load_host(facts_dir: Path, host: str) -> HostFacts:
     """Read ``<facts_dir>/<host>.json``; missing or corrupt files raise :class:`FactsError`."""
+    if not HOST_NAME.match(host):  # the name becomes a file path
+        raise FactsError(f"{host!r} is not a host name (letters, digits, '.', '_', '-')")
     path = facts_dir / f"{host}.json"
     if not path.exists():
         raise FactsError(f"no facts for host {host} in {facts_dir}/ (run `provision probe {host}` first)")

@@ -17,7 +17,7 @@ from provision.facts.derive import derive_facts
 from provision.facts.model import HostFacts
 from provision.factstore import read_capture_dir
 from provision.gather import CAPTURE_NAMES, NOT_INSTALLED, Capture, gather_script, new_nonce, split_output
-from provision.inventory import Host
+from provision.inventory import HOST_NAME, Host
 
 DEFAULT_FORKS = 64  # enough to keep a 2-core control node busy; pdsh's default fanout is 32
 
@@ -96,9 +96,12 @@ def replay(capture_root: Path, hosts: list[str] | None = None) -> list[ProbeResu
     """Derive facts from saved captures (``<root>/<host>/<name>.txt``), with no SSH at all."""
     if not capture_root.is_dir():
         raise FileNotFoundError(f"{capture_root}: no such capture folder")
-    names = hosts or sorted(p.name for p in capture_root.iterdir() if p.is_dir())
+    names = hosts or sorted(p.name for p in capture_root.iterdir() if p.is_dir() and not p.name.startswith("."))
     results = []
     for name in names:
+        if not HOST_NAME.match(name):  # names become file paths: no "..", no "/"
+            results.append(ProbeResult(name, None, "missing", f"{name!r} is not a host name"))
+            continue
         host_dir = capture_root / name
         if not host_dir.is_dir():
             results.append(ProbeResult(name, None, "missing", f"no capture folder {host_dir}"))

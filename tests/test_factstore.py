@@ -27,3 +27,8 @@ def test_missing_and_corrupt(tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(FactsError, match="bad.json: corrupt"):
         load_host(tmp_path, "bad")
+
+
+def test_host_name_cannot_escape_the_folder(tmp_path):
+    with pytest.raises(FactsError, match="not a host name"):
+        load_host(tmp_path / "facts", "../secret")

@@ -16,8 +16,9 @@ def test_probe_localhost_for_real():
 
 
 def test_replay_fixture_folders():
-    results = replay(Path(__file__).parent / "fixtures" / "captures", ["minsky", "vm-x86", "missing"])
-    assert [r.ok for r in results] == [True, True, False]
+    results = replay(Path(__file__).parent / "fixtures" / "captures", ["minsky", "vm-x86", "missing", "../captures"])
+    assert [r.ok for r in results] == [True, True, False, False]
+    assert "not a host name" in results[3].error
     assert results[0].facts.unavailable["nvidia-smi-query"] == "not installed"
     assert results[2].error_kind == "missing"
 

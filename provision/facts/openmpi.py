@@ -45,7 +45,7 @@ def parse_openmpi(text: str) -> OpenMPI:
             key, _, value = line.rpartition(":")
             if key == "ompi:version:full":
                 ompi_version = value
-            elif key.endswith("mpi_built_with_cuda_support:value"):
+            elif key.endswith("_built_with_cuda_support:value"):  # mpi_... (v4) or its opal_... original
                 cuda = value == "true"
             continue
         fields = line.split()
