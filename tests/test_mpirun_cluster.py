@@ -62,6 +62,7 @@ def test_rank_gen_10_core_assumption_fails_and_check_names_the_lines(cluster, cl
         capture_output=True, text=True, timeout=120,
     )
     assert mpirun.returncode != 0, mpirun.stdout
+    assert "ORTE_ERROR_LOG: Not found" in mpirun.stdout + mpirun.stderr  # the seed's failure, verbatim
     assert "node1\n" not in mpirun.stdout  # nothing ran
 
     checked = run_cli("rankfile", "--check", str(rankfile), "--facts-dir", str(facts_dir))
