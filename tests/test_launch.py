@@ -65,3 +65,9 @@ def test_hostfiles():
     p = plan(host("a"), host("b"))
     assert hostfile(p, "hostfile") == "a slots=4\nb slots=4\n" == hostfile(p, "deepspeed")
     assert hostfile(p, "horovod") == "-H a:4,b:4\n"
+
+
+def test_exports_once_each_in_order():
+    argv = mpirun_argv(plan(host("a"), host("b")), "x.rf", ["true"], export=["PYTHONPATH", "PATH", "PYTHONPATH", "NCCL_DEBUG"])
+    exported = [argv[i + 1] for i, arg in enumerate(argv) if arg == "-x"]
+    assert exported == ["PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "NCCL_DEBUG"]

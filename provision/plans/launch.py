@@ -99,11 +99,10 @@ def mpirun_argv(
     facts_list = list(plan.facts)
     version = openmpi_version(facts_list)
     argv = ["mpirun", "-n", str(plan.dims.learners), *rankfile_option(version, rankfile_path)]
-    for name in ["PATH", "LD_LIBRARY_PATH", *export]:
+    for name in dict.fromkeys(["PATH", "LD_LIBRARY_PATH", *export]):  # in order, once each
         if not _ENV_NAME.match(name):
             raise UnsafeValueError(f"-x {name!r}: not an environment variable name")
-        if ["-x", name] != argv[-2:] and name not in argv[4::2]:
-            argv += ["-x", name]
+        argv += ["-x", name]
     chosen = iface if iface is not None else common_interface(facts_list)
     if chosen is not None:
         if not _IFACE.match(chosen):
