@@ -6,7 +6,8 @@ from conftest import run_cli
 
 
 def test_help_has_examples_on_every_command():
-    for command in (["probe"], ["capture-script"], ["inventory", "show"], ["inventory", "import"]):
+    for command in (["probe"], ["capture-script"], ["inventory", "show"], ["inventory", "import"], ["rankfile"], ["launch"],
+                    ["topology"], ["slurm-nodes"]):
         done = run_cli(*command, "--help")
         assert done.returncode == 0 and "Example" in done.stdout, command
 
