@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomic(path: Path, text: str, *, backup: bool = True, mode: int | None = None) -> Path | None:
+def write_atomic(path: Path, text: str, *, backup: bool = True) -> Path | None:
     """Write ``text`` to ``path`` atomically (temp file in the same folder, then rename).
 
     When ``backup`` is true and ``path`` already exists with different content, the old
@@ -28,9 +28,7 @@ def write_atomic(path: Path, text: str, *, backup: bool = True, mode: int | None
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp_name, mode)
-        elif path.exists():
+        if path.exists():  # keep the mode the user gave the file
             os.chmod(tmp_name, path.stat().st_mode & 0o7777)
         else:
             os.chmod(tmp_name, 0o644)

@@ -48,11 +48,6 @@ class CpuTopology:
         return counts.pop() if len(counts) == 1 else None
 
     @property
-    def total_cores(self) -> int:
-        """Usable cores over all sockets."""
-        return sum(len(socket.cores) for socket in self.sockets)
-
-    @property
     def total_cpus(self) -> int:
         """Online logical CPUs over all sockets."""
         return sum(len(core.cpus) for socket in self.sockets for core in socket.cores)
