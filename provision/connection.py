@@ -89,7 +89,8 @@ def open_connection(host: Host, options: SshOptions) -> fabric.Connection:
     return connection
 
 
-def _describe(error: BaseException, options: SshOptions) -> HostFailure:
+def describe_failure(error: BaseException, options: SshOptions) -> HostFailure:
+    """Turn any connection or command error into a :class:`HostFailure` with a kind and one line."""
     if isinstance(error, HostFailure):
         return error
     if isinstance(error, HostKeyError):
@@ -138,7 +139,7 @@ def run_command(host: Host, command: str, options: SshOptions) -> CommandResult:
         result = connection.run(command, hide=True, warn=True, in_stream=False, timeout=options.command_timeout)
         return CommandResult(result.stdout, result.stderr, result.exited)
     except Exception as error:  # noqa: BLE001 - every failure becomes one line for this host
-        raise _describe(error, options) from None
+        raise describe_failure(error, options) from None
     finally:
         if connection is not None:
             connection.close()

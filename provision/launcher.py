@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import sys
 
-from provision.connection import HostFailure, SshOptions, _describe, open_connection
+from provision.connection import SshOptions, describe_failure, open_connection
 from provision.inventory import Host
 from provision.plans.launch import quoted
 
@@ -21,11 +21,8 @@ def run_from_first_host(host: Host, options: SshOptions, rankfile_text: str, rem
         print(f"[{host.name}] $ {quoted(argv)}", file=sys.stderr, flush=True)
         result = connection.run(quoted(argv), warn=True, pty=False, in_stream=False)
         return result.exited
-    except HostFailure as failure:
-        print(f"provision: error: {host.name}: {failure}", file=sys.stderr)
-        return 1
     except Exception as error:  # noqa: BLE001 - one line for the host, never a traceback
-        print(f"provision: error: {host.name}: {_describe(error, options)}", file=sys.stderr)
+        print(f"provision: error: {host.name}: {describe_failure(error, options)}", file=sys.stderr)
         return 1
     finally:
         if connection is not None:

@@ -6,6 +6,7 @@ One SSH connection and one remote command per host. A host that fails never stop
 from __future__ import annotations
 
 import datetime as dt
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,8 +57,6 @@ def facts_from_captures(host: str, captures: dict[str, Capture]) -> ProbeResult:
 
 def probe_host(host: Host, options: SshOptions) -> ProbeResult:
     """Run the gather script on one host and derive its facts."""
-    import time
-
     started = time.monotonic()
     nonce = new_nonce()
     try:

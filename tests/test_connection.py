@@ -5,7 +5,7 @@ import socket
 import paramiko
 import pytest
 
-from provision.connection import HostFailure, SshOptions, _describe, run_command
+from provision.connection import HostFailure, SshOptions, describe_failure, run_command
 from provision.inventory import Host
 
 
@@ -30,7 +30,7 @@ def test_local_timeout():
     ],
 )
 def test_failures_become_one_line_kinds(error, kind):
-    failure = _describe(error, SshOptions())
+    failure = describe_failure(error, SshOptions())
     assert failure.kind == kind and "\n" not in str(failure)
 
 

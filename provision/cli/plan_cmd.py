@@ -68,7 +68,7 @@ def make_plan(dims_text: str, hosts: str | None, inventory: Path | None, facts_d
 
 def probe_options(probe: bool, known_hosts: Path, ssh_config: Path | None) -> SshOptions | None:
     """SSH options when the hosts are to be probed now (--probe), else None (read the facts dir)."""
-    return opt.ssh_options(known_hosts, False, 10.0, ssh_config) if probe else None
+    return opt.ssh_options(known_hosts, ssh_config) if probe else None
 
 
 def _now() -> str:
@@ -172,7 +172,7 @@ def launch(
     from provision.launcher import run_from_first_host
 
     first = open_inventory(inventory).resolve([plan.hosts[0].host])[0]
-    options = opt.ssh_options(known_hosts, False, 10.0, ssh_config)
+    options = opt.ssh_options(known_hosts, ssh_config)
     raise typer.Exit(run_from_first_host(first, options, text, remote, argv))
 
 

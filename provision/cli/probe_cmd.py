@@ -49,7 +49,7 @@ def probe(
         targets = open_inventory(inventory).resolve(hosts or [])
         if not targets:
             raise fail("no hosts: name some (provision probe localhost) or give an inventory with -i")
-        options = opt.ssh_options(known_hosts, accept_new_host_keys, connect_timeout, ssh_config)
+        options = opt.ssh_options(known_hosts, ssh_config, accept_new=accept_new_host_keys, connect_timeout=connect_timeout)
         show_progress = not as_json and len(targets) > 1 and stderr.is_terminal
         if show_progress:
             with Progress(

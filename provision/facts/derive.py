@@ -15,7 +15,7 @@ from collections import defaultdict
 
 from provision.errors import ParseError
 from provision.facts import lscpu, numactl, nvidia, openmpi, ppc64_cpu, system
-from provision.facts.model import Core, CpuTopology, Gpu, HostFacts, OpenMPI, Socket
+from provision.facts.model import NO_OPENMPI, Core, CpuTopology, Gpu, HostFacts, Socket
 
 POWER_ARCHES = ("ppc64le", "ppc64")
 
@@ -176,7 +176,7 @@ def derive_facts(host: str, captures: dict[str, str], unavailable: dict[str, str
     memory = system.parse_meminfo(captures["meminfo"]) if "meminfo" in captures else None
     if memory is not None:
         sources["memory"] = "meminfo"
-    mpi = openmpi.parse_openmpi(captures["openmpi"]) if "openmpi" in captures else OpenMPI(None, (), None, "none")
+    mpi = openmpi.parse_openmpi(captures["openmpi"]) if "openmpi" in captures else NO_OPENMPI
     sources["openmpi"] = mpi.source
     interfaces = (
         system.parse_ip_addr(captures.get("ip-addr", ""), captures.get("ip-link", ""))

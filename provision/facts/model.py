@@ -105,6 +105,9 @@ class OpenMPI:
         return int(head) if head.isdigit() else None
 
 
+NO_OPENMPI = OpenMPI(None, (), None, "none")  # nothing installed
+
+
 @dataclass(frozen=True)
 class NetInterface:
     """A network interface with its addresses."""
@@ -124,7 +127,7 @@ class HostFacts:
     cpu: CpuTopology
     gpus: tuple[Gpu, ...] = ()
     memory_mib: int | None = None
-    openmpi: OpenMPI = field(default_factory=lambda: OpenMPI(None, (), None, "none"))
+    openmpi: OpenMPI = NO_OPENMPI
     interfaces: tuple[NetInterface, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)  # fact -> capture it came from
     notes: tuple[str, ...] = ()  # disagreements between sources, fallbacks used

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from provision.errors import ParseError
-from provision.facts.model import OpenMPI
+from provision.facts.model import NO_OPENMPI, OpenMPI
 
 SOURCE = "openmpi"
 
@@ -78,4 +78,4 @@ def parse_openmpi(text: str) -> OpenMPI:
     if packages:
         versions = sorted(set(packages.values()))
         return OpenMPI(versions[-1], tuple(sorted(packages)), cuda, package_source or "packages")
-    return OpenMPI(None, (), None, "none")
+    return NO_OPENMPI
