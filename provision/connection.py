@@ -3,10 +3,16 @@
 SSH honours ``~/.ssh/config`` (Fabric reads it: HostName, User, Port, IdentityFile, ProxyJump),
 checks host keys with :mod:`provision.hostkeys` (also on ProxyJump hops), and reports every
 failure as a :class:`HostFailure` with a kind and a one-line message.
+
+Time limits: ``connect_timeout`` (a float; Fabric's own handling truncates it to an int, so
+0.5 s became "no limit") bounds, on every hop, the TCP connect, the server's banner, the key
+exchange and opening a channel (also the ProxyJump hop's forwarded channel);
+``command_timeout`` bounds the remote command.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -18,15 +24,20 @@ import fabric
 import invoke
 import paramiko
 
-from provision.hostkeys import DEFAULT_KNOWN_HOSTS, HostKeyError, make_client
+from provision.hostkeys import HostKeyError, make_client
 from provision.inventory import Host
+
+
+# paramiko's transport thread logs a traceback for each failed handshake (no handler: Python
+# prints it on stderr); every failure reaches the user as one HostFailure line instead.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 @dataclass(frozen=True)
 class SshOptions:
-    """How to connect: known_hosts and its policy, time limits, which ssh config to read."""
+    """How to connect: known_hosts and its policy, time limits (seconds), which ssh config to read."""
 
-    known_hosts: Path = DEFAULT_KNOWN_HOSTS
+    known_hosts: Path | None = None  # None: UserKnownHostsFile from ssh_config, else ~/.ssh/known_hosts{,2}
     accept_new_host_keys: bool = False
     connect_timeout: float = 10.0
     command_timeout: float = 300.0
@@ -69,8 +80,26 @@ def _check_key_file(key: str | None) -> str | None:
     return path
 
 
+def _connect_limits(options: SshOptions) -> dict[str, float]:
+    """paramiko.SSHClient.connect's time limits, as floats: TCP connect (and key exchange),
+    server banner, channel opening (ProxyJump's forwarded channel, the command's session)."""
+    limit = float(options.connect_timeout)
+    return {"timeout": limit, "banner_timeout": limit, "channel_timeout": limit}
+
+
+def _secure_hop(hop: fabric.Connection, options: SshOptions) -> None:
+    """Install provision's host key policy and time limits on one hop (the target or a ProxyJump hop)."""
+    client, policy = make_client(hop.host, hop.port, hop.ssh_config, options.known_hosts, options.accept_new_host_keys)
+    hop.client = client
+    # Fabric would pass int(connect_timeout) (0.5 -> 0 -> no limit) and gives a ProxyJump hop none
+    # at all; our own float limits go straight to SSHClient.connect instead.
+    hop.connect_timeout = None
+    hop.connect_kwargs = {**hop.connect_kwargs, **_connect_limits(options), "transport_factory": policy.transport_factory}
+
+
 def open_connection(host: Host, options: SshOptions) -> fabric.Connection:
-    """A Fabric Connection (not yet opened) with provision's host key policy installed."""
+    """A Fabric Connection (not yet opened) with provision's host key policy and time limits
+    installed on it and on every ProxyJump hop."""
     key = _check_key_file(host.key)
     connect_kwargs = {"key_filename": [key]} if key else {}
     connection = fabric.Connection(
@@ -78,15 +107,27 @@ def open_connection(host: Host, options: SshOptions) -> fabric.Connection:
         user=host.user,
         port=host.port,
         config=_fabric_config(options.ssh_config),
-        connect_timeout=options.connect_timeout,
+        connect_timeout=1,  # replaced in _secure_hop; given so Fabric does not read ssh_config's
         connect_kwargs=connect_kwargs,
     )
-    # Fabric installs AutoAddPolicy; replace the client on this hop and on any ProxyJump hop.
     hop = connection
-    while isinstance(hop, fabric.Connection):
-        hop.client = make_client(options.known_hosts, options.accept_new_host_keys)
+    while isinstance(hop, fabric.Connection):  # Fabric installs AutoAddPolicy on each hop
+        _secure_hop(hop, options)
         hop = hop.gateway
     return connection
+
+
+def _timed_out(error: BaseException) -> bool:
+    """A paramiko error caused by a time limit: the banner read timed out (its cause is chained),
+    or the key exchange did not finish in time (paramiko then finds "No existing session")."""
+    seen = error
+    for _ in range(5):
+        if isinstance(seen, (socket.timeout, TimeoutError)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+        if seen is None:
+            break
+    return isinstance(error, paramiko.SSHException) and str(error) == "No existing session"
 
 
 def describe_failure(error: BaseException, options: SshOptions) -> HostFailure:
@@ -95,16 +136,14 @@ def describe_failure(error: BaseException, options: SshOptions) -> HostFailure:
         return error
     if isinstance(error, HostKeyError):
         return HostFailure("hostkey", str(error))
-    if isinstance(error, paramiko.BadHostKeyException):
-        from provision.hostkeys import HostKeyChanged
-
-        return HostFailure("hostkey", str(HostKeyChanged(error.hostname, error.key, error.expected_key, options.known_hosts)))
+    if isinstance(error, paramiko.BadHostKeyException):  # not raised with our policy; kept one line anyway
+        return HostFailure("hostkey", f"HOST KEY CHANGED for {error.hostname}; refusing to connect")
     if isinstance(error, paramiko.AuthenticationException):
         return HostFailure("auth", f"authentication failed: {error}")
     if isinstance(error, socket.gaierror):
         return HostFailure("unreachable", f"cannot resolve host name: {error.strerror}")
-    if isinstance(error, (socket.timeout, TimeoutError)):
-        return HostFailure("timeout", f"no answer within {options.connect_timeout:g}s")
+    if isinstance(error, (socket.timeout, TimeoutError)) or (isinstance(error, paramiko.SSHException) and _timed_out(error)):
+        return HostFailure("timeout", f"no SSH answer within {options.connect_timeout:g}s")
     if isinstance(error, invoke.exceptions.CommandTimedOut):
         return HostFailure("timeout", f"command still running after {options.command_timeout:g}s")
     if isinstance(error, paramiko.ssh_exception.NoValidConnectionsError):

@@ -37,3 +37,123 @@ def test_failures_become_one_line_kinds(error, kind):
 def test_unreadable_key_named():
     with pytest.raises(HostFailure, match="cannot read key file /nonexistent/key"):
         run_command(Host("h", address="127.0.0.1", port=1, key="/nonexistent/key"), "true", SshOptions(connect_timeout=0.5))
+
+
+# --- time limits (issue 6 item 11) -------------------------------------------------------------
+
+import threading
+import time
+from contextlib import contextmanager
+
+from provision.connection import open_connection
+from provision.hostkeys import KnownHostsPolicy
+
+
+@contextmanager
+def blackhole(banner: bytes = b""):
+    """A 127.0.0.1 port whose kernel completes the TCP handshake but no SSH server ever answers:
+    nothing accepts (or, with ``banner``, a thread accepts, sends it, then stays silent)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held = []
+    stop = threading.Event()
+
+    def answer_then_stall():
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            conn.sendall(banner)
+            held.append(conn)
+
+    thread = threading.Thread(target=answer_then_stall, daemon=True) if banner else None
+    if thread:
+        thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        if thread:
+            thread.join()
+        for conn in held:
+            conn.close()
+        server.close()
+
+
+class Recorded(Exception):
+    """Raised by the recording stand-in for SSHClient.connect, after it saw its arguments."""
+
+
+def record_connect(connection, calls):
+    def connect(**kwargs):
+        calls.append(kwargs)
+        raise Recorded()
+
+    connection.client.connect = connect
+
+
+def test_paramiko_gets_the_float_timeouts(tmp_path):
+    config = tmp_path / "ssh_config"
+    config.write_text("Host *\n  ConnectTimeout 7\n")  # the CLI value wins, on every hop
+    connection = open_connection(Host("h", address="10.9.9.9"), SshOptions(connect_timeout=0.5, ssh_config=config))
+    calls = []
+    record_connect(connection, calls)
+    with pytest.raises(Recorded):
+        connection.open()
+    (kwargs,) = calls
+    assert kwargs["timeout"] == 0.5 and isinstance(kwargs["timeout"], float)
+    assert kwargs["banner_timeout"] == 0.5 and kwargs["channel_timeout"] == 0.5
+
+
+def test_proxyjump_hop_gets_timeouts_and_strict_host_keys(tmp_path):
+    config = tmp_path / "ssh_config"
+    config.write_text("Host target\n  ProxyJump jumper@jump.example:2200\n")
+    connection = open_connection(Host("target"), SshOptions(connect_timeout=0.5, ssh_config=config))
+    jump = connection.gateway
+    assert (jump.host, jump.port, jump.user) == ("jump.example", 2200, "jumper")
+    calls = []
+    record_connect(jump, calls)
+    with pytest.raises(Recorded):
+        connection.open()  # opens the jump hop first
+    (kwargs,) = calls
+    assert kwargs["timeout"] == 0.5 and kwargs["banner_timeout"] == 0.5 and kwargs["channel_timeout"] == 0.5
+    policy = jump.client._policy
+    assert isinstance(policy, KnownHostsPolicy) and not policy.accept_new and policy.hostname == "[jump.example]:2200"
+
+
+def run_in_thread(host, options):
+    """run_command in a thread; returns (HostFailure or result, seconds). Guards against a hang."""
+    outcome = {}
+
+    def target():
+        started = time.monotonic()
+        try:
+            outcome["value"] = run_command(host, "true", options)
+        except HostFailure as failure:
+            outcome["value"] = failure
+        outcome["seconds"] = time.monotonic() - started
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(10)  # paramiko's own defaults would wait 15 s (banner) or forever (jump hop)
+    assert not thread.is_alive(), "connect hung past 10 s with --connect-timeout 0.5"
+    return outcome["value"], outcome["seconds"]
+
+
+@pytest.mark.parametrize("banner", [b"", b"SSH-2.0-silent\r\n"], ids=["no-banner", "banner-then-silence"])
+def test_blackhole_fails_as_timeout(banner, tmp_path):
+    with blackhole(banner) as port:
+        failure, seconds = run_in_thread(Host("hole", address="127.0.0.1", port=port), SshOptions(connect_timeout=0.5, known_hosts=tmp_path / "kh"))
+    assert isinstance(failure, HostFailure), failure
+    assert failure.kind == "timeout" and "0.5s" in str(failure), (failure.kind, str(failure), seconds)
+
+
+def test_blackhole_jump_host_fails_as_timeout(tmp_path):
+    with blackhole() as port:
+        config = tmp_path / "ssh_config"
+        config.write_text(f"Host target\n  ProxyJump 127.0.0.1:{port}\n")
+        failure, seconds = run_in_thread(Host("target"), SshOptions(connect_timeout=0.5, ssh_config=config, known_hosts=tmp_path / "kh"))
+    assert isinstance(failure, HostFailure) and failure.kind == "timeout", (failure, seconds)
