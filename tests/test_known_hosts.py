@@ -1,0 +1,142 @@
+"""known_hosts files as OpenSSH reads them: file lists from ssh_config, patterns, hashes, markers."""
+
+import base64
+import hashlib
+import hmac
+import io
+import shutil
+import subprocess
+from pathlib import Path
+
+import paramiko
+import pytest
+
+from provision.known_hosts import (
+    KnownHostsFiles,
+    entries_for,
+    hash_name,
+    host_matches,
+    hostkey_name,
+    known_hosts_files,
+    parse_line,
+)
+from test_hostkeys import new_key
+
+
+def lookup(text: str, host: str):
+    config = paramiko.SSHConfig()
+    config.parse(io.StringIO(text))
+    return config.lookup(host)
+
+
+def test_defaults_are_openssh_defaults():
+    files = known_hosts_files({})
+    home = Path("~").expanduser()
+    assert files.user == (home / ".ssh/known_hosts", home / ".ssh/known_hosts2")
+    assert files.global_ == (Path("/etc/ssh/ssh_known_hosts"), Path("/etc/ssh/ssh_known_hosts2"))
+    assert not files.hash_new
+
+
+def test_files_from_ssh_config_per_host():
+    text = (
+        'Host node*\n  UserKnownHostsFile ~/kh "/tmp/with space" %d/kh3\n  GlobalKnownHostsFile /site/known_hosts\n'
+        "  HashKnownHosts yes\nHost other\n  UserKnownHostsFile none\n"
+    )
+    home = Path("~").expanduser()
+    files = known_hosts_files(lookup(text, "node7"))
+    assert files.user == (home / "kh", Path("/tmp/with space"), home / "kh3")
+    assert files.global_ == (Path("/site/known_hosts"),) and files.hash_new
+    assert known_hosts_files(lookup(text, "other")).user == ()
+    # --known-hosts replaces the user files; the site's global file still applies.
+    overridden = known_hosts_files(lookup(text, "node7"), Path("/x/kh"))
+    assert overridden.user == (Path("/x/kh"),) and overridden.global_ == (Path("/site/known_hosts"),)
+
+
+def test_hostkey_name():
+    assert hostkey_name("Node1", 22) == "node1"
+    assert hostkey_name("10.0.0.1", 2222) == "[10.0.0.1]:2222"
+
+
+@pytest.mark.parametrize(
+    "field, name, expected",
+    [
+        ("node1,node2", "node2", True),
+        ("NODE1", "node1", True),
+        ("node*", "node17", True),
+        ("node?", "node17", False),
+        ("node*,!node3", "node3", False),
+        ("!node3,node*", "node3", False),
+        ("node1", "node10", False),
+        ("[10.0.0.1]:2222", "[10.0.0.1]:2222", True),
+        ("[10.0.0.1]:2222", "10.0.0.1", False),  # a port entry is not the port-22 entry
+        ("10.0.0.1", "[10.0.0.1]:2222", False),
+        ("[10.0.0.*]:2222", "[10.0.0.9]:2222", True),  # brackets are literal, not a class
+        ("[ab]", "a", False),
+    ],
+)
+def test_host_patterns(field, name, expected):
+    assert host_matches(field, name) is expected
+
+
+def openssh_hash(name: str, salt: bytes) -> str:
+    """The hashed-name format computed here independently: |1|base64(salt)|base64(HMAC-SHA1(salt, name))."""
+    digest = hmac.new(salt, name.encode(), hashlib.sha1).digest()
+    return f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
+
+
+def hashed_file(tmp_path, plain_lines: str) -> Path:
+    """A known_hosts file hashed by the real `ssh-keygen -H` (else hashed by hand, as OpenSSH does)."""
+    path = tmp_path / "known_hosts"
+    path.write_text(plain_lines)
+    if shutil.which("ssh-keygen"):
+        subprocess.run(["ssh-keygen", "-H", "-f", str(path)], check=True, capture_output=True)
+    else:
+        lines = []
+        for line in plain_lines.splitlines():
+            name, rest = line.split(" ", 1)
+            lines.append(f"{openssh_hash(name, bytes(range(20)))} {rest}\n")
+        path.write_text("".join(lines))
+    assert "|1|" in path.read_text() and "node1" not in path.read_text()
+    return path
+
+
+def test_hashed_entries_and_port_entries(tmp_path):
+    key1, key2 = new_key(), new_key()
+    path = hashed_file(tmp_path, f"node1 ssh-ed25519 {key1.get_base64()}\n[10.0.0.5]:2222 ssh-ed25519 {key2.get_base64()}\n")
+    files = KnownHostsFiles((path,), ())
+    assert [e.blob for e in entries_for("node1", files)] == [key1.asbytes()]
+    assert [e.blob for e in entries_for("[10.0.0.5]:2222", files)] == [key2.asbytes()]
+    assert entries_for("10.0.0.5", files) == [] and entries_for("node2", files) == []
+
+
+def test_our_hash_matches_openssh_format():
+    salt = bytes(range(20))
+    assert hash_name("[10.0.0.5]:2222", salt) == openssh_hash("[10.0.0.5]:2222", salt)
+    assert host_matches(hash_name("node1"), "node1") and not host_matches(hash_name("node1"), "node2")
+
+
+def test_markers_and_malformed_lines(tmp_path):
+    key = new_key()
+    b64 = key.get_base64()
+    path = tmp_path / "kh"
+    path.write_text(
+        f"# comment\n\n@revoked node1 ssh-ed25519 {b64}\n@cert-authority *.site ssh-ed25519 {b64}\n"
+        f"@bogus node1 ssh-ed25519 {b64}\nnode1 ssh-ed25519 !!notbase64\nnode1 ssh-ed25519\n"
+        f"node1 ssh-ed25519 {b64} comment here"  # no trailing newline
+    )
+    found = entries_for("node1", KnownHostsFiles((path,), ()))
+    assert [(e.marker, e.line) for e in found] == [("@revoked", 3), (None, 8)]
+    assert entries_for("n1.site", KnownHostsFiles((path,), ()))[0].marker == "@cert-authority"
+    assert parse_line("@revoked", path, 1) is None
+
+
+def test_file_reread_after_change_and_missing_files(tmp_path):
+    path = tmp_path / "kh"
+    files = KnownHostsFiles((tmp_path / "missing", path), (tmp_path / "dir",))
+    (tmp_path / "dir").mkdir()
+    assert entries_for("node1", files) == []
+    path.write_text(f"node1 ssh-ed25519 {new_key().get_base64()}\n")
+    assert len(entries_for("node1", files)) == 1
+    with path.open("a") as handle:
+        handle.write(f"node1 ecdsa-sha2-nistp256 {paramiko.ECDSAKey.generate().get_base64()}\n")
+    assert [e.key_type for e in entries_for("node1", files)] == ["ssh-ed25519", "ecdsa-sha2-nistp256"]
