@@ -82,3 +82,23 @@ def test_topology_svg_and_slurm(facts_dir, tmp_path):
     assert (tmp_path / "t.svg").read_text().startswith("<?xml")
     done = run_cli("slurm-nodes", "--facts-dir", str(facts_dir))
     assert "NodeName=minsky CPUs=160 Boards=1 SocketsPerBoard=2 CoresPerSocket=10 ThreadsPerCore=8" in done.stdout
+
+
+@pytest.mark.parametrize("command", [["rankfile"], ["topology"], ["launch"]])
+def test_probe_takes_the_ssh_options(command, tmp_path):
+    from test_connection import blackhole
+
+    inventory = tmp_path / "hosts.yml"
+    (tmp_path / "ssh_config").write_text("")
+    with blackhole() as port:
+        inventory.write_text(f"hosts:\n  hole: {{address: 127.0.0.1, port: {port}}}\n")
+        done = run_cli(*command, "1x1x1", "--hosts", "hole", "-i", str(inventory), "--facts-dir", str(tmp_path / "facts"),
+                       "--probe", "--forks", "2", "--connect-timeout", "0.5", "--command-timeout", "30",
+                       "--known-hosts", str(tmp_path / "kh"), "--accept-new-host-keys", "--ssh-config", str(tmp_path / "ssh_config"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.count("provision: error:") == 1 and "Traceback" not in done.stderr
+    assert "hole (timeout: no SSH answer within 0.5s)" in done.stderr.replace("\n", "")
+
+
+def test_unreadable_ssh_config_is_one_line(tmp_path):
+    one_line_error(run_cli("probe", "h1", "--ssh-config", str(tmp_path / "missing")), str(tmp_path / "missing"), "cannot read ssh_config")

@@ -7,26 +7,52 @@ from pathlib import Path
 import typer
 
 from provision.connection import SshOptions
+from provision.errors import ProvisionError
+from provision.facts_source import ProbeSettings
 from provision.factstore import DEFAULT_FACTS_DIR
 from provision.probe import DEFAULT_FORKS
 
 INVENTORY = typer.Option(None, "-i", "--inventory", help="Inventory YAML (default: inventory/hosts.yml if present).")
 FACTS_DIR = typer.Option(DEFAULT_FACTS_DIR, "--facts-dir", help="Where facts are cached (<host>.json + raw captures).")
 FORKS = typer.Option(DEFAULT_FORKS, "--forks", min=1, max=1024, help="Hosts probed at once.")
-CONNECT_TIMEOUT = typer.Option(SshOptions.connect_timeout, "--connect-timeout", min=0.1, help="Seconds to wait for an SSH connection.")
-ACCEPT_NEW = typer.Option(
-    False, "--accept-new-host-keys", help="Record unknown host keys in known_hosts (changed keys are still refused)."
+CONNECT_TIMEOUT = typer.Option(
+    SshOptions.connect_timeout, "--connect-timeout", min=0.1,
+    help="Seconds (fractions allowed) to wait for each SSH connection, ProxyJump hops included.",
 )
-KNOWN_HOSTS = typer.Option(Path("~/.ssh/known_hosts"), "--known-hosts", help="known_hosts file to trust and append to.")
-SSH_CONFIG = typer.Option(None, "--ssh-config", help="ssh_config file to read instead of ~/.ssh/config.")
+COMMAND_TIMEOUT = typer.Option(SshOptions.command_timeout, "--command-timeout", min=0.1, help="Seconds the remote command may run.")
+ACCEPT_NEW = typer.Option(
+    False, "--accept-new-host-keys",
+    help="Record unknown host keys in the first user known_hosts file (changed and revoked keys are still refused).",
+)
+KNOWN_HOSTS = typer.Option(
+    None, "--known-hosts",
+    help="known_hosts file to trust and append to, instead of ssh_config's UserKnownHostsFile (default ~/.ssh/known_hosts); "
+    "global files (/etc/ssh/ssh_known_hosts) still apply.",
+)
+SSH_CONFIG = typer.Option(None, "--ssh-config", help="ssh_config file to read instead of ~/.ssh/config and /etc/ssh/ssh_config.")
 
 
-def ssh_options(known_hosts: Path, ssh_config: Path | None, *, accept_new: bool = False,
-                connect_timeout: float = SshOptions.connect_timeout) -> SshOptions:
-    """Build :class:`SshOptions` from the shared CLI options."""
+def ssh_options(known_hosts: Path | None, ssh_config: Path | None, *, accept_new: bool = False,
+                connect_timeout: float = SshOptions.connect_timeout,
+                command_timeout: float = SshOptions.command_timeout) -> SshOptions:
+    """Build :class:`SshOptions` from the shared CLI options (an unreadable --ssh-config: one line, exit 2)."""
+    if ssh_config is not None:
+        try:
+            with open(ssh_config, "rb"):
+                pass
+        except OSError as error:
+            raise ProvisionError(f"{ssh_config}: cannot read ssh_config: {error.strerror}") from None
     return SshOptions(
-        known_hosts=Path(known_hosts).expanduser(),
+        known_hosts=Path(known_hosts).expanduser() if known_hosts is not None else None,
         accept_new_host_keys=accept_new,
         connect_timeout=connect_timeout,
+        command_timeout=command_timeout,
         ssh_config=ssh_config,
     )
+
+
+def probe_settings(forks: int, connect_timeout: float, command_timeout: float, accept_new: bool,
+                   known_hosts: Path | None, ssh_config: Path | None) -> ProbeSettings:
+    """Build :class:`ProbeSettings` (SSH options + forks) from the shared CLI options."""
+    ssh = ssh_options(known_hosts, ssh_config, accept_new=accept_new, connect_timeout=connect_timeout, command_timeout=command_timeout)
+    return ProbeSettings(ssh, forks)

@@ -10,10 +10,9 @@ from rich.console import Console
 
 from provision.cli import app, fail, stderr
 from provision.cli import options as opt
-from provision.connection import SshOptions
-from provision.errors import FactsError, PlanError
-from provision.facts.model import HostFacts
-from provision.factstore import cached_hosts, load_host, save_host
+from provision.errors import FactsError
+from provision.facts_source import ProbeFailed, ProbeSettings, plan_facts
+from provision.factstore import cached_hosts, load_host
 from provision.files import write_atomic
 from provision.inventory import check_host_name, open_inventory
 from provision.plans.dims import parse_dims
@@ -22,10 +21,9 @@ from provision.plans.picture import rich_tree, svg
 from provision.plans.rankcheck import check_rankfile, parse_rankfile
 from provision.plans.rankfile import RankPlan, plan_rankfile, render_rankfile
 from provision.plans.slurm import slurm_node_line
-from provision.probe import probe_hosts
 
 HOSTS = typer.Option(None, "--hosts", help="h1,h2,...: Y·Z hosts, rack by rack (default: the inventory's racks).")
-PROBE = typer.Option(False, "--probe", help="Probe the hosts now instead of reading --facts-dir.")
+PROBE = typer.Option(False, "--probe", help="Probe the hosts now (then save their facts) instead of reading --facts-dir.")
 ALLOW_NO_GPU = typer.Option(False, "--allow-no-gpu", help="Allow more learners than GPUs (CPU-only test runs).")
 NO_AFFINITY = typer.Option(False, "--no-gpu-affinity", help="Ignore GPU→socket affinity; use rank_gen's even spread.")
 
@@ -43,32 +41,22 @@ def host_names(hosts: str | None, inventory: Path | None) -> list[str]:
     return names
 
 
-def load_facts(names: list[str], inventory: Path | None, facts_dir: Path, ssh: SshOptions | None) -> list[HostFacts]:
-    """Facts for ``names``: from the facts dir, or probed now with ``ssh`` options (then saved)."""
-    if ssh is None:
-        return [load_host(facts_dir, name) for name in names]
-    results = probe_hosts(open_inventory(inventory).resolve(names), ssh)
-    failed = [f"{r.host} ({r.error_kind}: {r.error})" for r in results if not r.ok]
-    if failed:
-        raise PlanError("probe failed for " + "; ".join(failed))
-    for result in results:
-        save_host(facts_dir, result.facts, result.captures)
-    return [r.facts for r in results]
+def make_plan(dims_text: str, hosts: str | None, inventory: Path | None, facts_dir: Path, probe: ProbeSettings | None,
+              allow_no_gpu: bool, no_affinity: bool) -> RankPlan:
+    """Parse dims, gather facts (``probe`` set: probe now), plan, print the plan's warnings on stderr.
 
-
-def make_plan(dims_text: str, hosts: str | None, inventory: Path | None, facts_dir: Path, ssh: SshOptions | None, allow_no_gpu: bool, no_affinity: bool) -> RankPlan:
-    """Parse dims, gather facts (``ssh`` set: probe now), plan, print the plan's warnings on stderr."""
+    Hosts that could not be probed: one line each, exit 1 (the others' facts are saved).
+    """
     dims = parse_dims(dims_text)
     names = host_names(hosts, inventory)
-    plan = plan_rankfile(dims, load_facts(names, inventory, facts_dir, ssh), allow_no_gpu=allow_no_gpu, use_gpu_affinity=not no_affinity)
+    try:
+        facts = plan_facts(names, inventory, facts_dir, probe)
+    except ProbeFailed as error:
+        raise fail(str(error), code=1)
+    plan = plan_rankfile(dims, facts, allow_no_gpu=allow_no_gpu, use_gpu_affinity=not no_affinity)
     for warning in plan.warnings:
         stderr.print(f"[yellow]warning[/yellow]: {warning}", highlight=False, soft_wrap=True)
     return plan
-
-
-def probe_options(probe: bool, known_hosts: Path, ssh_config: Path | None) -> SshOptions | None:
-    """SSH options when the hosts are to be probed now (--probe), else None (read the facts dir)."""
-    return opt.ssh_options(known_hosts, ssh_config) if probe else None
 
 
 def _now() -> str:
@@ -97,10 +85,15 @@ def rankfile(
     probe: bool = PROBE,
     allow_no_gpu: bool = ALLOW_NO_GPU,
     no_gpu_affinity: bool = NO_AFFINITY,
+    forks: int = opt.FORKS,
+    connect_timeout: float = opt.CONNECT_TIMEOUT,
+    command_timeout: float = opt.COMMAND_TIMEOUT,
+    accept_new_host_keys: bool = opt.ACCEPT_NEW,
     known_hosts: Path = opt.KNOWN_HOSTS,
     ssh_config: Path = opt.SSH_CONFIG,
 ) -> None:
     """Write an MPI rank file (rank_gen numbering) with slots from each host's probed cores."""
+    settings = opt.probe_settings(forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config)
     if check is not None:
         try:
             text = check.read_text()
@@ -123,7 +116,7 @@ def rankfile(
         return
     if dims is None:
         raise fail("give dims XxYxZ (or --check FILE)")
-    plan = make_plan(dims, hosts, inventory, facts_dir, probe_options(probe, known_hosts, ssh_config), allow_no_gpu, no_gpu_affinity)
+    plan = make_plan(dims, hosts, inventory, facts_dir, settings if probe else None, allow_no_gpu, no_gpu_affinity)
     _write_or_print(render_rankfile(plan, _now()), output)
 
 
@@ -149,11 +142,16 @@ def launch(
     probe: bool = PROBE,
     allow_no_gpu: bool = ALLOW_NO_GPU,
     no_gpu_affinity: bool = NO_AFFINITY,
+    forks: int = opt.FORKS,
+    connect_timeout: float = opt.CONNECT_TIMEOUT,
+    command_timeout: float = opt.COMMAND_TIMEOUT,
+    accept_new_host_keys: bool = opt.ACCEPT_NEW,
     known_hosts: Path = opt.KNOWN_HOSTS,
     ssh_config: Path = opt.SSH_CONFIG,
 ) -> None:
     """Print (or --run) the mpirun command for a rank file made from the facts."""
-    plan = make_plan(dims, hosts, inventory, facts_dir, probe_options(probe, known_hosts, ssh_config), allow_no_gpu, no_gpu_affinity)
+    settings = opt.probe_settings(forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config)
+    plan = make_plan(dims, hosts, inventory, facts_dir, settings if probe else None, allow_no_gpu, no_gpu_affinity)
     if fmt is not None:
         typer.echo(hostfile(plan, fmt), nl=False)
         return
@@ -172,8 +170,7 @@ def launch(
     from provision.launcher import run_from_first_host
 
     first = open_inventory(inventory).resolve([plan.hosts[0].host])[0]
-    options = opt.ssh_options(known_hosts, ssh_config)
-    raise typer.Exit(run_from_first_host(first, options, text, remote, argv))
+    raise typer.Exit(run_from_first_host(first, settings.ssh, text, remote, argv))
 
 
 @app.command(epilog="Examples:\n\n  provision topology 4x2x1 --hosts sys-89074,sys-89075\n\n  provision topology 4x2x3 --svg layout.svg")
@@ -186,11 +183,16 @@ def topology(
     probe: bool = PROBE,
     allow_no_gpu: bool = ALLOW_NO_GPU,
     no_gpu_affinity: bool = NO_AFFINITY,
+    forks: int = opt.FORKS,
+    connect_timeout: float = opt.CONNECT_TIMEOUT,
+    command_timeout: float = opt.COMMAND_TIMEOUT,
+    accept_new_host_keys: bool = opt.ACCEPT_NEW,
     known_hosts: Path = opt.KNOWN_HOSTS,
     ssh_config: Path = opt.SSH_CONFIG,
 ) -> None:
     """Show which rank is bound to which cores, and which GPU it drives: racks → hosts → sockets."""
-    plan = make_plan(dims, hosts, inventory, facts_dir, probe_options(probe, known_hosts, ssh_config), allow_no_gpu, no_gpu_affinity)
+    settings = opt.probe_settings(forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config)
+    plan = make_plan(dims, hosts, inventory, facts_dir, settings if probe else None, allow_no_gpu, no_gpu_affinity)
     Console().print(rich_tree(plan))
     if svg_out is not None:
         _write_or_print(svg(plan), svg_out)

@@ -32,6 +32,7 @@ def probe(
     as_json: bool = typer.Option(False, "--json", help="Print JSON for scripts instead of a table."),
     forks: int = opt.FORKS,
     connect_timeout: float = opt.CONNECT_TIMEOUT,
+    command_timeout: float = opt.COMMAND_TIMEOUT,
     accept_new_host_keys: bool = opt.ACCEPT_NEW,
     known_hosts: Path = opt.KNOWN_HOSTS,
     ssh_config: Path = opt.SSH_CONFIG,
@@ -49,16 +50,16 @@ def probe(
         targets = open_inventory(inventory).resolve(hosts or [])
         if not targets:
             raise fail("no hosts: name some (provision probe localhost) or give an inventory with -i")
-        options = opt.ssh_options(known_hosts, ssh_config, accept_new=accept_new_host_keys, connect_timeout=connect_timeout)
+        settings = opt.probe_settings(forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config)
         show_progress = not as_json and len(targets) > 1 and stderr.is_terminal
         if show_progress:
             with Progress(
                 TextColumn("probing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=stderr, transient=True
             ) as progress:
                 task = progress.add_task("probe", total=len(targets))
-                results = probe_hosts(targets, options, forks, on_done=lambda _r: progress.advance(task))
+                results = probe_hosts(targets, settings.ssh, settings.forks, on_done=lambda _r: progress.advance(task))
         else:
-            results = probe_hosts(targets, options, forks)
+            results = probe_hosts(targets, settings.ssh, settings.forks)
     if save:
         for result in results:
             if result.facts is not None:
