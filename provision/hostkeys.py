@@ -22,7 +22,7 @@ import hashlib
 import os
 import threading
 from pathlib import Path
-from typing import Mapping
+from collections.abc import Mapping
 
 import paramiko
 

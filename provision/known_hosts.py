@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import binascii
 import getpass
-import hashlib
 import hmac
 import os
 import re
@@ -24,7 +23,7 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping
+from collections.abc import Mapping
 
 DEFAULT_USER_FILES = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 DEFAULT_GLOBAL_FILES = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
@@ -102,19 +101,25 @@ def known_hosts_files(ssh_config: Mapping[str, object], override: Path | None = 
 def hash_name(name: str, salt: bytes | None = None) -> str:
     """``|1|salt|hash`` for ``name``, as ``ssh-keygen -H`` and ``HashKnownHosts yes`` write it."""
     salt = os.urandom(20) if salt is None else salt
-    digest = hmac.new(salt, name.encode(), hashlib.sha1).digest()
+    digest = hmac.digest(salt, name.encode(), "sha1")
     return f"{_HASH_MAGIC}{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
 
 
-def _hashed_matches(field: str, name: str) -> bool:
+def _hash_parts(field: str) -> tuple[bytes, bytes] | None:
+    """(salt, digest) of a ``|1|salt|hash`` field; None if malformed."""
     parts = field[len(_HASH_MAGIC):].split("|")
     if len(parts) != 2:
-        return False
+        return None
     try:
         salt, digest = (base64.b64decode(p, validate=True) for p in parts)
     except (binascii.Error, ValueError):
-        return False
-    return hmac.compare_digest(hmac.new(salt, name.encode(), hashlib.sha1).digest(), digest)
+        return None
+    return salt, digest
+
+
+def _hashed_matches(field: str, name: str) -> bool:
+    parts = _hash_parts(field)
+    return parts is not None and hmac.digest(parts[0], name.encode(), "sha1") == parts[1]
 
 
 @lru_cache(maxsize=4096)
@@ -178,25 +183,29 @@ def parse_line(text: str, path: Path, number: int) -> KnownEntry | None:
 @dataclass(frozen=True)
 class _Parsed:
     exact: dict[str, tuple[KnownEntry, ...]]  # plain names (no wildcard, negation or hash) -> entries
-    other: tuple[KnownEntry, ...]  # hashed and pattern entries: matched one by one
+    hashed: tuple[tuple[bytes, bytes, KnownEntry], ...]  # (salt, digest, entry), decoded once
+    other: tuple[KnownEntry, ...]  # pattern entries: matched one by one
 
 
 def _index(entries: list[KnownEntry]) -> _Parsed:
     exact: dict[str, list[KnownEntry]] = {}
-    other = []
+    hashed, other = [], []
     for entry in entries:
-        names = entry.hosts.lower().split(",")
-        if entry.hosts.startswith(_HASH_MAGIC) or any(c in entry.hosts for c in "*?!"):
+        if entry.hosts.startswith(_HASH_MAGIC):
+            parts = _hash_parts(entry.hosts)
+            if parts is not None:
+                hashed.append((*parts, entry))
+        elif any(c in entry.hosts for c in "*?!"):
             other.append(entry)
-            continue
-        for name in dict.fromkeys(names):
-            exact.setdefault(name, []).append(entry)
-    return _Parsed({k: tuple(v) for k, v in exact.items()}, tuple(other))
+        else:
+            for name in dict.fromkeys(entry.hosts.lower().split(",")):
+                exact.setdefault(name, []).append(entry)
+    return _Parsed({k: tuple(v) for k, v in exact.items()}, tuple(hashed), tuple(other))
 
 
 _cache: dict[Path, tuple[tuple[int, int, int], _Parsed]] = {}
 _cache_lock = threading.Lock()
-_EMPTY = _Parsed({}, ())
+_EMPTY = _Parsed({}, (), ())
 
 
 def _read(path: Path) -> _Parsed:
@@ -227,9 +236,12 @@ def entries_for(name: str, files: KnownHostsFiles) -> list[KnownEntry]:
     global file of thousands of lines stays linear; hashed and wildcard lines are matched one by one.
     """
     name = name.lower()
+    encoded = name.encode()
     found = []
     for path in dict.fromkeys(files.all):
         parsed = _read(path)
-        hits = list(parsed.exact.get(name, ())) + [e for e in parsed.other if host_matches(e.hosts, name)]
+        hits = list(parsed.exact.get(name, ()))
+        hits += [e for salt, digest, e in parsed.hashed if hmac.digest(salt, encoded, "sha1") == digest]
+        hits += [e for e in parsed.other if host_matches(e.hosts, name)]
         found.extend(sorted(hits, key=lambda e: e.line))
     return found
