@@ -117,9 +117,14 @@ def open_connection(host: Host, options: SshOptions) -> fabric.Connection:
     return connection
 
 
+# What paramiko raises, unchained, when a limit passed: the key exchange did not finish in time
+# (connect then finds no session), or a channel (a ProxyJump hop's forwarded one) did not open.
+_TIMEOUT_MESSAGES = ("No existing session", "Timeout opening channel.")
+
+
 def _timed_out(error: BaseException) -> bool:
-    """A paramiko error caused by a time limit: the banner read timed out (its cause is chained),
-    or the key exchange did not finish in time (paramiko then finds "No existing session")."""
+    """A paramiko error caused by a time limit: the banner read timed out (the timeout is chained),
+    or one of :data:`_TIMEOUT_MESSAGES`."""
     seen = error
     for _ in range(5):
         if isinstance(seen, (socket.timeout, TimeoutError)):
@@ -127,7 +132,7 @@ def _timed_out(error: BaseException) -> bool:
         seen = seen.__cause__ or seen.__context__
         if seen is None:
             break
-    return isinstance(error, paramiko.SSHException) and str(error) == "No existing session"
+    return isinstance(error, paramiko.SSHException) and str(error) in _TIMEOUT_MESSAGES
 
 
 def describe_failure(error: BaseException, options: SshOptions) -> HostFailure:
@@ -146,6 +151,8 @@ def describe_failure(error: BaseException, options: SshOptions) -> HostFailure:
         return HostFailure("timeout", f"no SSH answer within {options.connect_timeout:g}s")
     if isinstance(error, invoke.exceptions.CommandTimedOut):
         return HostFailure("timeout", f"command still running after {options.command_timeout:g}s")
+    if isinstance(error, paramiko.ChannelException):  # a ProxyJump hop could not reach the next one
+        return HostFailure("unreachable", f"the jump host could not connect onwards: {error.text}")
     if isinstance(error, paramiko.ssh_exception.NoValidConnectionsError):
         return HostFailure("unreachable", "connection refused" if "refused" in str(error).lower() else str(error))
     if isinstance(error, (ConnectionError, OSError)):

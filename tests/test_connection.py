@@ -27,6 +27,9 @@ def test_local_timeout():
         (socket.timeout(), "timeout"),
         (ConnectionRefusedError(111, "Connection refused"), "unreachable"),
         (paramiko.SSHException("boom"), "ssh"),
+        (paramiko.SSHException("Timeout opening channel."), "timeout"),  # ProxyJump hop's channel
+        (paramiko.SSHException("No existing session"), "timeout"),  # key exchange unfinished in time
+        (paramiko.ChannelException(2, "Connect failed"), "unreachable"),  # ProxyJump hop cannot go on
     ],
 )
 def test_failures_become_one_line_kinds(error, kind):

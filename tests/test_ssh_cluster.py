@@ -85,6 +85,20 @@ def test_probe_through_proxyjump_checks_both_hops(cluster, tmp_path):
     assert hosts["node2"]["facts"]["hostname"] == "node2"
 
 
+def test_jump_to_a_silent_address_times_out_on_the_forwarded_channel(cluster, tmp_path):
+    known = tmp_path / "known_hosts"
+    known.write_text(cluster.known_hosts_line("node1"))
+    # An unused address on the cluster's network: node1's sshd waits ~3 s for ARP before giving up,
+    # so only our channel limit (2 s here) ends the wait for the forwarded connection.
+    node1_ip = cluster.docker_exec("node1", "hostname", "-i").split()[0]
+    ghost = node1_ip.rsplit(".", 1)[0] + ".250"
+    config = jump_config(cluster, tmp_path, known)
+    config.write_text(f"Host ghost\n  HostName {ghost}\n  ProxyJump mpi@127.0.0.1:{cluster.ports['node1']}\n" + config.read_text())
+    done = run_cli("probe", "ghost", "--json", "--no-save", "--connect-timeout", "2", "--ssh-config", str(config), cwd=tmp_path)
+    (host,) = json.loads(done.stdout)["hosts"]
+    assert (host["status"], host["error"]) == ("timeout", "no SSH answer within 2s"), done.stderr
+
+
 def test_command_timeout_over_ssh(cluster, cluster_files):
     _, known = cluster_files
     host = Host("node1", address="127.0.0.1", port=cluster.ports["node1"], user="mpi", key=str(cluster.key))
