@@ -36,7 +36,10 @@ def test_bad_inventory_is_one_line_with_file_and_line(tmp_path):
 
 
 def test_unknown_host_and_unsafe_name(tmp_path):
-    done = run_cli("probe", "no-such-host.invalid", "--connect-timeout", "2", "--facts-dir", str(tmp_path))
+    # Independent of the developer's ~/.ssh/config and known_hosts (a ProxyJump there would change the error).
+    (tmp_path / "ssh_config").write_text("")
+    done = run_cli("probe", "no-such-host.invalid", "--connect-timeout", "2", "--facts-dir", str(tmp_path),
+                   "--ssh-config", str(tmp_path / "ssh_config"), "--known-hosts", str(tmp_path / "known_hosts"))
     assert done.returncode == 1 and "no-such-host.invalid" in done.stderr and "resolve" in done.stderr
     done = run_cli("probe", "bad;name")
     assert done.returncode == 2 and "bad;name" in done.stderr
@@ -52,3 +55,22 @@ def test_inventory_import_and_show(tmp_path):
     assert (tmp_path / "hosts.yml~").read_text() == "# my old inventory\n"
     shown = run_cli("inventory", "show", "-i", str(target))
     assert "rack 1 rack1: n1, n2" in shown.stdout and "10.0.0.1" in shown.stdout
+
+
+def test_unknown_option_is_one_line_and_exit_2():
+    # Fails where typer's click is not `click` (a fresh venv has no click): the import crashed.
+    for args in (["--bogus"], ["probe", "--bogus"], ["inventory", "show", "--bogus"]):
+        done = run_cli(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.startswith("provision: error: No such option: --bogus"), done.stderr
+
+
+def test_bad_option_value_is_one_line_and_exit_2():
+    done = run_cli("probe", "--forks", "0")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--forks" in done.stderr, done.stderr
+
+
+def test_version():
+    done = run_cli("--version")
+    assert done.returncode == 0 and done.stdout.startswith("provision ")
