@@ -6,8 +6,16 @@ from conftest import run_cli
 
 
 def test_help_has_examples_on_every_command():
-    for command in (["probe"], ["capture-script"], ["inventory", "show"], ["inventory", "import"], ["rankfile"], ["launch"],
-                    ["topology"], ["slurm-nodes"]):
+    for command in (
+        ["probe"],
+        ["capture-script"],
+        ["inventory", "show"],
+        ["inventory", "import"],
+        ["rankfile"],
+        ["launch"],
+        ["topology"],
+        ["slurm-nodes"],
+    ):
         done = run_cli(*command, "--help")
         assert done.returncode == 0 and "Example" in done.stdout, command
 
@@ -38,8 +46,18 @@ def test_bad_inventory_is_one_line_with_file_and_line(tmp_path):
 def test_unknown_host_and_unsafe_name(tmp_path):
     # Independent of the developer's ~/.ssh/config and known_hosts (a ProxyJump there would change the error).
     (tmp_path / "ssh_config").write_text("")
-    done = run_cli("probe", "no-such-host.invalid", "--connect-timeout", "2", "--facts-dir", str(tmp_path),
-                   "--ssh-config", str(tmp_path / "ssh_config"), "--known-hosts", str(tmp_path / "known_hosts"))
+    done = run_cli(
+        "probe",
+        "no-such-host.invalid",
+        "--connect-timeout",
+        "2",
+        "--facts-dir",
+        str(tmp_path),
+        "--ssh-config",
+        str(tmp_path / "ssh_config"),
+        "--known-hosts",
+        str(tmp_path / "known_hosts"),
+    )
     assert done.returncode == 1 and "no-such-host.invalid" in done.stderr and "resolve" in done.stderr
     done = run_cli("probe", "bad;name")
     assert done.returncode == 2 and "bad;name" in done.stderr

@@ -40,7 +40,7 @@ def _root(
     """Prepare GPU clusters for distributed deep-learning training."""
 
 
-def fail(message: str, code: int = 2) -> "typer.Exit":
+def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``provision: error: message`` on stderr and return the Exit to raise."""
     stderr.print(f"[bold red]provision: error:[/bold red] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
