@@ -5,10 +5,9 @@ import subprocess
 
 import pytest
 
+from conftest import FIXTURES
 from provision.errors import ParseError
 from provision.gather import CAPTURE_NAMES, capture_script, gather_script, new_nonce, split_output
-
-from conftest import FIXTURES
 
 
 def run_locally(script: str) -> str:
