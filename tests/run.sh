@@ -1,15 +1,46 @@
 #!/usr/bin/env bash
-# Install everything the test suite needs on a fresh Debian machine (as root), then run it.
+# The README's test command. On a fresh Debian/Ubuntu machine (as root):
+#   1. the system tools the Docker cluster tests need, from Debian's packages (if missing);
+#   2. provision's wheel, built from this checkout;
+#   3. a FRESH virtualenv (no system site-packages) with the wheel installed as a user installs it,
+#      WITH its dependencies (never --no-deps), plus the test extra;
+#   4. ruff (lint and format check), then pytest from that venv, against the installed package:
+#      the venv's bin/ comes first on PATH (the CLI tests run its `provision`), and pytest is started
+#      as .venv/bin/pytest, not `python -m pytest`, so the checkout's provision/ is not on sys.path
+#      (tests/test_install.py checks this through PROVISION_TEST_VENV).
+# Arguments go to pytest (.ci/run passes -q). The exit status is pytest's (5, "no tests ran", fails
+# too), else ruff's: both always run, so one failure does not hide the other.
 # The pytest session itself starts dockerd and builds the node image (tests/cluster/ensure-docker.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
 need=()
 for tool in dockerd:docker.io docker-compose:docker-compose debootstrap:debootstrap ssh:openssh-client; do
   command -v "${tool%%:*}" >/dev/null || need+=("${tool##*:}")
 done
+# Debian and Ubuntu ship `python3 -m venv` (ensurepip) in a separate package.
+python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-python3 -m pip install -q -e '.[test]'
-exec python3 -m pytest "$@"
+
+work="$PWD/build/test-run"
+venv="$work/venv"
+rm -rf "$work"
+python3 -m venv "$venv"
+"$venv/bin/python" -m pip wheel -q --no-deps -w "$work/dist" .
+wheel="$(echo "$work"/dist/provision-*.whl)"
+"$venv/bin/python" -m pip install -q "$wheel[test]"
+
+export PROVISION_TEST_VENV="$venv" PROVISION_TEST_WHEEL="$wheel" PATH="$venv/bin:$PATH"
+unset PYTHONPATH
+
+lint=0
+"$venv/bin/ruff" check . || lint=$?
+"$venv/bin/ruff" format --check . || lint=$?
+tests=0
+"$venv/bin/pytest" "$@" || tests=$?
+if [ "$lint" -ne 0 ]; then echo "tests/run.sh: ruff found problems (see above)" >&2; fi
+if [ "$tests" -ne 0 ]; then exit "$tests"; fi
+exit "$lint"

@@ -6,14 +6,23 @@ from conftest import run_cli
 
 
 def test_help_has_examples_on_every_command():
-    for command in (["probe"], ["capture-script"], ["inventory", "show"], ["inventory", "import"], ["rankfile"], ["launch"],
-                    ["topology"], ["slurm-nodes"]):
+    for command in (
+        ["probe"],
+        ["capture-script"],
+        ["inventory", "show"],
+        ["inventory", "import"],
+        ["rankfile"],
+        ["launch"],
+        ["topology"],
+        ["slurm-nodes"],
+    ):
         done = run_cli(*command, "--help")
         assert done.returncode == 0 and "Example" in done.stdout, command
 
 
 def test_probe_localhost_main_job(tmp_path):
-    done = run_cli("probe", "localhost", "--facts-dir", str(tmp_path))
+    # From an empty folder: a developer's own inventory/hosts.yml in the checkout cannot change `localhost`.
+    done = run_cli("probe", "localhost", "--facts-dir", str(tmp_path), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "socket 0: cores 0-" in done.stdout and "slot=0:0-" in done.stdout
     assert (tmp_path / "localhost.json").exists() and (tmp_path / "localhost" / "uname-m.txt").exists()
@@ -36,7 +45,20 @@ def test_bad_inventory_is_one_line_with_file_and_line(tmp_path):
 
 
 def test_unknown_host_and_unsafe_name(tmp_path):
-    done = run_cli("probe", "no-such-host.invalid", "--connect-timeout", "2", "--facts-dir", str(tmp_path))
+    # Independent of the developer's ~/.ssh/config and known_hosts (a ProxyJump there would change the error).
+    (tmp_path / "ssh_config").write_text("")
+    done = run_cli(
+        "probe",
+        "no-such-host.invalid",
+        "--connect-timeout",
+        "2",
+        "--facts-dir",
+        str(tmp_path),
+        "--ssh-config",
+        str(tmp_path / "ssh_config"),
+        "--known-hosts",
+        str(tmp_path / "known_hosts"),
+    )
     assert done.returncode == 1 and "no-such-host.invalid" in done.stderr and "resolve" in done.stderr
     done = run_cli("probe", "bad;name")
     assert done.returncode == 2 and "bad;name" in done.stderr
@@ -52,3 +74,22 @@ def test_inventory_import_and_show(tmp_path):
     assert (tmp_path / "hosts.yml~").read_text() == "# my old inventory\n"
     shown = run_cli("inventory", "show", "-i", str(target))
     assert "rack 1 rack1: n1, n2" in shown.stdout and "10.0.0.1" in shown.stdout
+
+
+def test_unknown_option_is_one_line_and_exit_2():
+    # Fails where typer's click is not `click` (a fresh venv has no click): the import crashed.
+    for args in (["--bogus"], ["probe", "--bogus"], ["inventory", "show", "--bogus"]):
+        done = run_cli(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.startswith("provision: error: No such option: --bogus"), done.stderr
+
+
+def test_bad_option_value_is_one_line_and_exit_2():
+    done = run_cli("probe", "--forks", "0")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--forks" in done.stderr, done.stderr
+
+
+def test_version():
+    done = run_cli("--version")
+    assert done.returncode == 0 and done.stdout.startswith("provision ")

@@ -1,9 +1,11 @@
 """The gather script: framing, splitting, and a real run on this machine."""
 
+import os
 import subprocess
 
 import pytest
 
+from conftest import FIXTURES
 from provision.errors import ParseError
 from provision.gather import CAPTURE_NAMES, capture_script, gather_script, new_nonce, split_output
 
@@ -34,7 +36,14 @@ def test_output_cannot_forge_a_frame():
 
 @pytest.mark.parametrize(
     "text",
-    ["", "hello\n", "@@N@@ hostname\nx\n", "@@N@@ hostname\nx\n@@N@@ uname-m\n", "@@N@@ .rc 0\n", "@@N@@ hostname\n\n@@N@@ .rc 0\n\n"],
+    [
+        "",
+        "hello\n",
+        "@@N@@ hostname\nx\n",
+        "@@N@@ hostname\nx\n@@N@@ uname-m\n",
+        "@@N@@ .rc 0\n",
+        "@@N@@ hostname\n\n@@N@@ .rc 0\n\n",
+    ],
 )
 def test_broken_framing(text):
     with pytest.raises(ParseError, match="probe"):
@@ -44,13 +53,38 @@ def test_broken_framing(text):
 def test_failed_step_keeps_its_stderr():
     nonce = new_nonce()
     text = "".join(f"@@{nonce}@@ {name}\n\n@@{nonce}@@ .rc 0\n\n" for name in CAPTURE_NAMES if name != "nvidia-smi-query")
-    text += f"@@{nonce}@@ nvidia-smi-query\n\n@@{nonce}@@ .rc 9\nNVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
+    failure = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+    text += f"@@{nonce}@@ nvidia-smi-query\n\n@@{nonce}@@ .rc 9\n{failure}\n"
     capture = split_output(text, nonce)["nvidia-smi-query"]
-    assert capture.why_unavailable() == "exit 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+    assert capture.why_unavailable() == f"exit 9: {failure}"
+
+
+def _path_without(tmp_path, missing: set[str], stand_ins: dict[str, str]) -> str:
+    """A PATH of one folder: links to every tool on this machine's PATH except ``missing``, plus
+    ``stand_ins`` (name -> sh script). The test then does not depend on what the machine has."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for folder in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep):
+        if not os.path.isdir(folder):
+            continue
+        for entry in os.scandir(folder):
+            target = bin_dir / entry.name
+            if entry.name not in missing and entry.name not in stand_ins and not target.exists():
+                target.symlink_to(entry.path)
+    for name, script in stand_ins.items():
+        (bin_dir / name).write_text("#!/bin/sh\n# TEST STAND-IN: prints a real capture, whatever this machine has\n" + script)
+        (bin_dir / name).chmod(0o755)
+    return str(bin_dir)
 
 
 def test_capture_script_writes_a_folder(tmp_path):
-    subprocess.run(["sh", "-c", capture_script(), "sh", str(tmp_path)], check=True, capture_output=True)
-    (host_dir,) = list(tmp_path.iterdir())
-    assert (host_dir / "uname-m.txt").exists() and (host_dir / "numactl-H.txt").exists()
-    assert not (host_dir / "nvidia-smi-query.txt").exists()
+    numa = FIXTURES / "captures" / "minsky" / "numactl-H.txt"
+    path = _path_without(tmp_path, {"nvidia-smi", "numactl"}, {"numactl": f"cat '{numa}'\n"})
+    out = tmp_path / "out"
+    subprocess.run(
+        ["/bin/sh", "-c", capture_script(), "sh", str(out)], check=True, capture_output=True, env={**os.environ, "PATH": path}
+    )
+    (host_dir,) = list(out.iterdir())
+    assert (host_dir / "uname-m.txt").read_text() == subprocess.run(["uname", "-m"], capture_output=True, text=True).stdout
+    assert (host_dir / "numactl-H.txt").read_text() == numa.read_text()
+    assert not (host_dir / "nvidia-smi-query.txt").exists()  # a tool that is not installed leaves no file

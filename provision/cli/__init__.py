@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 
-import click
 import typer
 from rich.console import Console
 
@@ -41,7 +40,7 @@ def _root(
     """Prepare GPU clusters for distributed deep-learning training."""
 
 
-def fail(message: str, code: int = 2) -> "typer.Exit":
+def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``provision: error: message`` on stderr and return the Exit to raise."""
     stderr.print(f"[bold red]provision: error:[/bold red] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
@@ -51,14 +50,30 @@ def fail(message: str, code: int = 2) -> "typer.Exit":
 from provision.cli import inventory_cmd, plan_cmd, probe_cmd  # noqa: E402,F401
 
 
+def _usage_line(error: typer.TyperException) -> str:
+    """One line for a usage error, with the command it concerns and where to find help."""
+    ctx = getattr(error, "ctx", None)
+    where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    return f"{error.format_message()}{where}"
+
+
 def main() -> None:
-    """Entry point: run the app, turning provision's errors into one line and exit status 2."""
+    """Entry point: run the app, turning usage errors and provision's errors into one line.
+
+    Typer (0.28 and later) bundles its own copy of click; its usage errors (unknown option, bad
+    value: exit 2) and file errors all derive from ``typer.TyperException``, so only typer's public
+    API is used here and `click` need not be installed.
+    """
     try:
         code = app(standalone_mode=False)
-    except click.exceptions.ClickException as error:
-        error.show()
+    except typer.TyperException as error:
+        if type(error).__name__ == "NoArgsIsHelpError":  # bare `provision`: the help, as typer does
+            if error.format_message():
+                typer.echo(error.format_message(), err=True)
+        else:
+            fail(_usage_line(error), error.exit_code)
         sys.exit(error.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         stderr.print("aborted")
         sys.exit(130)
     except ProvisionError as error:
