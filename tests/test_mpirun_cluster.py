@@ -10,13 +10,14 @@ core are.
 from __future__ import annotations
 
 import re
+import contextlib
 import signal
 import subprocess
 import time
 
 import pytest
 
-from cluster_support import ALL_NODES
+from cluster_support import ALL_NODES, wait_for_ssh
 from conftest import run_cli
 from plan_support import seed_rankfile_body
 from provision.plans.rankcheck import parse_rankfile
@@ -193,3 +194,66 @@ def test_ctrl_c_stops_the_remote_job_and_each_run_has_its_own_files(mpi_cluster,
     wait_for(lambda: not any(mpi_processes(cluster, h) for h in hosts), 30, "mpirun and its ranks to end")
     print(f"OpenMPI {version}: Ctrl-C to no process left: {time.monotonic() - started:.1f}s")
     assert cluster.docker_exec(hosts[0], "sh", "-c", "ls -A /home/mpi/.provision", user="mpi") == ""  # run directories removed
+
+
+@pytest.mark.parametrize("version", [4, 5])
+def test_lost_connection_hangs_up_the_remote_job(mpi_cluster, tmp_path, version):
+    """provision killed outright (no Ctrl-C handling at all): sshd hangs up mpirun's terminal."""
+    cluster, common, _ = mpi_cluster
+    hosts = HOSTS[version][:2]
+    job = subprocess.Popen(["provision", "launch", "1x2x1", "--hosts", ",".join(hosts), *common, "--allow-no-gpu",
+                            "--rankfile", str(tmp_path / "a.rf"), "--run", "--", "sleep", "600"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: all(any(p.endswith(" sleep") for p in mpi_processes(cluster, h)) for h in hosts), 60, "both ranks to sleep")
+    finally:
+        job.kill()
+        job.wait()
+    wait_for(lambda: not any(mpi_processes(cluster, h) for h in hosts), 30, "mpirun and its ranks to end after the hangup")
+    cluster.docker_exec(hosts[0], "sh", "-c", "rm -rf /home/mpi/.provision/*", user="mpi")  # the client could not clean up
+
+
+@contextlib.contextmanager
+def root_login(cluster, node: str):
+    """Let the test key log in as root on ``node`` (the image says PermitRootLogin no), then undo it."""
+    conf = "/etc/ssh/sshd_config.d/00-root-test.conf"  # sshd takes the first value it reads
+    cluster.docker_exec(node, "sh", "-c", "install -d -m 700 /root/.ssh && install -m 600 /cluster/authorized_keys /root/.ssh/"
+                        f" && echo 'PermitRootLogin prohibit-password' > {conf} && pkill -HUP -o -x sshd")
+    time.sleep(0.5)
+    wait_for_ssh({node: cluster.ports[node]})
+    try:
+        yield
+    finally:
+        cluster.docker_exec(node, "sh", "-c", f"rm -f {conf} /root/.ssh/authorized_keys && pkill -HUP -o -x sshd")
+        time.sleep(0.5)
+        wait_for_ssh({node: cluster.ports[node]})
+
+
+ROOT_REFUSAL = {4: "mpirun has detected an attempt to run as root", 5: "prterun has detected an attempt to run as root"}
+
+
+@pytest.mark.parametrize("version", [4, 5])
+def test_root_is_said_clearly_and_allow_run_as_root_passes_openmpis_switch(mpi_cluster, tmp_path, version):
+    cluster, common, facts_dir = mpi_cluster
+    node = HOSTS[version][-1]
+    # OpenMPI's own refusal and switch, for real on this version.
+    refused = subprocess.run(["docker", "exec", cluster.container(node), "mpirun", "-n", "1", "hostname"], capture_output=True, text=True)
+    assert refused.returncode != 0 and ROOT_REFUSAL[version] in refused.stdout + refused.stderr
+    allowed = subprocess.run(["docker", "exec", cluster.container(node), "mpirun", "--allow-run-as-root", "-n", "1", "hostname"], capture_output=True, text=True)
+    assert allowed.returncode == 0 and allowed.stdout == f"{node}\n"
+
+    inventory = tmp_path / "root.yml"
+    inventory.write_text(cluster.inventory_yaml((node,)).replace("user: mpi", "user: root"))
+    args = ["launch", "1x1x1", "--hosts", node, "-i", str(inventory), *common[2:], "--allow-no-gpu", "--rankfile", str(tmp_path / "r.rf")]
+    with root_login(cluster, node):
+        printed = run_cli(*args, "--", "hostname")
+        assert printed.returncode == 0 and "--allow-run-as-root" not in printed.stdout  # never added silently
+        assert f"{node}: mpirun would run as root (login user root)" in printed.stderr and "pass --allow-run-as-root" in printed.stderr
+        run = run_cli(*args, "--run", "--", "hostname")
+        assert run.returncode == 2 and run.stdout == "" and "$ mpirun" not in run.stderr  # refused before mpirun started
+        assert f"error: {node}: mpirun would run as root (login user root)" in run.stderr
+        run = run_cli(*args, "--allow-run-as-root", "--run", "--", "hostname")
+        assert run.returncode == 0, run.stdout + run.stderr
+        # (as root in a container OpenMPI 4 also warns "failed to bind memory"; the rank runs)
+        assert run.stdout.endswith(f"\n{node}\n") or run.stdout == f"{node}\n", run.stdout
+        assert re.search(r"^\[\w+\] \$ mpirun -n 1 .* --allow-run-as-root ", run.stderr, re.MULTILINE)
