@@ -26,7 +26,10 @@ MAX_CORES = 1 << 16
 
 @dataclass(frozen=True)
 class Binding:
-    """One rank as mpirun reported it: the node's name and its (package, core) pairs (empty: not bound)."""
+    """One rank as mpirun reported it: the node's name and its (package, core) pairs.
+
+    Empty ``cores``: "not bound (or bound to all available processors)", which is how OpenMPI
+    reports a rank whose binding is the whole node."""
 
     host: str
     rank: int
@@ -61,6 +64,7 @@ def parse_binding_line(line: str) -> Binding | None:
 def check_bindings(plan: RankPlan, bindings: dict[int, Binding]) -> list[str]:
     """One line per rank that is missing, on another host or bound to other cores than planned."""
     names = {facts.host: {facts.host, facts.hostname or facts.host, (facts.hostname or facts.host).split(".")[0]} for facts in plan.facts}
+    whole_node = {facts.host: [(0, core) for core in range(len(facts.cpu.sockets[0].cores))] for facts in plan.facts if facts.cpu.socket_count == 1}
     problems = []
     for slot in plan.slots():
         planned = [(slot.socket, core) for core in range(slot.first_core, slot.last_core + 1)]
@@ -70,7 +74,7 @@ def check_bindings(plan: RankPlan, bindings: dict[int, Binding]) -> list[str]:
             problems.append(f"rank {slot.rank}: no binding reported (planned {where})")
         elif got.host not in names.get(slot.host, {slot.host}):
             problems.append(f"rank {slot.rank}: ran on {got.host}, planned {where}")
-        elif list(got.cores) != planned:
-            shown = ", ".join(f"{s}:{c}" for s, c in got.cores[:16]) or "not bound"
-            problems.append(f"rank {slot.rank}: bound to {shown} on {got.host}, planned {where}")
+        elif list(got.cores) != planned and not (not got.cores and whole_node.get(slot.host) == planned):
+            shown = "bound to " + ", ".join(f"{s}:{c}" for s, c in got.cores[:16]) if got.cores else "not bound (or bound to the whole node)"
+            problems.append(f"rank {slot.rank}: {shown} on {got.host}, planned {where}")
     return problems
