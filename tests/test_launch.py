@@ -112,3 +112,48 @@ def test_exports_once_each_in_order():
     argv = mpirun_argv(plan(host("a"), host("b")), "x.rf", ["true"], export=["PYTHONPATH", "PATH", "PYTHONPATH", "NCCL_DEBUG"])
     exported = [argv[i + 1] for i, arg in enumerate(argv) if arg == "-x"]
     assert exported == ["PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "NCCL_DEBUG"]
+
+
+@pytest.fixture
+def v5_facts(tmp_path):
+    """The Minsky's replayed facts, with OpenMPI 5.0.7 as trixie's nodes report it."""
+    import json
+
+    from conftest import run_cli
+
+    facts_dir = tmp_path / "facts"
+    assert run_cli("probe", "--replay", "tests/fixtures/captures", "minsky", "--facts-dir", str(facts_dir)).returncode == 0
+    path = facts_dir / "minsky.json"
+    data = json.loads(path.read_text())
+    data["openmpi"]["version"] = "5.0.7"
+    path.write_text(json.dumps(data))
+    return facts_dir
+
+
+def test_cli_openmpi_5_writes_the_hostfile_beside_the_rank_file(v5_facts, tmp_path):
+    from conftest import run_cli
+
+    rf = tmp_path / "job.rf"
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("hosts:\n  minsky: {user: mpi}\n")
+    done = run_cli("launch", "2x1x1", "--hosts", "minsky", "-i", str(inventory), "--facts-dir", str(v5_facts), "--allow-no-gpu",
+                   "--rankfile", str(rf), "--", "hostname")
+    assert done.returncode == 0, done.stderr
+    hosts = tmp_path / "job.hosts"
+    assert done.stdout == f"mpirun -n 2 --map-by rankfile:file={rf} --hostfile {hosts} -x PATH -x LD_LIBRARY_PATH hostname\n"
+    assert hosts.read_text().splitlines()[1:] == ["minsky slots=2"] and f"hostfile: {hosts}" in done.stderr
+    assert "run as root" not in done.stderr
+
+
+def test_cli_root_login_is_said_and_the_switch_is_explicit(v5_facts, tmp_path):
+    from conftest import run_cli
+
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("hosts:\n  minsky: {user: root}\n")
+    args = ["launch", "1x1x1", "--hosts", "minsky", "-i", str(inventory), "--facts-dir", str(v5_facts), "--allow-no-gpu",
+            "--rankfile", str(tmp_path / "r.rf"), "--known-hosts", str(tmp_path / "kh")]
+    done = run_cli(*args, "--", "hostname")
+    assert done.returncode == 0 and "--allow-run-as-root" not in done.stdout
+    assert "warning: minsky: mpirun would run as root (login user root); OpenMPI refuses to run as root unless told: pass --allow-run-as-root" in " ".join(done.stderr.split())
+    done = run_cli(*args, "--allow-run-as-root", "--", "hostname")
+    assert done.returncode == 0 and "r.hosts --allow-run-as-root -x PATH" in done.stdout and "warning" not in done.stderr

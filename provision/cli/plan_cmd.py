@@ -182,7 +182,7 @@ def launch(
     first = open_inventory(inventory).resolve([plan.hosts[0].host])[0]
     options = opt.ssh_options(known_hosts, ssh_config)
     if not run:
-        stderr.print(f"rank file: {local}" + (f", hostfile: {local_hosts}" if local_hosts else ""), highlight=False)
+        stderr.print(f"rank file: {local}" + (f", hostfile: {local_hosts}" if local_hosts else ""), highlight=False, soft_wrap=True)
         if login_user(first, options) == "root" and not allow_run_as_root:
             stderr.print(f"[yellow]warning[/yellow]: {root_message(first.name, 'root')}", highlight=False, soft_wrap=True)
         typer.echo(quoted(argv))
