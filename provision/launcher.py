@@ -165,6 +165,6 @@ def run_from_first_host(
             if run_dir is not None:
                 try:
                     connection.run(f"rm -rf -- {shlex.quote(run_dir)}", hide=True, warn=True, in_stream=False, timeout=30)
-                except Exception:  # noqa: BLE001 - the connection may be gone; the directory is private
+                except (Exception, KeyboardInterrupt):  # noqa: BLE001 - the connection may be gone; the directory is private
                     pass
             connection.close()

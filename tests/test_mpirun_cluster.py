@@ -161,6 +161,15 @@ def test_rank_gen_10_core_assumption_fails_and_check_names_the_lines(mpi_cluster
     assert f"has cores 0-{cores - 1}" in checked.stdout and "has 1 socket(s)" in checked.stdout
 
 
+def test_mixed_versions_are_refused_naming_each_hosts_version(mpi_cluster, tmp_path):
+    _, common, _ = mpi_cluster
+    done = run_cli("launch", "1x4x1", "--hosts", "node1,m51,node2,m52", *common, "--allow-no-gpu", "--rankfile", str(tmp_path / "x.rf"), "--", "true")
+    assert done.returncode == 2 and done.stdout == ""
+    versions = re.search(r"OpenMPI versions differ across hosts \((4\.1\.\d+) on node1, node2; (5\.0\.\d+) on m51, m52\)", done.stderr)
+    assert versions, done.stderr
+    print(f"mixed: {done.stderr.strip()}")
+
+
 def wait_for(condition, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
