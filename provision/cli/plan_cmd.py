@@ -163,6 +163,8 @@ def launch(
         raise fail("--dev-sync and --dump-iter need --ddl-mode")
     local = rankfile_out or Path(f"{plan.dims}.rf")
     local_hosts = local.with_name(local.stem + ".hosts") if needs_hostfile(plan) else None
+    if local_hosts == local:  # --rankfile x.hosts: keep both
+        local_hosts = local.with_name(local.name + ".hosts")
     rankfile_text = render_rankfile(plan, _now())
     hosts_text = allocation_hostfile(plan, local.name) if local_hosts else None
     remote = {f"{plan.dims}.rf": rankfile_text} | ({f"{plan.dims}.hosts": hosts_text} if hosts_text else {})
