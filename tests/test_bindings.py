@@ -10,7 +10,8 @@ from provision.plans.bindings import Binding, check_bindings, parse_binding_line
 from provision.plans.dims import parse_dims
 from provision.plans.rankfile import plan_rankfile
 
-# Real lines: Debian bookworm's OpenMPI 4.1.4 and trixie's 5.0.7 on the test cluster (2-core nodes).
+# Real lines printed by Debian bookworm's OpenMPI 4.1.4 and trixie's 5.0.7 in the test images (2-core nodes);
+# in the first two of each, the cluster's node names stand where a bare container printed its id.
 V4_LINES = """\
 [node1:00018] MCW rank 0 bound to socket 0[core 0[hwt 0]]: [B/.]
 [node2:00091] MCW rank 1 bound to socket 0[core 1[hwt 0]]: [./B]
