@@ -1,29 +1,170 @@
-"""Run a launch plan: put the rank file on the first host and run mpirun there, streaming output."""
+"""Run a launch plan: put the rank file (and hostfile) on the first host and run mpirun there.
+
+- The files go into a fresh private directory made by ``mktemp -d`` on the host
+  (``~/.provision/XxYxZ.XXXXXXXXXX/``), so two jobs with the same dims never share a file; it is
+  removed when mpirun ends.
+- mpirun runs in a terminal (an SSH pty, as ``ssh -t``): Ctrl-C here is sent as the terminal's
+  interrupt, so mpirun gets SIGINT and stops its ranks on every host; a second Ctrl-C closes the
+  connection and sshd's hangup (SIGHUP) stops it. Its stdout and stderr arrive together.
+- With ``--report-bindings`` the reported bindings (OpenMPI 4 or 5 format) are checked against the plan.
+"""
 
 from __future__ import annotations
 
 import io
+import re
+import shlex
+import shutil
+import socket
 import sys
+from collections.abc import Callable
 
 from provision.connection import SshOptions, describe_failure, open_connection
 from provision.inventory import Host
-from provision.plans.launch import quoted
+from provision.plans.bindings import Binding, check_bindings, parse_binding_line
+from provision.plans.launch import quoted, root_message
+from provision.plans.rankfile import RankPlan
+
+_RUN_DIR = re.compile(r"^\.provision/[0-9x]{1,40}\.[A-Za-z0-9]{10}$")
+MAX_LINE = 1 << 16  # longest output line scanned for a binding report
+INTERRUPTED = 130
 
 
-def run_from_first_host(host: Host, options: SshOptions, rankfile_text: str, remote_path: str, argv: list[str]) -> int:
-    """Upload the rank file to ``remote_path`` (relative to the login directory) on ``host`` and
-    run ``argv`` there; output streams to this terminal. Returns mpirun's exit status."""
+class LaunchError(Exception):
+    """A step before mpirun failed; the message is one line."""
+
+
+def login_user(host: Host, options: SshOptions) -> str | None:
+    """The user ``host`` would be logged in as (inventory, then ~/.ssh/config, then local); no network."""
+    try:
+        return open_connection(host, options).user
+    except Exception:  # noqa: BLE001 - only for a warning; --run asks the host itself (id -u)
+        return None
+
+
+def _make_run_dir(connection, dims: str) -> str:
+    """``mktemp -d .provision/DIMS.XXXXXXXXXX`` on the host; the answer is checked, not trusted."""
+    template = f".provision/{dims}.XXXXXXXXXX"
+    result = connection.run(f"mkdir -p .provision && chmod 700 .provision && mktemp -d {shlex.quote(template)}", hide=True, warn=True, in_stream=False)
+    path = result.stdout.strip()
+    if result.exited != 0 or not _RUN_DIR.match(path):
+        raise LaunchError(f"mktemp -d {template} failed: {(result.stderr.strip() or path)[:200]!r}")
+    return path
+
+
+def _login_uid(connection) -> str:
+    result = connection.run("id -u", hide=True, warn=True, in_stream=False)
+    uid = result.stdout.strip()
+    if result.exited != 0 or not uid.isdigit():
+        raise LaunchError(f"id -u failed: {(result.stderr.strip() or uid)[:200]!r}")
+    return uid
+
+
+class _BindingScanner:
+    """Collects ``--report-bindings`` lines from streamed output, bounded per line and per rank."""
+
+    def __init__(self, ranks: int) -> None:
+        self.ranks = ranks
+        self.partial = b""
+        self.bindings: dict[int, Binding] = {}
+
+    def feed(self, data: bytes) -> None:
+        """Scan the complete lines in ``data`` (the rest waits for the next chunk)."""
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()[-MAX_LINE:]
+        for line in lines:
+            binding = parse_binding_line(line[:MAX_LINE].decode("utf-8", "replace"))
+            if binding is not None and binding.rank < self.ranks:
+                self.bindings.setdefault(binding.rank, binding)
+
+
+def _stream(channel, scanner: _BindingScanner | None, out) -> int:
+    """Copy the channel's output to ``out`` until it ends; returns the exit status.
+
+    First Ctrl-C: send the terminal's interrupt character (mpirun gets SIGINT). Second: close the
+    channel (sshd hangs up the terminal, mpirun gets SIGHUP)."""
+    interrupts = 0
+    channel.settimeout(0.2)
+    while True:
+        try:
+            try:
+                data = channel.recv(65536)
+            except socket.timeout:
+                continue
+            if not data:
+                break
+            out.write(data)
+            out.flush()
+            if scanner is not None:
+                scanner.feed(data)
+        except KeyboardInterrupt:
+            interrupts += 1
+            if interrupts == 1:
+                print("\nprovision: interrupt sent to mpirun (Ctrl-C again closes the connection)", file=sys.stderr, flush=True)
+                channel.send(b"\x03")
+            else:
+                channel.close()
+                return INTERRUPTED
+    status = channel.recv_exit_status()
+    return INTERRUPTED if interrupts and status in (0, -1) else status
+
+
+def run_from_first_host(
+    host: Host,
+    options: SshOptions,
+    plan: RankPlan,
+    files: dict[str, str],
+    argv_for: Callable[[str], list[str]],
+    *,
+    allow_run_as_root: bool = False,
+    check: bool = False,
+) -> int:
+    """Put ``files`` ({name: text}) in a fresh directory on ``host``, run ``argv_for(directory)``
+    there in a terminal, streaming its output here; remove the directory after. ``check``: compare
+    the reported bindings with ``plan``. Returns mpirun's exit status (2: refused before it ran,
+    1: a host failed or bindings differ from the plan, 130: interrupted)."""
     connection = None
+    run_dir = None
     try:
         connection = open_connection(host, options)
-        connection.run("mkdir -p .provision", hide=True)
-        connection.put(io.BytesIO(rankfile_text.encode()), remote=remote_path)
+        if _login_uid(connection) == "0" and not allow_run_as_root:
+            print(f"provision: error: {root_message(host.name, connection.user)}", file=sys.stderr)
+            return 2
+        run_dir = _make_run_dir(connection, str(plan.dims))
+        for name, text in files.items():
+            connection.put(io.BytesIO(text.encode()), remote=f"{run_dir}/{name}")
+        argv = argv_for(run_dir)
         print(f"[{host.name}] $ {quoted(argv)}", file=sys.stderr, flush=True)
-        result = connection.run(quoted(argv), warn=True, pty=False, in_stream=False)
-        return result.exited
+        channel = connection.client.get_transport().open_session()
+        size = shutil.get_terminal_size((200, 50))
+        channel.get_pty(term="dumb", width=size.columns, height=size.lines)
+        # No \r added to each output line (-onlcr); exec: mpirun itself gets the terminal's signals.
+        channel.exec_command(f"stty -onlcr 2>/dev/null; exec {quoted(argv)}")
+        scanner = _BindingScanner(plan.dims.learners) if check else None
+        status = _stream(channel, scanner, sys.stdout.buffer)
+        if scanner is not None and status == 0:
+            problems = check_bindings(plan, scanner.bindings)
+            for problem in problems[:20]:
+                print(f"provision: binding: {problem}", file=sys.stderr)
+            if problems:
+                print(f"provision: error: {len(problems)} of {plan.dims.learners} ranks not bound as planned", file=sys.stderr)
+                return 1
+            print(f"provision: all {plan.dims.learners} ranks bound as planned", file=sys.stderr)
+        return status
+    except LaunchError as error:
+        print(f"provision: error: {host.name}: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"provision: interrupted before mpirun started on {host.name}", file=sys.stderr)
+        return INTERRUPTED
     except Exception as error:  # noqa: BLE001 - one line for the host, never a traceback
         print(f"provision: error: {host.name}: {describe_failure(error, options)}", file=sys.stderr)
         return 1
     finally:
         if connection is not None:
+            if run_dir is not None:
+                try:
+                    connection.run(f"rm -rf -- {shlex.quote(run_dir)}", hide=True, warn=True, in_stream=False, timeout=30)
+                except (Exception, KeyboardInterrupt):  # noqa: BLE001 - the connection may be gone; the directory is private
+                    pass
             connection.close()

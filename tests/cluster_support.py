@@ -20,7 +20,9 @@ TESTS_DIR = Path(__file__).resolve().parent
 CLUSTER_DIR = TESTS_DIR / ".cluster"
 COMPOSE_FILE = TESTS_DIR / "cluster" / "docker-compose.yml"
 ENSURE_DOCKER = TESTS_DIR / "cluster" / "ensure-docker.sh"
-NODES = ("node1", "node2", "node3", "down1", "minsky")
+NODES = ("node1", "node2", "node3", "down1", "minsky")  # Debian bookworm: OpenMPI 4.1
+NODES5 = ("m51", "m52", "m53")  # Debian trixie: OpenMPI 5.0
+ALL_NODES = NODES + NODES5
 
 
 def write_ed25519(path: Path, comment: str) -> str:
@@ -42,7 +44,7 @@ def prepare_material() -> dict[str, str]:
     client_public = write_ed25519(CLUSTER_DIR / "id_ed25519", "provision-tests")
     (CLUSTER_DIR / "authorized_keys").write_text(client_public + "\n")
     host_keys = {}
-    for node in NODES:
+    for node in ALL_NODES:
         host_keys[node] = write_ed25519(CLUSTER_DIR / node / "ssh_host_ed25519_key", f"root@{node}")
     (CLUSTER_DIR / "ssh_known_hosts").write_text("".join(f"{node} {key}\n" for node, key in host_keys.items()))
     return host_keys

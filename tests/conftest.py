@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cluster_support import COMPOSE_FILE, CLUSTER_DIR, NODES, Cluster, ensure_docker, prepare_material, wait_for_ssh  # noqa: E402
+from cluster_support import ALL_NODES, COMPOSE_FILE, CLUSTER_DIR, NODES, Cluster, ensure_docker, prepare_material, wait_for_ssh  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -61,7 +61,7 @@ def docker_setup(cluster_material):
 @pytest.fixture(scope="session")
 def cluster(docker_services, docker_compose_project_name, cluster_material) -> Cluster:
     """The running cluster, with `down1` stopped (an unreachable host)."""
-    ports = {node: docker_services.port_for(node, 22) for node in NODES}
+    ports = {node: docker_services.port_for(node, 22) for node in ALL_NODES}
     wait_for_ssh(ports)
     result = Cluster(ports, cluster_material, docker_compose_project_name)
     subprocess.run(["docker", "stop", "-t", "1", result.container("down1")], check=True, capture_output=True)
@@ -73,10 +73,10 @@ def cluster(docker_services, docker_compose_project_name, cluster_material) -> C
 def cluster_files(cluster, tmp_path):
     """An inventory and a known_hosts that holds the true keys of every node but node3."""
     inventory = tmp_path / "hosts.yml"
-    inventory.write_text(cluster.inventory_yaml())
+    inventory.write_text(cluster.inventory_yaml(ALL_NODES))
     known_hosts = tmp_path / "known_hosts"
     # node3 gets someone else's key: from the client's side, its key "changed".
-    lines = [cluster.known_hosts_line(n) for n in NODES if n != "node3"]
+    lines = [cluster.known_hosts_line(n) for n in ALL_NODES if n != "node3"]
     lines.append(cluster.known_hosts_line("node3", cluster.host_keys["node1"]))
     known_hosts.write_text("".join(lines))
     return inventory, known_hosts

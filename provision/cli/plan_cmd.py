@@ -16,7 +16,7 @@ from provision.factstore import cached_hosts, load_host
 from provision.files import write_atomic
 from provision.inventory import check_host_name, open_inventory
 from provision.plans.dims import parse_dims
-from provision.plans.launch import DdlOptions, hostfile, mpirun_argv, quoted
+from provision.plans.launch import DdlOptions, allocation_hostfile, hostfile, mpirun_argv, needs_hostfile, quoted, root_message
 from provision.plans.picture import rich_tree, svg
 from provision.plans.rankcheck import check_rankfile, parse_rankfile
 from provision.plans.rankfile import RankPlan, plan_rankfile, render_rankfile
@@ -130,15 +130,16 @@ def launch(
     hosts: str = HOSTS,
     inventory: Path = opt.INVENTORY,
     facts_dir: Path = opt.FACTS_DIR,
-    rankfile_out: Path = typer.Option(None, "--rankfile", help="Where to write the rank file (default: ./XxYxZ.rf)."),
+    rankfile_out: Path = typer.Option(None, "--rankfile", help="Where to write the rank file (default: ./XxYxZ.rf; OpenMPI 5's hostfile goes beside it as .hosts)."),
     export: list[str] = typer.Option([], "-x", "--export", help="Also pass this environment variable (-x NAME)."),
     iface: str = typer.Option(None, "--iface", help="btl_tcp_if_include interface (default: one up on every host)."),
     ddl_mode: str = typer.Option(None, "--ddl-mode", help="DDL -mode letter: b, n, r, m, c or p."),
     dev_sync: int = typer.Option(None, "--dev-sync", help="DDL -dev_sync 0|1|2."),
     dump_iter: int = typer.Option(None, "--dump-iter", help="DDL -dump_iter N."),
-    report_bindings: bool = typer.Option(False, "--report-bindings", help="Add mpirun --report-bindings."),
+    report_bindings: bool = typer.Option(False, "--report-bindings", help="Add mpirun --report-bindings (with --run: check them against the plan)."),
+    allow_run_as_root: bool = typer.Option(False, "--allow-run-as-root", help="Pass mpirun's own --allow-run-as-root (OpenMPI refuses root without it)."),
     fmt: str = typer.Option(None, "--format", help="Print a hostfile instead: hostfile, horovod or deepspeed."),
-    run: bool = typer.Option(False, "--run", help="Run it from the first host over SSH, streaming its output."),
+    run: bool = typer.Option(False, "--run", help="Run it from the first host over SSH in a terminal (Ctrl-C stops mpirun), streaming its output."),
     probe: bool = PROBE,
     allow_no_gpu: bool = ALLOW_NO_GPU,
     no_gpu_affinity: bool = NO_AFFINITY,
@@ -158,19 +159,35 @@ def launch(
     ddl = DdlOptions(ddl_mode, dev_sync, dump_iter) if ddl_mode else None
     if ddl is None and (dev_sync is not None or dump_iter is not None):
         raise fail("--dev-sync and --dump-iter need --ddl-mode")
-    text = render_rankfile(plan, _now())
     local = rankfile_out or Path(f"{plan.dims}.rf")
-    remote = f".provision/{plan.dims}.rf"
-    argv = mpirun_argv(plan, remote if run else str(local), list(command or []), export=export, iface=iface, ddl=ddl, report_bindings=report_bindings)
-    write_atomic(local, text)
-    if not run:
-        stderr.print(f"rank file: {local}", highlight=False)
-        typer.echo(quoted(argv))
-        return
-    from provision.launcher import run_from_first_host
+    local_hosts = local.with_name(local.stem + ".hosts") if needs_hostfile(plan) else None
+    if local_hosts == local:  # --rankfile x.hosts: keep both
+        local_hosts = local.with_name(local.name + ".hosts")
+    rankfile_text = render_rankfile(plan, _now())
+    hosts_text = allocation_hostfile(plan, local.name) if local_hosts else None
+    remote = {f"{plan.dims}.rf": rankfile_text} | ({f"{plan.dims}.hosts": hosts_text} if hosts_text else {})
+
+    def argv_for(directory: str | None) -> list[str]:
+        """The mpirun command with the local files, or with the copies in ``directory`` on the first host."""
+        rf, hf = (str(local), str(local_hosts)) if directory is None else (f"{directory}/{plan.dims}.rf", f"{directory}/{plan.dims}.hosts")
+        return mpirun_argv(plan, rf, list(command or []), export=export, iface=iface, ddl=ddl, report_bindings=report_bindings,
+                           hostfile_path=hf if hosts_text else None, allow_run_as_root=allow_run_as_root)
+
+    argv = argv_for(None)  # refuses bad options before anything is written or run
+    write_atomic(local, rankfile_text)
+    if local_hosts is not None:
+        write_atomic(local_hosts, hosts_text)
+    from provision.launcher import login_user, run_from_first_host
 
     first = open_inventory(inventory).resolve([plan.hosts[0].host])[0]
-    raise typer.Exit(run_from_first_host(first, settings.ssh, text, remote, argv))
+    options = settings.ssh
+    if not run:
+        stderr.print(f"rank file: {local}" + (f", hostfile: {local_hosts}" if local_hosts else ""), highlight=False, soft_wrap=True)
+        if login_user(first, options) == "root" and not allow_run_as_root:
+            stderr.print(f"[yellow]warning[/yellow]: {root_message(first.name, 'root')}", highlight=False, soft_wrap=True)
+        typer.echo(quoted(argv))
+        return
+    raise typer.Exit(run_from_first_host(first, options, plan, remote, argv_for, allow_run_as_root=allow_run_as_root, check=report_bindings))
 
 
 @app.command(epilog="Examples:\n\n  provision topology 4x2x1 --hosts sys-89074,sys-89075\n\n  provision topology 4x2x3 --svg layout.svg")

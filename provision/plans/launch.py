@@ -57,18 +57,35 @@ def openmpi_version(facts_list: list[HostFacts]) -> tuple[int, int]:
     """The (major, minor) OpenMPI version all hosts share; refuses missing or mixed versions."""
     missing = [f.host for f in facts_list if not f.openmpi.version]
     if missing:
-        raise PlanError(f"OpenMPI is not installed on: {', '.join(missing)}")
-    versions = {f.host: ".".join(f.openmpi.version.split(".")[:2]) for f in facts_list}
-    if len(set(versions.values())) > 1:
-        listing = ", ".join(f"{host} {version}" for host, version in versions.items())
+        raise PlanError(f"OpenMPI is not installed on: {_some(missing)}")
+    series = {f.host: ".".join(f.openmpi.version.split(".")[:2]) for f in facts_list}
+    if len(set(series.values())) > 1:
+        by_version: dict[str, list[str]] = {}
+        for facts in facts_list:
+            by_version.setdefault(facts.openmpi.version, []).append(facts.host)
+        listing = "; ".join(f"{version} on {_some(hosts)}" for version, hosts in sorted(by_version.items()))
         raise PlanError(f"OpenMPI versions differ across hosts ({listing}): mpirun needs the same everywhere")
-    major, minor = next(iter(versions.values())).split(".")
+    major, minor = next(iter(series.values())).split(".")
     return int(major), int(minor)
+
+
+def _some(names: list[str], shown: int = 8) -> str:
+    """``a, b, c`` or ``a, ..., h and 12 more``: bounded for thousands of hosts."""
+    return ", ".join(names) if len(names) <= shown else f"{', '.join(names[:shown])} and {len(names) - shown} more"
 
 
 def rankfile_option(version: tuple[int, int], path: str) -> list[str]:
     """``-rf FILE`` up to OpenMPI 4; ``--map-by rankfile:file=FILE`` from 5 on."""
     return ["--map-by", f"rankfile:file={path}"] if version[0] >= 5 else ["-rf", path]
+
+
+def needs_hostfile(plan: RankPlan) -> bool:
+    """True when the hosts' OpenMPI maps a rank file only onto allocated hosts (PRRTE, v5 on).
+
+    OpenMPI 4 (ORTE) takes the hosts from the rank file itself; OpenMPI 5 refuses a rank file
+    host that is not in the allocation ("either not allocated or oversubscribed its slots"), so
+    the allocation is given as a hostfile beside the rank file (``--hostfile``)."""
+    return openmpi_version(list(plan.facts))[0] >= 5
 
 
 def common_interface(facts_list: list[HostFacts]) -> str | None:
@@ -92,13 +109,24 @@ def mpirun_argv(
     iface: str | None = None,
     ddl: DdlOptions | None = None,
     report_bindings: bool = False,
+    hostfile_path: str | None = None,
+    allow_run_as_root: bool = False,
 ) -> list[str]:
-    """The mpirun argument vector (quote with :func:`shlex.join` to print it)."""
+    """The mpirun argument vector (quote with :func:`shlex.join` to print it).
+
+    ``hostfile_path`` is the allocation (:func:`allocation_hostfile`), required from OpenMPI 5 on;
+    ``allow_run_as_root`` passes mpirun's own ``--allow-run-as-root`` (never added otherwise)."""
     if not command:
         raise PlanError("no command to launch: put it after --, e.g. provision launch 4x2x1 -- python train.py")
     facts_list = list(plan.facts)
     version = openmpi_version(facts_list)
     argv = ["mpirun", "-n", str(plan.dims.learners), *rankfile_option(version, rankfile_path)]
+    if version[0] >= 5:
+        if hostfile_path is None:
+            raise PlanError(f"OpenMPI {version[0]}.{version[1]} maps a rank file only onto allocated hosts: a hostfile is needed")
+        argv += ["--hostfile", hostfile_path]
+    if allow_run_as_root:
+        argv.append("--allow-run-as-root")
     for name in dict.fromkeys(["PATH", "LD_LIBRARY_PATH", *export]):  # in order, once each
         if not _ENV_NAME.match(name):
             raise UnsafeValueError(f"-x {name!r}: not an environment variable name")
@@ -132,6 +160,19 @@ def hostfile(plan: RankPlan, style: str) -> str:
     if style == "horovod":
         return "-H " + ",".join(f"{host}:{slots}" for host in hosts) + "\n"
     raise PlanError(f"--format {style!r}: one of hostfile, horovod, deepspeed")
+
+
+def allocation_hostfile(plan: RankPlan, rankfile_name: str) -> str:
+    """The OpenMPI hostfile that allocates exactly the planned hosts, X slots each (one a line)."""
+    return f"# provision: the hosts and slots of {rankfile_name} (OpenMPI 5 maps a rank file only onto these)\n" + hostfile(plan, "hostfile")
+
+
+ROOT_ADVICE = "OpenMPI refuses to run as root unless told: pass --allow-run-as-root (mpirun's own switch) or launch as another user"
+
+
+def root_message(host: str, user: str) -> str:
+    """The one line saying that mpirun would start as root on ``host``."""
+    return f"{host}: mpirun would run as root (login user {user}); {ROOT_ADVICE}"
 
 
 def quoted(argv: list[str]) -> str:
