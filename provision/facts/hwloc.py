@@ -26,8 +26,8 @@ from provision.errors import ParseError
 from provision.facts.model import Core, CpuTopology, Socket
 
 SOURCE = "hwloc-xml"
-MAX_CHARS = 32 * 1024 * 1024  # a 1.x export of a 4096-PU machine with --whole-io is a few MB
-MAX_ELEMENTS = 1_000_000
+MAX_CHARS = 16 * 1024 * 1024  # a 256-PU export is ~160 kB; a 4096-PU one with --whole-io a few MB
+MAX_ELEMENTS = 250_000  # ~40 per core at most in real exports
 MAX_DEPTH = 64  # real trees are under 20 deep
 MAX_PUS = 65_536
 
