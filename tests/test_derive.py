@@ -189,3 +189,20 @@ def test_gpu_socket_from_hwloc_locality():
 def test_gpus_in_hwloc_but_no_nvidia_smi_is_noted():
     facts = derive_facts("dgx2", {"hwloc-xml": read_fixture("hwloc", "nvidia-dgx2.xml")})
     assert facts.gpus == () and any("hwloc-xml shows 16 NVIDIA GPU(s)" in n for n in facts.notes)
+
+
+def test_core_order_differing_from_hwloc_is_noted():
+    # lscpu -p rows built from the real Skylake export, but with each package's cores numbered by
+    # their OS core id (the order a reader sorting by core id gets): same shape, other slots.
+    from provision.facts import hwloc
+
+    xml = read_fixture("hwloc", "intel-skylake-2x6140.xml")
+    rows = [
+        f"{pu},{core.os_index},{package.logical_index},0"
+        for package in hwloc.parse_hwloc_xml(xml).packages
+        for core in package.cores
+        for pu in core.pus
+    ]
+    facts = derive_facts("skl", {"lscpu-p": "\n".join(sorted(rows, key=lambda r: int(r.split(",")[0]))) + "\n", "hwloc-xml": xml})
+    assert facts.cpu.source == "hwloc-xml" and facts.cpu.shape() == "2x18x2"
+    assert any("lscpu-p numbers cores differently from hwloc-xml (socket 0 core" in n for n in facts.notes)
