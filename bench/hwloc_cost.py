@@ -3,7 +3,7 @@
 
 Runs inside one node container (image provision-node:test: Debian's hwloc-nox 2.9, numactl,
 OpenMPI), interleaving in each round: the whole capture script with and without the hwloc-xml
-step, and lstopo alone with hwloc's defaults, with the step's settings, and with --no-io. Prints
+step, lstopo alone with hwloc's defaults and with --no-io, and the step alone. Prints
 medians of wall and CPU time and the ratios. Needs Docker and the node image (tests/run.sh).
 
     python3 bench/hwloc_cost.py [--rounds 30]
@@ -25,18 +25,17 @@ from provision.gather import STEPS  # noqa: E402
 from provision.resources import render  # noqa: E402
 
 IMAGE = "provision-node:test"
-STEP_ENV = next(step.script for step in STEPS if step.name == "hwloc-xml").split('"$l"')[0].split("; ")[-1].strip()
+STEP = next(step.script for step in STEPS if step.name == "hwloc-xml")
 
 INNER = r"""
 import json, os, resource, statistics, subprocess, sys, tempfile, time
 job = json.load(sys.stdin)
 env = dict(os.environ, LC_ALL="C")
-tuned = dict(kv.split("=", 1) for kv in job["step_env"].split())
 variants = {
     "gather, all steps": (["sh", "-c", job["with"], "sh"], {}, True),
     "gather, no hwloc-xml": (["sh", "-c", job["without"], "sh"], {}, True),
     "lstopo --of xml (hwloc defaults)": (["lstopo-no-graphics", "--of", "xml"], {}, False),
-    "lstopo --of xml (the step's settings)": (["lstopo-no-graphics", "--of", "xml"], tuned, False),
+    "the hwloc-xml step": (["sh", "-c", job["step"]], {}, False),
     "lstopo --no-io --of xml": (["lstopo-no-graphics", "--no-io", "--of", "xml"], {}, False),
 }
 wall = {k: [] for k in variants}; cpu = {k: [] for k in variants}; size = {}
@@ -60,7 +59,7 @@ def main() -> None:
     args = parser.parse_args()
     with_hwloc = render("gather.sh.j2", mode="dir", steps=STEPS, nonce="", version=__version__)
     without = render("gather.sh.j2", mode="dir", steps=[s for s in STEPS if s.name != "hwloc-xml"], nonce="", version=__version__)
-    job = json.dumps({"with": with_hwloc, "without": without, "rounds": args.rounds, "step_env": STEP_ENV})
+    job = json.dumps({"with": with_hwloc, "without": without, "rounds": args.rounds, "step": STEP})
     inner = subprocess.run(
         ["docker", "run", "--rm", "-i", "--entrypoint", "python3", IMAGE, "-c", INNER],
         input=job, capture_output=True, text=True, check=True,
@@ -71,10 +70,10 @@ def main() -> None:
     for name, (wall, cpu, size) in result.items():
         print(f"  {name:40s} wall {wall * 1000:6.1f} ms  cpu {cpu * 1000:6.1f} ms  stdout {size} B")
     with_, without_ = result["gather, all steps"], result["gather, no hwloc-xml"]
-    default, tuned = result["lstopo --of xml (hwloc defaults)"], result["lstopo --of xml (the step's settings)"]
+    default, tuned = result["lstopo --of xml (hwloc defaults)"], result["the hwloc-xml step"]
     print(f"gather with / without hwloc-xml: wall {with_[0] / without_[0]:.2f}x, cpu {with_[1] / without_[1]:.2f}x "
           f"(+{(with_[0] - without_[0]) * 1000:.1f} ms wall per node)")
-    print(f"lstopo defaults / the step's settings: wall {default[0] / tuned[0]:.2f}x, cpu {default[1] / tuned[1]:.2f}x")
+    print(f"lstopo with hwloc's defaults / the step: wall {default[0] / tuned[0]:.2f}x, cpu {default[1] / tuned[1]:.2f}x")
 
 
 if __name__ == "__main__":

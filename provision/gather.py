@@ -84,8 +84,9 @@ STEPS: tuple[Step, ...] = (
         # hwloc's view is what OpenMPI binds by. Its CPU and PCI discovery is enough: skip the x86
         # CPUID pass (it binds to every PU in turn) and the GL/OpenCL/CUDA/NVML/RSMI/Level Zero
         # plugins (driver start-up, seconds on GPU nodes); GPUs stay visible as PCI devices.
+        # --no-caches (hwloc 1.11 to 3.x) halves the XML and changes no package or core numbering.
         "if command -v lstopo-no-graphics >/dev/null 2>&1; then l=lstopo-no-graphics; else l=hwloc-ls; fi; "
-        'HWLOC_COMPONENTS=-x86,-gl,-opencl,-cuda,-nvml,-rsmi,-levelzero "$l" --of xml',
+        'HWLOC_COMPONENTS=-x86,-gl,-opencl,-cuda,-nvml,-rsmi,-levelzero "$l" --no-caches --of xml',
         "hwloc's topology, as OpenMPI numbers sockets and cores (lstopo-no-graphics or hwloc-ls)",
     ),
     Step(
