@@ -48,10 +48,17 @@ _SYSFS_CPU = (
     '[ -r "$d/online" ] && read -r on <"$d/online"; '
     '[ "$on" = 0 ] && continue; '
     '[ -r "$d/topology/core_id" ] || continue; '
-    'read -r core <"$d/topology/core_id"; read -r pkg <"$d/topology/physical_package_id"; '
+    'read -r core <"$d/topology/core_id"; pkg=-1; read -r pkg <"$d/topology/physical_package_id"; '
     "node=; for l in \"$d\"/node[0-9]*; do [ -e \"$l\" ] && node=${l##*/node}; done; "
     'echo "$n,$core,$pkg,$node"; '
-    "done"
+    "done; "
+    # Which CPUs share a core and a package, as hwloc reads them: core_id and the package id alone
+    # mislead (hybrid ARM restarts core_id per cluster; POWER LPARs give package id -1). One grep
+    # for all CPUs: these lists are binary attributes that dash's byte-wise `read` gets empty.
+    'if [ -r "$d/topology/core_cpus_list" ]; then a=core_cpus_list; b=package_cpus_list; '
+    "else a=thread_siblings_list; b=core_siblings_list; fi; "
+    'grep -H . /sys/devices/system/cpu/cpu[0-9]*/topology/"$a" /sys/devices/system/cpu/cpu[0-9]*/topology/"$b" '
+    "2>/dev/null; true"
 )
 
 _SYSFS_GPU = (
@@ -71,6 +78,17 @@ STEPS: tuple[Step, ...] = (
     Step("lscpu", ("lscpu",), "lscpu", "CPU summary"),
     Step("lscpu-p", ("lscpu",), "lscpu -p=CPU,CORE,SOCKET,NODE", "online CPUs with core, socket, node"),
     Step("sysfs-cpu", ("sh",), _SYSFS_CPU, "fallback topology from /sys/devices/system/cpu"),
+    Step(
+        "hwloc-xml",
+        ("sh",),
+        # hwloc's view is what OpenMPI binds by. Its CPU and PCI discovery is enough: skip the x86
+        # CPUID pass (it binds to every PU in turn) and the GL/OpenCL/CUDA/NVML/RSMI/Level Zero
+        # plugins (driver start-up, seconds on GPU nodes); GPUs stay visible as PCI devices.
+        # --no-caches (hwloc 1.11 to 3.x) halves the XML and changes no package or core numbering.
+        "if command -v lstopo-no-graphics >/dev/null 2>&1; then l=lstopo-no-graphics; else l=hwloc-ls; fi; "
+        'HWLOC_COMPONENTS=-x86,-gl,-opencl,-cuda,-nvml,-rsmi,-levelzero "$l" --no-caches --of xml',
+        "hwloc's topology, as OpenMPI numbers sockets and cores (lstopo-no-graphics or hwloc-ls)",
+    ),
     Step(
         "nvidia-smi-query",
         ("nvidia-smi",),

@@ -116,3 +116,93 @@ def test_garbage_names_the_command():
     captures["numactl-H"] = "segmentation fault\n"
     with pytest.raises(ParseError, match="numactl-H"):
         derive_facts("vm", captures)
+
+
+# --- hwloc first; hybrid CPUs and package id -1 without it (issue 11) ---
+
+
+def test_hwloc_xml_is_the_topology_when_captured():
+    facts = derive_facts("node", capture_dir("node-hwloc"))
+    assert facts.cpu.source == "hwloc-xml" and facts.cpu.shape() == "1x2x1"
+    assert facts.notes == ()  # lscpu-p, sysfs-cpu and numactl-H agree with hwloc here
+
+
+def test_hwloc_numbering_wins_and_the_difference_is_noted():
+    # The real EPYC 7451 lscpu -p (util-linux) with an hwloc export whose cores are in another order.
+    captures = capture_dir("epyc7451")
+    captures["hwloc-xml"] = read_fixture("hwloc", "intel-skylake-2x6140.xml")
+    facts = derive_facts("mixed", captures)
+    assert facts.cpu.source == "hwloc-xml" and facts.cpu.shape() == "2x18x2"
+    assert any("lscpu-p reads 2x24x2 but hwloc-xml reads 2x18x2; used hwloc-xml" in n for n in facts.notes)
+
+
+def test_same_machine_type_lscpu_and_hwloc_agree():
+    captures = capture_dir("epyc7451")
+    captures["hwloc-xml"] = read_fixture("hwloc", "amd-epyc-7451-2p.xml")
+    facts = derive_facts("epyc", captures)
+    assert facts.cpu.source == "hwloc-xml" and facts.cpu.sockets[0].numa_nodes == (0, 1, 2, 3)
+    assert not any("used hwloc-xml" in n for n in facts.notes)
+
+
+def test_unusable_hwloc_xml_is_noted_and_the_other_sources_used():
+    captures = capture_dir("node-hwloc")
+    captures["hwloc-xml"] = captures["hwloc-xml"][:500]
+    facts = derive_facts("node", captures)
+    assert facts.cpu.source == "lscpu-p" and any(n.startswith("hwloc-xml not used: cannot parse") for n in facts.notes)
+
+
+def test_hybrid_arm_phone_with_hwloc():
+    facts = derive_facts("phone", capture_dir("arm-hybrid-a510-x3"))
+    assert facts.cpu.source == "hwloc-xml" and facts.cpu.total_cpus == 8
+    assert [len(s.cores) for s in facts.cpu.sockets] == [3, 4, 1] and facts.cpu.threads_per_core == 1
+    assert any("hybrid CPU: hwloc-xml lists 3 kinds" in n for n in facts.notes)
+
+
+def test_hybrid_arm_phone_without_hwloc_is_not_1x3x4():
+    captures = capture_dir("arm-hybrid-a510-x3")
+    del captures["hwloc-xml"]
+    facts = derive_facts("phone", captures)
+    # lscpu -p alone gives 1x3x4 (its CORE restarts per CPU type); sysfs's sibling lists give
+    # eight single-thread cores in the packages hwloc sees.
+    assert facts.cpu.source == "sysfs-cpu" and facts.cpu.shape() == "3x3/4/1x1" and facts.cpu.total_cpus == 8
+    assert any("lscpu-p groups CPUs into cores or sockets differently" in n for n in facts.notes)
+
+
+@pytest.mark.parametrize("name, shape", [("power7-lpar-pkg-minus1", "4x1x4"), ("sparc64-pkg-minus1", "6x1x1")])
+def test_package_id_minus_one_from_sysfs_alone(name, shape):
+    captures = {"sysfs-cpu": capture_dir(name)["sysfs-cpu"]}
+    facts = derive_facts(name, captures)
+    assert facts.cpu.source == "sysfs-cpu" and facts.cpu.shape() == shape
+    with_hwloc = derive_facts(name, {**captures, "hwloc-xml": capture_dir(name)["hwloc-xml"]})
+    assert with_hwloc.cpu.shape() == shape and with_hwloc.notes == ()
+
+
+def test_gpu_socket_from_hwloc_locality():
+    captures = {"hwloc-xml": read_fixture("hwloc", "power8-minsky-gpus.xml"), "uname-m": "ppc64le\n"}
+    captures["nvidia-smi-query"] = "".join(
+        f"{i}, Tesla P100-SXM2-16GB, 0000{domain}:01:00.0, 16280 MiB\n" for i, domain in enumerate(["0002", "0003", "000A", "000B"])
+    )
+    facts = derive_facts("minsky", captures)
+    assert [(g.socket, g.numa_node, g.affinity_source) for g in facts.gpus] == [(0, 0, "hwloc-xml")] * 2 + [(1, 1, "hwloc-xml")] * 2
+
+
+def test_gpus_in_hwloc_but_no_nvidia_smi_is_noted():
+    facts = derive_facts("dgx2", {"hwloc-xml": read_fixture("hwloc", "nvidia-dgx2.xml")})
+    assert facts.gpus == () and any("hwloc-xml shows 16 NVIDIA GPU(s)" in n for n in facts.notes)
+
+
+def test_core_order_differing_from_hwloc_is_noted():
+    # lscpu -p rows built from the real Skylake export, but with each package's cores numbered by
+    # their OS core id (the order a reader sorting by core id gets): same shape, other slots.
+    from provision.facts import hwloc
+
+    xml = read_fixture("hwloc", "intel-skylake-2x6140.xml")
+    rows = [
+        f"{pu},{core.os_index},{package.logical_index},0"
+        for package in hwloc.parse_hwloc_xml(xml).packages
+        for core in package.cores
+        for pu in core.pus
+    ]
+    facts = derive_facts("skl", {"lscpu-p": "\n".join(sorted(rows, key=lambda r: int(r.split(",")[0]))) + "\n", "hwloc-xml": xml})
+    assert facts.cpu.source == "hwloc-xml" and facts.cpu.shape() == "2x18x2"
+    assert any("lscpu-p numbers cores differently from hwloc-xml (socket 0 core" in n for n in facts.notes)

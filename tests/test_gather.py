@@ -88,3 +88,24 @@ def test_capture_script_writes_a_folder(tmp_path):
     assert (host_dir / "uname-m.txt").read_text() == subprocess.run(["uname", "-m"], capture_output=True, text=True).stdout
     assert (host_dir / "numactl-H.txt").read_text() == numa.read_text()
     assert not (host_dir / "nvidia-smi-query.txt").exists()  # a tool that is not installed leaves no file
+
+
+def test_sysfs_cpu_step_reads_sibling_lists_on_this_kernel():
+    # The lists are binary sysfs attributes: dash's byte-wise `read` gets "" from them on recent
+    # kernels, so the step greps them; a real run here must give every online CPU its lists.
+    import os
+
+    from provision.facts.sysfs_cpu import parse_sysfs_cpu
+    from provision.gather import STEPS
+
+    script = next(step.script for step in STEPS if step.name == "sysfs-cpu")
+    parsed = parse_sysfs_cpu(subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout)
+    assert parsed.siblings and len(parsed.rows) == os.cpu_count()
+
+
+def test_hwloc_step_without_hwloc_is_not_installed(tmp_path):
+    from provision.gather import STEPS
+
+    script = next(step.script for step in STEPS if step.name == "hwloc-xml")
+    done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, env={"PATH": str(tmp_path)})
+    assert done.returncode == 127 and done.stdout == ""

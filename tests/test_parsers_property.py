@@ -2,9 +2,9 @@
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import capture_dir
+from conftest import capture_dir, read_fixture
 from provision.errors import ParseError
-from provision.facts import lscpu, numactl, nvidia, openmpi, ppc64_cpu, system
+from provision.facts import hwloc, lscpu, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
 from provision.facts.derive import derive_facts
 
 PARSERS = [
@@ -20,6 +20,8 @@ PARSERS = [
     system.parse_arch,
     system.parse_meminfo,
     lambda text: system.parse_ip_addr(text, text),
+    hwloc.parse_hwloc_xml,
+    sysfs_cpu.parse_sysfs_cpu,
 ]
 
 # Text that looks like the real thing: fragments of real outputs, digits, separators.
@@ -52,3 +54,58 @@ def test_derive_on_corrupted_real_captures(fixture, data):
         derive_facts(fixture, captures)
     except ParseError:
         pass
+
+
+# --- hwloc XML: corrupted real exports, XML bombs, and trees built from hwloc's own pieces ---
+
+HWLOC_FIXTURES = ["power8-minsky-gpus.xml", "xeon-2n6c2t-pci.v1.xml", "intel-raptorlake-1370p-hybrid.xml", "nvidia-dgx2.xml"]
+XML_PIECES = st.sampled_from(
+    [
+        '<?xml version="1.0" encoding="UTF-8"?>', '<!DOCTYPE topology SYSTEM "hwloc2.dtd">', "<topology>",
+        '<topology version="2.0">', "</topology>", '<object type="Machine" os_index="0">', '<object type="Package" os_index="1">',
+        '<object type="Socket">', '<object type="NUMANode" os_index="0"/>', '<object type="Core" os_index="3">',
+        '<object type="PU" os_index="7"/>', '<object type="PU" os_index="7">', '<object type="Group">', "</object>",
+        '<object type="PCIDev" pci_busid="0000:01:00.0" pci_type="0302 [10de:15f9] [10de:116b] a1">',
+        '<object type="OSDev" name="cuda0"/>', '<object type="Bridge">', "<cpukind/>", '<info name="a" value="b"/>',
+        '<!DOCTYPE topology [<!ENTITY a "&b;&b;&b;&b;"><!ENTITY b "xxxxxxxx">]>', "&a;", "&lt;", "<![CDATA[x]]>",
+        '<!ENTITY e SYSTEM "file:///etc/passwd">', "<!-- c -->", "\x00", "\u00e9", "\ud800", " ", "\n",
+    ]
+)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(XML_PIECES, max_size=40).map("".join))
+def test_hwloc_parser_on_hwloc_shaped_junk(text):
+    try:
+        hwloc.parse_hwloc_xml(text)
+    except ParseError:
+        pass
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(HWLOC_FIXTURES), st.data())
+def test_hwloc_parser_on_corrupted_real_exports(name, data):
+    text = read_fixture("hwloc", name)
+    cut = data.draw(st.integers(0, len(text)))
+    junk = data.draw(st.one_of(st.text(max_size=40), st.lists(XML_PIECES, max_size=5).map("".join)))
+    try:
+        topology = hwloc.parse_hwloc_xml(text[:cut] + junk + text[cut + len(junk):])
+    except ParseError:
+        return
+    hwloc.cpu_topology(topology)  # whatever parses also converts
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["node-hwloc", "arm-hybrid-a510-x3", "power7-lpar-pkg-minus1"]), st.sampled_from(["hwloc-xml", "sysfs-cpu"]), st.data())
+def test_derive_survives_corrupted_hwloc_and_sysfs_captures(fixture, name, data):
+    captures = capture_dir(fixture)
+    text = captures[name]
+    cut = data.draw(st.integers(0, len(text)))
+    junk = data.draw(st.text(max_size=40))
+    captures[name] = text[:cut] + junk + text[cut + len(junk):]
+    try:
+        facts = derive_facts(fixture, captures)
+    except ParseError:
+        assert name == "sysfs-cpu"  # an unusable hwloc-xml is only a note: the other sources remain
+        return
+    assert facts.cpu.total_cpus > 0

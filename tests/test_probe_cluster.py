@@ -50,6 +50,8 @@ def test_probe_real_container_facts(cluster, cluster_files, tmp_path):
     assert "nvidia-smi-query" in facts["unavailable"]  # no GPU: "not available", not a failure
     assert (tmp_path / "facts" / "node1.json").exists()
     assert (tmp_path / "facts" / "node1" / "numactl-H.txt").exists()
+    # The node image has hwloc-nox: rank-file numbering comes from hwloc, as OpenMPI's does.
+    assert facts["cpu"]["source"] == "hwloc-xml" and (tmp_path / "facts" / "node1" / "hwloc-xml.txt").exists()
     assert not (tmp_path / "facts" / "node1" / "nvidia-smi-query.txt").exists()
 
 
@@ -67,6 +69,7 @@ def test_probe_minsky_standin_over_ssh(cluster, cluster_files, tmp_path):
     assert facts["cpu"]["threads_per_core"] == 8
     # The container's real lscpu disagrees with the POWER sources; the facts say which was used.
     assert any("used ppc64_cpu-info+numactl-H" in note for note in facts["notes"])
+    assert facts["unavailable"]["hwloc-xml"] == "not installed"
 
 
 def test_unknown_host_key_refused_then_accept_new_appends(cluster, tmp_path):

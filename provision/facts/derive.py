@@ -6,6 +6,8 @@ Which source wins, and why:
   (POWER9 GPU memory) are not sockets.
 - Elsewhere: ``lscpu -p`` (SOCKET column), else the sysfs capture. Sockets never come from the
   NUMA node count: Sub-NUMA Clustering and EPYC NPS4 put several nodes in one socket.
+- hwloc's XML, when captured, comes before all of these: OpenMPI reads ``slot=S:C`` through hwloc
+  (logical package S, logical core C inside it); the others are only cross-checked.
 Every disagreement between sources becomes a note in the facts.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from provision.errors import ParseError
-from provision.facts import lscpu, numactl, nvidia, openmpi, ppc64_cpu, system
+from provision.facts import hwloc, lscpu, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
 from provision.facts.model import NO_OPENMPI, Core, CpuTopology, Gpu, HostFacts, Socket
 
 POWER_ARCHES = ("ppc64le", "ppc64")
@@ -81,15 +83,74 @@ def _topology_from_rows(rows: tuple[lscpu.CpuRow, ...], source: str, numa: numac
     return CpuTopology(tuple(sockets), threads, source, 0)
 
 
+def _rows_checked_by_sysfs(rows: tuple[lscpu.CpuRow, ...], captures: dict[str, str], notes: list[str]) -> tuple[tuple[lscpu.CpuRow, ...], str]:
+    """``lscpu -p`` rows, unless sysfs's sibling lists group the CPUs differently (hybrid CPUs).
+
+    lscpu numbers CORE and SOCKET separately for each CPU type, so on big.LITTLE chips CPUs of
+    different cores share a (socket, core) pair; the kernel's sibling lists say which really do.
+    """
+    if "sysfs-cpu" not in captures:
+        return rows, "lscpu-p"
+    try:
+        sysfs = sysfs_cpu.parse_sysfs_cpu(captures["sysfs-cpu"])
+    except ParseError as error:
+        notes.append(f"sysfs-cpu not used to check lscpu-p: {error}")
+        return rows, "lscpu-p"
+    if not sysfs.siblings or sysfs_cpu.same_grouping(rows, sysfs.rows):
+        return rows, "lscpu-p"
+    notes.append(
+        "lscpu-p groups CPUs into cores or sockets differently from the kernel's sibling lists "
+        "(lscpu numbers cores per CPU type on hybrid CPUs); used sysfs-cpu"
+    )
+    return sysfs.rows, "sysfs-cpu"
+
+
+def _topology_from_hwloc(captures: dict[str, str], notes: list[str]) -> CpuTopology | None:
+    """hwloc's topology when its XML was captured and readable, else None (with a note why)."""
+    if "hwloc-xml" not in captures:
+        return None
+    try:
+        parsed = hwloc.parse_hwloc_xml(captures["hwloc-xml"])
+    except ParseError as error:
+        notes.append(f"hwloc-xml not used: {error}")
+        return None
+    if parsed.cpu_kinds > 1:
+        notes.append(f"hybrid CPU: hwloc-xml lists {parsed.cpu_kinds} kinds of cores; cores differ in speed and threads")
+    return hwloc.cpu_topology(parsed)
+
+
+def _prefer_hwloc(from_hwloc: CpuTopology, other: CpuTopology, notes: list[str]) -> CpuTopology:
+    """hwloc's topology, with a note where the other sources number sockets or cores differently."""
+    if other is from_hwloc:
+        return from_hwloc
+    if other.shape() != from_hwloc.shape():
+        notes.append(
+            f"{other.source} reads {other.shape()} but hwloc-xml reads {from_hwloc.shape()}; "
+            "used hwloc-xml (OpenMPI numbers rank-file slots as hwloc does)"
+        )
+        return from_hwloc
+    for mine, theirs in zip(from_hwloc.sockets, other.sockets):
+        for core, their_core in zip(mine.cores, theirs.cores):
+            if core.cpus != their_core.cpus:
+                notes.append(
+                    f"{other.source} numbers cores differently from hwloc-xml (socket {mine.index} core {core.index}: "
+                    f"CPUs {list(their_core.cpus)} there, {list(core.cpus)} in hwloc); used hwloc-xml"
+                )
+                return from_hwloc
+    return from_hwloc
+
+
 def _cpu_topology(arch: str, captures: dict[str, str], notes: list[str]) -> CpuTopology:
     numa = numactl.parse_numactl_hardware(captures["numactl-H"]) if "numactl-H" in captures else None
     rows = None
     row_source = None
     if "lscpu-p" in captures:
         rows, row_source = lscpu.parse_lscpu_parsable(captures["lscpu-p"]), "lscpu-p"
+        rows, row_source = _rows_checked_by_sysfs(rows, captures, notes)
     elif "sysfs-cpu" in captures:
-        rows, row_source = lscpu.parse_lscpu_parsable(captures["sysfs-cpu"], "sysfs-cpu"), "sysfs-cpu"
+        rows, row_source = sysfs_cpu.parse_sysfs_cpu(captures["sysfs-cpu"]).rows, "sysfs-cpu"
 
+    from_hwloc = _topology_from_hwloc(captures, notes)
     if "ppc64_cpu-info" in captures and (arch in POWER_ARCHES or rows is None):
         if numa is None:
             raise ParseError("numactl-H", "POWER host has ppc64_cpu but no numactl -H: cannot tell sockets")
@@ -103,8 +164,12 @@ def _cpu_topology(arch: str, captures: dict[str, str], notes: list[str]) -> CpuT
                 )
     elif rows is not None:
         topology = _topology_from_rows(rows, row_source, numa)
-    else:
+    elif from_hwloc is None:
         raise ParseError("lscpu-p", "no core topology: none of lscpu -p, sysfs or ppc64_cpu --info was captured")
+    else:
+        topology = from_hwloc
+    if from_hwloc is not None:
+        topology = _prefer_hwloc(from_hwloc, topology, notes)
 
     if numa is not None:
         nodes_with_cpus, node_source = len(numa.nodes_with_cpus()), "numactl-H"
@@ -127,8 +192,21 @@ def _cpu_topology(arch: str, captures: dict[str, str], notes: list[str]) -> CpuT
     return topology
 
 
+def _hwloc_gpus(captures: dict[str, str]) -> dict[str, hwloc.HwlocGpu]:
+    """hwloc's NVIDIA GPUs by PCI bus id; empty when hwloc-xml is absent or unusable (noted already)."""
+    if "hwloc-xml" not in captures:
+        return {}
+    try:
+        return {gpu.bus_id: gpu for gpu in hwloc.parse_hwloc_xml(captures["hwloc-xml"]).gpus}
+    except ParseError:
+        return {}
+
+
 def _gpus(captures: dict[str, str], topology: CpuTopology, sources: dict[str, str], notes: list[str]) -> tuple[Gpu, ...]:
+    local = _hwloc_gpus(captures)
     if "nvidia-smi-query" not in captures:
+        if local:
+            notes.append(f"hwloc-xml shows {len(local)} NVIDIA GPU(s) but nvidia-smi is not available")
         return ()
     rows = nvidia.parse_gpu_query(captures["nvidia-smi-query"])
     topo = {a.index: a for a in nvidia.parse_topo_matrix(captures["nvidia-smi-topo"])} if "nvidia-smi-topo" in captures else {}
@@ -144,6 +222,10 @@ def _gpus(captures: dict[str, str], topology: CpuTopology, sources: dict[str, st
             if socket is None and affinity.cpus:
                 socket = topology.socket_of_cpu(affinity.cpus[0])
             source = "nvidia-smi-topo" if socket is not None else None
+        if socket is None and row.bus_id in local and local[row.bus_id].package is not None:  # one package holds it
+            socket = topology.socket_of_cpu(local[row.bus_id].pus[0])
+            numa_node = local[row.bus_id].numa_nodes[0] if len(local[row.bus_id].numa_nodes) == 1 else numa_node
+            source = "hwloc-xml" if socket is not None else None
         if socket is None and sysfs.get(row.bus_id) is not None:
             numa_node = sysfs[row.bus_id]
             socket = topology.socket_of_numa_node(numa_node)
