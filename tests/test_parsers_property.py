@@ -6,6 +6,7 @@ from conftest import capture_dir
 from provision.errors import ParseError
 from provision.facts import lscpu, numactl, nvidia, openmpi, ppc64_cpu, system
 from provision.facts.derive import derive_facts
+from provision.gather import CAPTURE_NAMES
 
 PARSERS = [
     numactl.parse_numactl_hardware,
@@ -24,7 +25,8 @@ PARSERS = [
 
 # Text that looks like the real thing: fragments of real outputs, digits, separators.
 FRAGMENTS = st.sampled_from(
-    ["available: 2 nodes (0-1)", "node 0 cpus:", "Core 0:", "0*", "#", ",", "\t", "GPU0", "CPU Affinity", "ii", "MiB", "-", ":", " ", "\n", "0", "7", "255", "x"]
+    ["available: 2 nodes (0-1)", "node 0 cpus:", "Core 0:", "0*", "#", ",", "\t", "GPU0", "CPU Affinity", "ii", "MiB", "-", ":", " ", "\n", "0", "7", "255", "x",
+     "²", "99999999", "0-99999999", "N/A", "\tNUMA Affinity", "node 0 size: 7 MB", "MemTotal: 9 kB", "# ompi_info", "ompi:version:full:"]
 )
 TEXT = st.one_of(st.text(max_size=300), st.lists(FRAGMENTS, max_size=60).map("".join))
 
@@ -52,3 +54,29 @@ def test_derive_on_corrupted_real_captures(fixture, data):
         derive_facts(fixture, captures)
     except ParseError:
         pass
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(CAPTURE_NAMES), TEXT, max_size=len(CAPTURE_NAMES)))
+def test_whole_host_derivation_on_arbitrary_captures(captures):
+    # Any set of captures a node may send: facts, or a ParseError naming a capture; nothing else.
+    try:
+        derive_facts("host", captures)
+    except ParseError as error:
+        assert error.source in CAPTURE_NAMES
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["minsky", "vm-x86", "epyc7451", "node-container", "ac922", "delos-x86-4gpu"]), st.data())
+def test_whole_host_derivation_on_real_captures_with_some_replaced_or_dropped(fixture, data):
+    captures = capture_dir(fixture)
+    for name in data.draw(st.lists(st.sampled_from(CAPTURE_NAMES), max_size=4, unique=True)):
+        replacement = data.draw(st.one_of(st.none(), TEXT))
+        if replacement is None:
+            captures.pop(name, None)
+        else:
+            captures[name] = replacement
+    try:
+        derive_facts(fixture, captures)
+    except ParseError as error:
+        assert error.source in CAPTURE_NAMES
