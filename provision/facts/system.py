@@ -16,7 +16,8 @@ HOSTNAME = Step(
     "the name the host calls itself",
 )
 UNAME_M = Step("uname-m", ("uname",), "uname -m", "machine architecture")
-MEMINFO = Step("meminfo", (), "while IFS= read -r l; do echo \"$l\"; done </proc/meminfo", "memory (/proc/meminfo)")
+# MemTotal is /proc/meminfo's first line; sh's `read` takes one byte per system call, so only it.
+MEMINFO = Step("meminfo", (), "read -r l </proc/meminfo && echo \"$l\"", "memory (the MemTotal line of /proc/meminfo)")
 IP_ADDR = Step("ip-addr", ("ip",), "ip -o addr show", "interface addresses")
 IP_LINK = Step("ip-link", ("ip",), "ip -o link show", "interface state")
 
