@@ -64,15 +64,14 @@ def cost(container: str, script: str, runs: int) -> tuple[float, str]:
 
 
 def script_at(revision: str) -> str:
-    """The gather script as git revision ``revision`` rendered it (run in a scratch worktree)."""
+    """The gather script as git revision ``revision`` rendered it (its files unpacked in a scratch folder)."""
     with tempfile.TemporaryDirectory() as scratch:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", scratch, revision], check=True)
-        try:
-            return subprocess.run([sys.executable, "-c", "from provision.gather import gather_script; "
-                                   "print(gather_script('0123456789abcdef'), end='')"],
-                                  cwd=scratch, capture_output=True, text=True, check=True).stdout
-        finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", scratch], check=True)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "provision", "templates"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", scratch], input=archive, check=True)
+        return subprocess.run([sys.executable, "-c", "from provision.gather import gather_script; "
+                               "print(gather_script('0123456789abcdef'), end='')"],
+                              cwd=scratch, capture_output=True, text=True, check=True).stdout
 
 
 def main() -> None:
