@@ -12,6 +12,7 @@ exchange and opening a channel (also the ProxyJump hop's forwarded channel);
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import socket
@@ -162,10 +163,18 @@ def describe_failure(error: BaseException, options: SshOptions) -> HostFailure:
     return HostFailure("ssh", f"{type(error).__name__}: {error}")
 
 
-def run_command(host: Host, command: str, options: SshOptions) -> CommandResult:
+class _WholeText(io.StringIO):
+    """``stdin`` for invoke, which reads 1 byte per 10 ms from a non-terminal stream: all at once."""
+
+    def read(self, size: int | None = -1) -> str:
+        return super().read()
+
+
+def run_command(host: Host, command: str, options: SshOptions, stdin: str | None = None) -> CommandResult:
     """Run ``command`` (already safely built; see shlex.quote) on ``host``.
 
-    A non-zero exit is a result, not a failure. Raises :class:`HostFailure` when the host
+    The command's stdin is ``stdin`` then end-of-file, or closed at once (as ``ssh -n``) when
+    None. A non-zero exit is a result, not a failure. Raises :class:`HostFailure` when the host
     cannot be reached, refuses us, or the command outlives ``options.command_timeout``.
     """
     if host.is_local:
@@ -174,7 +183,7 @@ def run_command(host: Host, command: str, options: SshOptions) -> CommandResult:
                 ["sh", "-c", command],
                 capture_output=True,
                 timeout=options.command_timeout,
-                stdin=subprocess.DEVNULL,
+                input=b"" if stdin is None else stdin.encode(),
             )
         except subprocess.TimeoutExpired:
             raise HostFailure("timeout", f"command still running after {options.command_timeout:g}s") from None
@@ -182,7 +191,8 @@ def run_command(host: Host, command: str, options: SshOptions) -> CommandResult:
     connection = None
     try:
         connection = open_connection(host, options)
-        result = connection.run(command, hide=True, warn=True, in_stream=False, timeout=options.command_timeout)
+        result = connection.run(command, hide=True, warn=True, in_stream=_WholeText(stdin or ""), echo_stdin=False,
+                                timeout=options.command_timeout)
         return CommandResult(result.stdout, result.stderr, result.exited)
     except Exception as error:  # noqa: BLE001 - every failure becomes one line for this host
         raise describe_failure(error, options) from None

@@ -19,11 +19,23 @@ DEFAULT_FACTS_DIR = Path("inventory/facts")
 
 
 def save_host(facts_dir: Path, facts: HostFacts, captures: dict[str, Capture]) -> Path:
-    """Write one host's facts JSON and raw captures; stale captures from an earlier probe go."""
+    """Write one host's facts JSON and raw captures; stale captures from an earlier probe go.
+
+    Only known capture names become files, and only inside the host's folder: a name is
+    something a node sent (see :func:`provision.gather.split_output`), so it is checked here
+    again. Raises :class:`FactsError` for a bad host or capture name, before writing anything.
+    """
+    if not HOST_NAME.match(facts.host):
+        raise FactsError(f"{facts.host!r} is not a host name: facts not saved")
+    unknown = sorted(name for name in captures if name not in CAPTURE_NAMES)
+    if unknown:
+        raise FactsError(f"{facts.host}: unknown capture name(s) {unknown[:3]!r}: facts not saved")
     host_dir = facts_dir / facts.host
     host_dir.mkdir(parents=True, exist_ok=True)
     for name, capture in captures.items():
         target = host_dir / f"{name}.txt"
+        if target.parent != host_dir:  # belt and braces: CAPTURE_NAMES hold no "/"
+            raise FactsError(f"{facts.host}: capture {name!r} would be written outside {host_dir}")
         if capture.available:
             write_atomic(target, capture.stdout, backup=False)
         elif target.exists() and name in CAPTURE_NAMES:

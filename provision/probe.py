@@ -17,7 +17,7 @@ from provision.errors import ParseError
 from provision.facts.derive import derive_facts
 from provision.facts.model import HostFacts
 from provision.factstore import read_capture_dir
-from provision.gather import CAPTURE_NAMES, NOT_INSTALLED, Capture, gather_script, new_nonce, split_output
+from provision.gather import CAPTURE_NAMES, NOT_INSTALLED, REMOTE_COMMAND, Capture, gather_script, new_nonce, split_output
 from provision.inventory import HOST_NAME, Host
 
 DEFAULT_FORKS = 64  # enough to keep a 2-core control node busy; pdsh's default fanout is 32
@@ -45,13 +45,16 @@ def _now() -> str:
 
 
 def facts_from_captures(host: str, captures: dict[str, Capture]) -> ProbeResult:
-    """Derive facts from captures; a parse error becomes this host's error, naming the command."""
+    """Derive facts from captures; any error doing so becomes this host's error (a parse error names the command)."""
     available = {name: c.stdout for name, c in captures.items() if c.available}
     unavailable = {name: c.why_unavailable() for name, c in captures.items() if not c.available}
     try:
         facts = derive_facts(host, available, unavailable, probed_at=_now())
     except ParseError as error:
         return ProbeResult(host, None, "parse", str(error), captures)
+    except Exception as error:  # noqa: BLE001 - a parser defect must cost this host only, never the run
+        return ProbeResult(host, None, "parse", f"cannot derive facts (a defect in provision: please report it "
+                           f"with the captures): {type(error).__name__}: {error}"[:500], captures)
     return ProbeResult(host, facts, captures=captures)
 
 
@@ -60,8 +63,8 @@ def probe_host(host: Host, options: SshOptions) -> ProbeResult:
     started = time.monotonic()
     nonce = new_nonce()
     try:
-        result = run_command(host, gather_script(nonce), options)
-        captures = split_output(result.stdout, nonce)
+        result = run_command(host, REMOTE_COMMAND, options, stdin=gather_script(nonce))
+        captures = split_output(result.stdout, nonce, result.stderr)
     except HostFailure as failure:
         return ProbeResult(host.name, None, failure.kind, str(failure), seconds=time.monotonic() - started)
     except ParseError as error:
@@ -84,7 +87,10 @@ def probe_hosts(
     with ThreadPoolExecutor(max_workers=min(forks, max(1, len(hosts))), thread_name_prefix="probe") as pool:
         futures = {pool.submit(probe_host, host, options): host for host in hosts}
         for future in as_completed(futures):
-            outcome = future.result()
+            try:
+                outcome = future.result()
+            except Exception as error:  # noqa: BLE001 - a defect must cost one host, never the run
+                outcome = ProbeResult(futures[future].name, None, "parse", f"{type(error).__name__}: {error}"[:500])
             results[outcome.host] = outcome
             if on_done:
                 on_done(outcome)

@@ -6,6 +6,7 @@ Everything here is test infrastructure; nothing is a stand-in for provision's ow
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -38,9 +39,29 @@ def write_ed25519(path: Path, comment: str) -> str:
     return public
 
 
+def prepare_tcsh() -> None:
+    """Debian's real tcsh, unpacked into CLUSTER_DIR/tcsh for the oddnode's login shell (cached)."""
+    target = CLUSTER_DIR / "tcsh"
+    if (target / "bin" / "tcsh").is_file():
+        return
+    if (target / "bin" / "tcsh").is_dir():  # docker made the mount point when the file was missing
+        shutil.rmtree(target / "bin" / "tcsh")
+    work = CLUSTER_DIR / "tcsh-deb"
+    work.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["apt-get", "download", "tcsh"], cwd=work, capture_output=True, text=True)
+    debs = sorted(work.glob("tcsh_*.deb"))
+    if not debs:  # the oddnode tests then fail naming this; the other nodes do not care
+        print(f"cannot download tcsh: {done.stderr.strip()[-300:]}")
+        return
+    unpacked = subprocess.run(["dpkg-deb", "-x", str(debs[-1]), str(target)], capture_output=True, text=True)
+    if unpacked.returncode:
+        print(f"cannot unpack {debs[-1]}: {unpacked.stderr.strip()[-300:]}")
+
+
 def prepare_material() -> dict[str, str]:
     """Client key, per-node host keys, the cluster's known_hosts; returns {node: public host key}."""
     CLUSTER_DIR.mkdir(exist_ok=True)
+    prepare_tcsh()
     client_public = write_ed25519(CLUSTER_DIR / "id_ed25519", "provision-tests")
     (CLUSTER_DIR / "authorized_keys").write_text(client_public + "\n")
     host_keys = {}

@@ -206,3 +206,78 @@ def test_core_order_differing_from_hwloc_is_noted():
     facts = derive_facts("skl", {"lscpu-p": "\n".join(sorted(rows, key=lambda r: int(r.split(",")[0]))) + "\n", "hwloc-xml": xml})
     assert facts.cpu.source == "hwloc-xml" and facts.cpu.shape() == "2x18x2"
     assert any("lscpu-p numbers cores differently from hwloc-xml (socket 0 core" in n for n in facts.notes)
+
+
+def test_power_host_with_every_thread_offline_is_a_parse_error_not_a_crash():
+    numa = "available: 1 nodes (0)\nnode 0 cpus:\nnode 0 size: 100 MB\n"
+    facts_input = {"numactl-H": numa, "ppc64_cpu-info": power_info(4, 8, online=0), "uname-m": "ppc64le\n"}
+    with pytest.raises(ParseError, match="ppc64_cpu-info.*none of the 4 core"):
+        derive_facts("p8", facts_input)
+
+
+def test_numactl_claiming_a_hundred_million_nodes_is_refused_at_once():
+    captures = capture_dir("vm-x86")
+    captures["numactl-H"] = "available: 100000000 nodes (0-99999999)\nnode 0 cpus: 0 1\n"
+    with pytest.raises(ParseError, match="numactl-H.*beyond 65536"):
+        derive_facts("vm", captures)
+
+
+@pytest.mark.parametrize("name, text", [
+    ("lscpu-p", "²,0,0,0\n"),
+    ("lscpu-p", "1" * 5000 + ",0,0,0\n"),
+    ("numactl-H", "available: 1 nodes (0)\nnode 0 cpus: 0 ²\n"),
+    ("nvidia-smi-query", "², T4, 00000000:00:04.0, 15360 MiB\n"),
+    ("meminfo", "MemTotal: " + "9" * 5000 + " kB\n"),
+])
+def test_digits_that_int_refuses_are_parse_errors(name, text):
+    captures = capture_dir("vm-x86")
+    captures[name] = text
+    with pytest.raises(ParseError, match=name):
+        derive_facts("vm", captures)
+
+
+# `nvidia-smi topo -m` of a 2-socket VM with NUMA not exposed (8 GPUs on one PCIe root): every
+# GPU's CPU Affinity is all 80 CPUs and its NUMA Affinity N/A.
+VM_TOPO = (
+    "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+    "GPU0\t X \tPHB\t0-79\tN/A\t\tN/A\n"
+    "GPU1\tPHB\t X \t0-79\tN/A\t\tN/A\n"
+    "\n"
+    "Legend:\n\n"
+    "  X    = Self\n"
+    "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
+)
+
+
+def vm_two_sockets_two_gpus() -> dict[str, str]:
+    rows = [f"{cpu},{cpu},{cpu // 40}," for cpu in range(80)]  # NUMA off: empty node column
+    return {
+        "uname-m": "x86_64\n",
+        "lscpu-p": "# CPU,Core,Socket,Node\n" + "\n".join(rows) + "\n",
+        "nvidia-smi-query": "0, Tesla V100-PCIE-32GB, 00000000:00:05.0, 32768 MiB\n"
+                            "1, Tesla V100-PCIE-32GB, 00000000:00:06.0, 32768 MiB\n",
+        "nvidia-smi-topo": VM_TOPO,
+    }
+
+
+def test_gpu_affinity_spanning_sockets_is_unknown_not_the_first_cpus_socket():
+    facts = derive_facts("vm", vm_two_sockets_two_gpus())
+    assert facts.cpu.socket_count == 2
+    assert [g.socket for g in facts.gpus] == [None, None]
+    assert any("GPU 0" in n and "spans sockets 0,1" in n for n in facts.notes)
+
+
+def test_gpu_affinity_spanning_sockets_falls_back_to_sysfs_numa_node():
+    captures = vm_two_sockets_two_gpus()
+    captures["lscpu-p"] = "".join(f"{cpu},{cpu},{cpu // 40},{cpu // 40}\n" for cpu in range(80))
+    captures["sysfs-gpu"] = "0000:00:05.0 1\n0000:00:06.0 -1\n"
+    facts = derive_facts("vm", captures)
+    assert (facts.gpus[0].socket, facts.gpus[0].affinity_source) == (1, "sysfs-gpu")
+    assert facts.gpus[1].socket is None and any("GPU 1" in n and "unknown" in n for n in facts.notes)
+
+
+def test_gpu_affinity_within_one_socket_still_counts():
+    captures = vm_two_sockets_two_gpus()
+    captures["nvidia-smi-topo"] = VM_TOPO.replace("GPU1\tPHB\t X \t0-79", "GPU1\tPHB\t X \t40-59,60-79")
+    facts = derive_facts("vm", captures)
+    assert [g.socket for g in facts.gpus] == [None, 1]

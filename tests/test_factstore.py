@@ -1,5 +1,7 @@
 """Facts directory: save, load, corrupt files."""
 
+from pathlib import Path
+
 import pytest
 
 from conftest import capture_dir
@@ -32,3 +34,14 @@ def test_missing_and_corrupt(tmp_path):
 def test_host_name_cannot_escape_the_folder(tmp_path):
     with pytest.raises(FactsError, match="not a host name"):
         load_host(tmp_path / "facts", "../secret")
+
+
+@pytest.mark.parametrize("name", ["/tmp/provision-test-forged", "../../x", "../x"])
+def test_save_writes_nothing_for_an_unknown_capture_name(tmp_path, name):
+    captures = {n: Capture(n, 0, t, "") for n, t in capture_dir("minsky").items()}
+    facts = facts_from_captures("minsky", captures).facts
+    captures[name] = Capture(name, 0, "forged", "")
+    with pytest.raises(FactsError, match="unknown capture name"):
+        save_host(tmp_path / "facts", facts, captures)
+    assert not (tmp_path / "facts").exists() and list(tmp_path.iterdir()) == []
+    assert not Path(f"{name}.txt").exists() and not Path("/tmp/provision-test-forged.txt").exists()

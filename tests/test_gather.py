@@ -1,13 +1,16 @@
 """The gather script: framing, splitting, and a real run on this machine."""
 
 import os
+import re
 import subprocess
 
 import pytest
 
 from conftest import FIXTURES
+from provision.connection import SshOptions, run_command
 from provision.errors import ParseError
-from provision.gather import CAPTURE_NAMES, capture_script, gather_script, new_nonce, split_output
+from provision.gather import CAPTURE_NAMES, REMOTE_COMMAND, STEPS, capture_script, gather_script, new_nonce, split_output
+from provision.inventory import Host
 
 
 def run_locally(script: str) -> str:
@@ -109,3 +112,75 @@ def test_hwloc_step_without_hwloc_is_not_installed(tmp_path):
     script = next(step.script for step in STEPS if step.name == "hwloc-xml")
     done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, env={"PATH": str(tmp_path)})
     assert done.returncode == 127 and done.stdout == ""
+
+
+
+def framed(nonce: str, forged: str = "") -> str:
+    """Well-framed output of every step, with ``forged`` printed by the first one (hostname)."""
+    text = f"@@{nonce}@@ hostname\nnode1\n{forged}\n@@{nonce}@@ .rc 0\n"
+    return text + "".join(f"@@{nonce}@@ {name}\n\n@@{nonce}@@ .rc 127\n" for name in CAPTURE_NAMES[1:])
+
+
+@pytest.mark.parametrize("name", ["/tmp/x", "../../x", "../x", "sub/dir", "hostname.txt", "HOSTNAME"])
+def test_a_frame_that_is_not_a_capture_name_fails_the_host(name):
+    # A hostile node can learn the nonce (it runs the script); a frame name becomes a file name.
+    nonce = new_nonce()
+    forged = f"@@{nonce}@@ .rc 0\n@@{nonce}@@ {name}\npwned"
+    with pytest.raises(ParseError, match=re.escape(repr(name))):
+        split_output(framed(nonce, forged), nonce)
+
+
+def test_a_capture_framed_twice_fails_the_host():
+    nonce = new_nonce()
+    forged = f"@@{nonce}@@ .rc 0\n@@{nonce}@@ meminfo\nMemTotal: 1 kB\n@@{nonce}@@ .rc 0\n@@{nonce}@@ uname-m\nx"
+    with pytest.raises(ParseError, match="'meminfo' appears twice|'uname-m' appears twice"):
+        split_output(framed(nonce, forged), nonce)
+
+
+def test_a_huge_exit_code_is_not_a_frame():
+    nonce = new_nonce()
+    text = framed(nonce).replace(f"@@{nonce}@@ .rc 0\n", f"@@{nonce}@@ .rc {'9' * 5000}\n", 1)
+    with pytest.raises(ParseError, match="probe"):
+        split_output(text, nonce)
+
+
+def test_stderr_comes_framed_on_its_own_stream_and_is_kept_only_on_failure():
+    nonce = new_nonce()
+    stdout = "".join(f"@@{nonce}@@ {name}\nout\n@@{nonce}@@ .rc {1 if name == 'numactl-H' else 0}\n" for name in CAPTURE_NAMES)
+    stderr = "login banner\n" + "".join(f"@@{nonce}@@ {name}\nwarning from {name}\n" for name in CAPTURE_NAMES)
+    captures = split_output(stdout, nonce, stderr)
+    assert captures["numactl-H"].why_unavailable() == "exit 1: warning from numactl-H"
+    assert captures["lscpu"].stderr == "" and captures["lscpu"].stdout == "out"
+
+
+def test_script_runs_under_sh_s_on_stdin_and_no_step_can_read_stdin(tmp_path, monkeypatch):
+    # A tool that reads stdin (here a TEST STAND-IN `uname` that runs `cat` first) must neither
+    # hang the host nor eat the rest of the script, which `sh -s` reads from the same stdin.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "uname").write_text("#!/bin/sh\n# TEST STAND-IN uname: reads stdin first\ncat\necho standin-arch\n")
+    (bin_dir / "uname").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    nonce = new_nonce()
+    result = run_command(Host("localhost"), REMOTE_COMMAND, SshOptions(command_timeout=60), stdin=gather_script(nonce))
+    captures = split_output(result.stdout, nonce, result.stderr)
+    assert captures["uname-m"].stdout == "standin-arch\n"
+    assert set(captures) == set(CAPTURE_NAMES) and captures["meminfo"].available
+
+
+def test_script_is_one_compound_command_and_uses_no_predictable_temporary_path():
+    for script in (gather_script(new_nonce()), capture_script()):
+        body = [line for line in script.splitlines() if line and not line.startswith("#")]
+        assert body[0] == "{" and body[-1] == "} </dev/null"
+        assert "$$" not in script and "/tmp/" not in script
+    assert "mktemp" not in gather_script(new_nonce())  # streaming needs no temporary files at all
+
+
+def test_every_step_is_a_source_declared_beside_its_parser():
+    # gather assembles its steps from provision/facts/*: no name is spelled twice.
+    from provision.facts import hwloc, lscpu, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
+
+    declared = {step.name: step for module in (hwloc, lscpu, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system)
+                for step in vars(module).values() if type(step).__name__ == "Step"}
+    assert {step.name: step for step in STEPS} == declared
+    assert len(set(CAPTURE_NAMES)) == len(CAPTURE_NAMES)

@@ -6,6 +6,7 @@ from conftest import capture_dir, read_fixture
 from provision.errors import ParseError
 from provision.facts import hwloc, lscpu, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
 from provision.facts.derive import derive_facts
+from provision.gather import CAPTURE_NAMES
 
 PARSERS = [
     numactl.parse_numactl_hardware,
@@ -26,7 +27,8 @@ PARSERS = [
 
 # Text that looks like the real thing: fragments of real outputs, digits, separators.
 FRAGMENTS = st.sampled_from(
-    ["available: 2 nodes (0-1)", "node 0 cpus:", "Core 0:", "0*", "#", ",", "\t", "GPU0", "CPU Affinity", "ii", "MiB", "-", ":", " ", "\n", "0", "7", "255", "x"]
+    ["available: 2 nodes (0-1)", "node 0 cpus:", "Core 0:", "0*", "#", ",", "\t", "GPU0", "CPU Affinity", "ii", "MiB", "-", ":", " ", "\n", "0", "7", "255", "x",
+     "²", "99999999", "0-99999999", "N/A", "\tNUMA Affinity", "node 0 size: 7 MB", "MemTotal: 9 kB", "# ompi_info", "ompi:version:full:"]
 )
 TEXT = st.one_of(st.text(max_size=300), st.lists(FRAGMENTS, max_size=60).map("".join))
 
@@ -109,3 +111,29 @@ def test_derive_survives_corrupted_hwloc_and_sysfs_captures(fixture, name, data)
         assert name == "sysfs-cpu"  # an unusable hwloc-xml is only a note: the other sources remain
         return
     assert facts.cpu.total_cpus > 0
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(CAPTURE_NAMES), TEXT, max_size=len(CAPTURE_NAMES)))
+def test_whole_host_derivation_on_arbitrary_captures(captures):
+    # Any set of captures a node may send: facts, or a ParseError naming a capture; nothing else.
+    try:
+        derive_facts("host", captures)
+    except ParseError as error:
+        assert error.source in CAPTURE_NAMES
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["minsky", "vm-x86", "epyc7451", "node-container", "ac922", "delos-x86-4gpu"]), st.data())
+def test_whole_host_derivation_on_real_captures_with_some_replaced_or_dropped(fixture, data):
+    captures = capture_dir(fixture)
+    for name in data.draw(st.lists(st.sampled_from(CAPTURE_NAMES), max_size=4, unique=True)):
+        replacement = data.draw(st.one_of(st.none(), TEXT))
+        if replacement is None:
+            captures.pop(name, None)
+        else:
+            captures[name] = replacement
+    try:
+        derive_facts(fixture, captures)
+    except ParseError as error:
+        assert error.source in CAPTURE_NAMES

@@ -44,3 +44,38 @@ def test_forks_bound_concurrency_and_failures_do_not_stop_others(monkeypatch):
     assert peak <= 4
     assert [r.host for r in results] == [h.name for h in hosts]
     assert results[-1].error_kind == "unreachable"
+
+
+def test_a_defect_while_deriving_one_host_costs_that_host_only(monkeypatch):
+    def broken(host, *args, **kwargs):  # a parser defect (any exception but ParseError)
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(probe_module, "derive_facts", broken)
+    (result,) = replay(Path(__file__).parent / "fixtures" / "captures", ["vm-x86"])
+    assert not result.ok and result.error_kind == "parse"
+    assert "ZeroDivisionError: division by zero" in result.error
+
+
+def test_probe_replay_one_broken_host_others_saved_and_printed_exit_1(tmp_path):
+    import shutil
+
+    from conftest import run_cli
+
+    captures = tmp_path / "cap"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "captures" / "minsky", captures / "good")
+    broken = captures / "broken"
+    shutil.copytree(captures / "good", broken)
+    # A POWER host whose threads are all offline (a max() of nothing, before).
+    info = (broken / "ppc64_cpu-info.txt").read_text().replace("*", " ")
+    (broken / "ppc64_cpu-info.txt").write_text(info)
+    # and one claiming a hundred million NUMA nodes (an unbounded expansion, before).
+    huge = captures / "huge"
+    shutil.copytree(captures / "good", huge)
+    (huge / "numactl-H.txt").write_text("available: 100000000 nodes (0-99999999)\n")
+    done = run_cli("probe", "--replay", str(captures), "--facts-dir", str(tmp_path / "facts"))
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "broken: parse: cannot parse `ppc64_cpu-info` output: none of the 20 core(s)" in " ".join(done.stderr.split())
+    assert "huge: parse: cannot parse `numactl-H` output line 1" in " ".join(done.stderr.split())
+    assert (tmp_path / "facts" / "good.json").exists() and "good" in done.stdout
+    assert not (tmp_path / "facts" / "broken.json").exists()

@@ -6,13 +6,32 @@ import re
 
 from provision.errors import ParseError
 
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+# The bound on every CPU list and CPU id read from a node: 65536 (Linux's NR_CPUS is at most 8192
+# today). A node claiming `0-99999999` gets a parse error, not a 100-million-entry list.
+MAX_CPUS = 1 << 16
+
+_RANGE = re.compile(r"^([0-9]{1,9})(?:-([0-9]{1,9}))?$")
+_NUMBER = re.compile(r"[0-9]{1,18}")
+
+
+def parse_number(text: str, source: str, line: int | None = None, what: str = "number", limit: int | None = None) -> int:
+    """A plain ASCII decimal (at most 18 digits, below ``limit`` if given), else :class:`ParseError`.
+
+    ``str.isdigit`` accepts ``"²"`` and ``int`` refuses 5000-digit strings: neither may crash a probe.
+    """
+    if not _NUMBER.fullmatch(text):
+        raise ParseError(source, f"non-numeric {what} {text[:20]!r}", line)
+    value = int(text)
+    if limit is not None and value >= limit:
+        raise ParseError(source, f"{what} {value} is out of range (limit {limit})", line)
+    return value
 
 
 def parse_cpulist(text: str, source: str, line: int | None = None) -> tuple[int, ...]:
     """``"0-3,8"`` -> ``(0, 1, 2, 3, 8)``; empty text gives ``()``.
 
-    Raises :class:`ParseError` naming ``source`` on anything else.
+    Raises :class:`ParseError` naming ``source`` on anything else, and on a list that names a
+    CPU at or above :data:`MAX_CPUS` or more than :data:`MAX_CPUS` entries in all.
     """
     text = text.strip()
     if not text:
@@ -26,6 +45,8 @@ def parse_cpulist(text: str, source: str, line: int | None = None) -> tuple[int,
         last = int(match.group(2)) if match.group(2) is not None else first
         if last < first:
             raise ParseError(source, f"descending CPU range {part!r}", line)
+        if last >= MAX_CPUS or len(cpus) + last - first + 1 > MAX_CPUS:
+            raise ParseError(source, f"CPU list {text[:40]!r} goes beyond {MAX_CPUS} CPUs", line)
         cpus.extend(range(first, last + 1))
     return tuple(cpus)
 

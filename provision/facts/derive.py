@@ -21,6 +21,14 @@ from provision.facts.model import NO_OPENMPI, Core, CpuTopology, Gpu, HostFacts,
 
 POWER_ARCHES = ("ppc64le", "ppc64")
 
+# Capture names, from the sources declared beside each parser.
+HOSTNAME, UNAME_M, MEMINFO, IP_ADDR, IP_LINK = (
+    system.HOSTNAME.name, system.UNAME_M.name, system.MEMINFO.name, system.IP_ADDR.name, system.IP_LINK.name)
+NUMA, PPC64, OPENMPI = numactl.SOURCE.name, ppc64_cpu.SOURCE.name, openmpi.SOURCE.name
+LSCPU, LSCPU_P, SYSFS_CPU, HWLOC = lscpu.SOURCE.name, lscpu.SOURCE_P.name, sysfs_cpu.SOURCE.name, hwloc.SOURCE.name
+GPU_QUERY, GPU_TOPO, GPU_SYSFS = nvidia.SOURCE_QUERY.name, nvidia.SOURCE_TOPO.name, nvidia.SOURCE_SYSFS.name
+POWER_SOURCE = f"{PPC64}+{NUMA}"
+
 
 def _topology_from_power(
     cores: tuple[ppc64_cpu.PowerCore, ...], numa: numactl.NumaHardware
@@ -35,10 +43,12 @@ def _topology_from_power(
         nodes = {node_of_cpu.get(cpu) for cpu in core.online}
         if None in nodes:
             missing = [cpu for cpu in core.online if cpu not in node_of_cpu]
-            raise ParseError(ppc64_cpu.SOURCE, f"core {core.core_id}: online CPU(s) {missing} absent from numactl -H")
+            raise ParseError(PPC64, f"core {core.core_id}: online CPU(s) {missing} absent from numactl -H")
         if len(nodes) > 1:
-            raise ParseError(ppc64_cpu.SOURCE, f"core {core.core_id} spans NUMA nodes {sorted(nodes)}")
+            raise ParseError(PPC64, f"core {core.core_id} spans NUMA nodes {sorted(nodes)}")
         by_node[nodes.pop()].append(core)
+    if not by_node:
+        raise ParseError(PPC64, f"none of the {len(cores)} core(s) has an online thread: no usable CPU")
     sockets = tuple(
         Socket(
             index=index,
@@ -52,7 +62,7 @@ def _topology_from_power(
         for index, node_id in enumerate(sorted(by_node))
     )
     threads = max(len(core.cpus) for socket in sockets for core in socket.cores)
-    return CpuTopology(sockets, threads, "ppc64_cpu-info+numactl-H", offline)
+    return CpuTopology(sockets, threads, POWER_SOURCE, offline)
 
 
 def _topology_from_rows(rows: tuple[lscpu.CpuRow, ...], source: str, numa: numactl.NumaHardware | None) -> CpuTopology:
@@ -89,28 +99,28 @@ def _rows_checked_by_sysfs(rows: tuple[lscpu.CpuRow, ...], captures: dict[str, s
     lscpu numbers CORE and SOCKET separately for each CPU type, so on big.LITTLE chips CPUs of
     different cores share a (socket, core) pair; the kernel's sibling lists say which really do.
     """
-    if "sysfs-cpu" not in captures:
-        return rows, "lscpu-p"
+    if SYSFS_CPU not in captures:
+        return rows, LSCPU_P
     try:
-        sysfs = sysfs_cpu.parse_sysfs_cpu(captures["sysfs-cpu"])
+        sysfs = sysfs_cpu.parse_sysfs_cpu(captures[SYSFS_CPU])
     except ParseError as error:
         notes.append(f"sysfs-cpu not used to check lscpu-p: {error}")
-        return rows, "lscpu-p"
+        return rows, LSCPU_P
     if not sysfs.siblings or sysfs_cpu.same_grouping(rows, sysfs.rows):
-        return rows, "lscpu-p"
+        return rows, LSCPU_P
     notes.append(
         "lscpu-p groups CPUs into cores or sockets differently from the kernel's sibling lists "
         "(lscpu numbers cores per CPU type on hybrid CPUs); used sysfs-cpu"
     )
-    return sysfs.rows, "sysfs-cpu"
+    return sysfs.rows, SYSFS_CPU
 
 
 def _topology_from_hwloc(captures: dict[str, str], notes: list[str]) -> CpuTopology | None:
     """hwloc's topology when its XML was captured and readable, else None (with a note why)."""
-    if "hwloc-xml" not in captures:
+    if HWLOC not in captures:
         return None
     try:
-        parsed = hwloc.parse_hwloc_xml(captures["hwloc-xml"])
+        parsed = hwloc.parse_hwloc_xml(captures[HWLOC])
     except ParseError as error:
         notes.append(f"hwloc-xml not used: {error}")
         return None
@@ -141,38 +151,38 @@ def _prefer_hwloc(from_hwloc: CpuTopology, other: CpuTopology, notes: list[str])
 
 
 def _cpu_topology(arch: str, captures: dict[str, str], notes: list[str]) -> CpuTopology:
-    numa = numactl.parse_numactl_hardware(captures["numactl-H"]) if "numactl-H" in captures else None
+    numa = numactl.parse_numactl_hardware(captures[NUMA]) if NUMA in captures else None
     rows = None
     row_source = None
-    if "lscpu-p" in captures:
-        rows, row_source = lscpu.parse_lscpu_parsable(captures["lscpu-p"]), "lscpu-p"
+    if LSCPU_P in captures:
+        rows, row_source = lscpu.parse_lscpu_parsable(captures[LSCPU_P]), LSCPU_P
         rows, row_source = _rows_checked_by_sysfs(rows, captures, notes)
-    elif "sysfs-cpu" in captures:
-        rows, row_source = sysfs_cpu.parse_sysfs_cpu(captures["sysfs-cpu"]).rows, "sysfs-cpu"
+    elif SYSFS_CPU in captures:
+        rows, row_source = sysfs_cpu.parse_sysfs_cpu(captures[SYSFS_CPU]).rows, SYSFS_CPU
 
     from_hwloc = _topology_from_hwloc(captures, notes)
-    if "ppc64_cpu-info" in captures and (arch in POWER_ARCHES or rows is None):
+    if PPC64 in captures and (arch in POWER_ARCHES or rows is None):
         if numa is None:
-            raise ParseError("numactl-H", "POWER host has ppc64_cpu but no numactl -H: cannot tell sockets")
-        topology = _topology_from_power(ppc64_cpu.parse_ppc64_cpu_info(captures["ppc64_cpu-info"]), numa)
+            raise ParseError(NUMA, "POWER host has ppc64_cpu but no numactl -H: cannot tell sockets")
+        topology = _topology_from_power(ppc64_cpu.parse_ppc64_cpu_info(captures[PPC64]), numa)
         if rows is not None:
             other = _topology_from_rows(rows, row_source, None)
             if other.shape() != topology.shape():
                 notes.append(
-                    f"{row_source} reads {other.shape()} but ppc64_cpu-info+numactl-H reads "
-                    f"{topology.shape()}; used ppc64_cpu-info+numactl-H (POWER)"
+                    f"{row_source} reads {other.shape()} but {POWER_SOURCE} reads "
+                    f"{topology.shape()}; used {POWER_SOURCE} (POWER)"
                 )
     elif rows is not None:
         topology = _topology_from_rows(rows, row_source, numa)
     elif from_hwloc is None:
-        raise ParseError("lscpu-p", "no core topology: none of lscpu -p, sysfs or ppc64_cpu --info was captured")
+        raise ParseError(LSCPU_P, "no core topology: none of lscpu -p, sysfs or ppc64_cpu --info was captured")
     else:
         topology = from_hwloc
     if from_hwloc is not None:
         topology = _prefer_hwloc(from_hwloc, topology, notes)
 
     if numa is not None:
-        nodes_with_cpus, node_source = len(numa.nodes_with_cpus()), "numactl-H"
+        nodes_with_cpus, node_source = len(numa.nodes_with_cpus()), NUMA
         memory_only = len(numa.nodes) - nodes_with_cpus
         if memory_only:
             notes.append(f"numactl-H lists {memory_only} memory-only NUMA node(s) (e.g. GPU memory); not sockets")
@@ -194,46 +204,55 @@ def _cpu_topology(arch: str, captures: dict[str, str], notes: list[str]) -> CpuT
 
 def _hwloc_gpus(captures: dict[str, str]) -> dict[str, hwloc.HwlocGpu]:
     """hwloc's NVIDIA GPUs by PCI bus id; empty when hwloc-xml is absent or unusable (noted already)."""
-    if "hwloc-xml" not in captures:
+    if HWLOC not in captures:
         return {}
     try:
-        return {gpu.bus_id: gpu for gpu in hwloc.parse_hwloc_xml(captures["hwloc-xml"]).gpus}
+        return {gpu.bus_id: gpu for gpu in hwloc.parse_hwloc_xml(captures[HWLOC]).gpus}
     except ParseError:
         return {}
 
 
 def _gpus(captures: dict[str, str], topology: CpuTopology, sources: dict[str, str], notes: list[str]) -> tuple[Gpu, ...]:
     local = _hwloc_gpus(captures)
-    if "nvidia-smi-query" not in captures:
+    if GPU_QUERY not in captures:
         if local:
             notes.append(f"hwloc-xml shows {len(local)} NVIDIA GPU(s) but nvidia-smi is not available")
         return ()
-    rows = nvidia.parse_gpu_query(captures["nvidia-smi-query"])
-    topo = {a.index: a for a in nvidia.parse_topo_matrix(captures["nvidia-smi-topo"])} if "nvidia-smi-topo" in captures else {}
-    sysfs = nvidia.parse_sysfs_gpu(captures["sysfs-gpu"]) if "sysfs-gpu" in captures else {}
+    rows = nvidia.parse_gpu_query(captures[GPU_QUERY])
+    topo = {a.index: a for a in nvidia.parse_topo_matrix(captures[GPU_TOPO])} if GPU_TOPO in captures else {}
+    sysfs = nvidia.parse_sysfs_gpu(captures[GPU_SYSFS]) if GPU_SYSFS in captures else {}
     gpus = []
     for row in rows:
         numa_node, socket, source = None, None, None
+        why_unknown = "no affinity from nvidia-smi topo -m, hwloc or sysfs"
         affinity = topo.get(row.index)
         if affinity is not None:
             numa_node = affinity.numa_node
             if numa_node is not None:
                 socket = topology.socket_of_numa_node(numa_node)
             if socket is None and affinity.cpus:
-                socket = topology.socket_of_cpu(affinity.cpus[0])
-            source = "nvidia-smi-topo" if socket is not None else None
+                # CPU Affinity alone names a socket only when all its CPUs sit on one (a VM with
+                # NUMA off says 0-79 for every GPU: that is no affinity at all). Never guess.
+                sockets_of_cpus = {topology.socket_of_cpu(cpu) for cpu in affinity.cpus}
+                if len(sockets_of_cpus) == 1 and None not in sockets_of_cpus:
+                    socket = sockets_of_cpus.pop()
+                else:
+                    spanned = sorted(str(s) for s in sockets_of_cpus if s is not None)
+                    why_unknown = f"{GPU_TOPO} CPU Affinity spans sockets {','.join(spanned)}" if len(spanned) > 1 else (
+                        f"{GPU_TOPO} CPU Affinity names CPUs this host's topology lacks")
+            source = GPU_TOPO if socket is not None else None
         if socket is None and row.bus_id in local and local[row.bus_id].package is not None:  # one package holds it
             socket = topology.socket_of_cpu(local[row.bus_id].pus[0])
             numa_node = local[row.bus_id].numa_nodes[0] if len(local[row.bus_id].numa_nodes) == 1 else numa_node
-            source = "hwloc-xml" if socket is not None else None
+            source = HWLOC if socket is not None else None
         if socket is None and sysfs.get(row.bus_id) is not None:
             numa_node = sysfs[row.bus_id]
             socket = topology.socket_of_numa_node(numa_node)
-            source = "sysfs-gpu" if socket is not None else None
+            source = GPU_SYSFS if socket is not None else None
         if socket is None:
-            notes.append(f"GPU {row.index} ({row.bus_id}): socket affinity unknown")
+            notes.append(f"GPU {row.index} ({row.bus_id}): socket affinity unknown ({why_unknown})")
         gpus.append(Gpu(row.index, row.name, row.bus_id, row.memory_mib, numa_node, socket, source))
-    sources["gpus"] = "nvidia-smi-query"
+    sources["gpus"] = GPU_QUERY
     return tuple(gpus)
 
 
@@ -245,24 +264,24 @@ def derive_facts(host: str, captures: dict[str, str], unavailable: dict[str, str
     """
     notes: list[str] = []
     sources: dict[str, str] = {}
-    hostname = system.parse_hostname(captures["hostname"]) if "hostname" in captures else host
-    arch = system.parse_arch(captures["uname-m"]) if "uname-m" in captures else "unknown"
-    if "lscpu" in captures:
-        lscpu_arch = lscpu.parse_lscpu(captures["lscpu"]).get("Architecture")
+    hostname = system.parse_hostname(captures[HOSTNAME]) if HOSTNAME in captures else host
+    arch = system.parse_arch(captures[UNAME_M]) if UNAME_M in captures else "unknown"
+    if LSCPU in captures:
+        lscpu_arch = lscpu.parse_lscpu(captures[LSCPU]).get("Architecture")
         if arch == "unknown" and lscpu_arch:
             arch = lscpu_arch
         elif lscpu_arch and lscpu_arch != arch:
             notes.append(f"lscpu says architecture {lscpu_arch} but uname -m says {arch}; used uname -m")
     topology = _cpu_topology(arch, captures, notes)
     sources["cpu"] = topology.source
-    memory = system.parse_meminfo(captures["meminfo"]) if "meminfo" in captures else None
+    memory = system.parse_meminfo(captures[MEMINFO]) if MEMINFO in captures else None
     if memory is not None:
-        sources["memory"] = "meminfo"
-    mpi = openmpi.parse_openmpi(captures["openmpi"]) if "openmpi" in captures else NO_OPENMPI
+        sources["memory"] = MEMINFO
+    mpi = openmpi.parse_openmpi(captures[OPENMPI]) if OPENMPI in captures else NO_OPENMPI
     sources["openmpi"] = mpi.source
     interfaces = (
-        system.parse_ip_addr(captures.get("ip-addr", ""), captures.get("ip-link", ""))
-        if "ip-addr" in captures or "ip-link" in captures
+        system.parse_ip_addr(captures.get(IP_ADDR, ""), captures.get(IP_LINK, ""))
+        if IP_ADDR in captures or IP_LINK in captures
         else ()
     )
     return HostFacts(

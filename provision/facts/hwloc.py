@@ -24,8 +24,20 @@ from xml.parsers import expat
 
 from provision.errors import ParseError
 from provision.facts.model import Core, CpuTopology, Socket
+from provision.facts.source import Step
 
-SOURCE = "hwloc-xml"
+SOURCE = Step(
+    "hwloc-xml",
+    (),
+    # hwloc's view is what OpenMPI binds by. Its CPU and PCI discovery is enough: skip the x86
+    # CPUID pass (it binds to every PU in turn) and the GL/OpenCL/CUDA/NVML/RSMI/Level Zero
+    # plugins (driver start-up, seconds on GPU nodes); GPUs stay visible as PCI devices.
+    # --no-caches (hwloc 1.11 to 3.x) halves the XML and changes no package or core numbering.
+    # Neither command installed: "$l" fails with 127, "not installed".
+    "if command -v lstopo-no-graphics >/dev/null 2>&1; then l=lstopo-no-graphics; else l=hwloc-ls; fi; "
+    'HWLOC_COMPONENTS=-x86,-gl,-opencl,-cuda,-nvml,-rsmi,-levelzero "$l" --no-caches --of xml',
+    "hwloc's topology, as OpenMPI numbers sockets and cores (lstopo-no-graphics or hwloc-ls)",
+)
 MAX_CHARS = 16 * 1024 * 1024  # a 256-PU export is ~160 kB; a 4096-PU one with --whole-io a few MB
 MAX_ELEMENTS = 250_000  # ~40 per core at most in real exports
 MAX_DEPTH = 64  # real trees are under 20 deep
@@ -98,7 +110,7 @@ class _Refused(Exception):
 def _parse_tree(text: str) -> Element:
     """Well-formed, DTD-free, bounded XML -> an ElementTree element (text content is dropped)."""
     if len(text) > MAX_CHARS:
-        raise ParseError(SOURCE, f"output is {len(text)} characters, over the {MAX_CHARS} limit")
+        raise ParseError(SOURCE.name, f"output is {len(text)} characters, over the {MAX_CHARS} limit")
     builder = TreeBuilder()
     parser = expat.ParserCreate(encoding="utf-8")  # the data is already text: ignore the declared encoding
     parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
@@ -136,9 +148,9 @@ def _parse_tree(text: str) -> Element:
     try:
         parser.Parse(text.encode("utf-8", "replace"), True)
     except _Refused as refused:
-        raise ParseError(SOURCE, str(refused), parser.CurrentLineNumber) from None
+        raise ParseError(SOURCE.name, str(refused), parser.CurrentLineNumber) from None
     except expat.ExpatError as error:
-        raise ParseError(SOURCE, f"not well-formed XML: {expat.errors.messages[error.code]}", error.lineno) from None
+        raise ParseError(SOURCE.name, f"not well-formed XML: {expat.errors.messages[error.code]}", error.lineno) from None
     return builder.close()
 
 
@@ -147,7 +159,7 @@ def _os_index(element: Element, what: str) -> int | None:
     if value is None:
         return None
     if not (value.isascii() and value.isdigit() and len(value) <= 10):
-        raise ParseError(SOURCE, f"{what} has a bad os_index {value[:20]!r}")
+        raise ParseError(SOURCE.name, f"{what} has a bad os_index {value[:20]!r}")
     return int(value)
 
 
@@ -180,10 +192,10 @@ def _walk(root_object: Element) -> tuple[list[_Node], list[int]]:
         if kind == "PU":
             index = _os_index(element, "a PU")
             if index is None:
-                raise ParseError(SOURCE, "a PU has no os_index")
+                raise ParseError(SOURCE.name, "a PU has no os_index")
             pus.append(index)
             if len(pus) > MAX_PUS:
-                raise ParseError(SOURCE, f"more than {MAX_PUS} PUs")
+                raise ParseError(SOURCE.name, f"more than {MAX_PUS} PUs")
         stack.append((element, None, position))
         stack.extend((child, position, None) for child in reversed([c for c in element if c.tag == "object"]))
     return nodes, pus
@@ -209,7 +221,7 @@ def _pci_gpu(node: _Node, children: list[_Node]) -> tuple[str, str, tuple[str, .
         return None
     bus = _BUS_ID.match(element.get("pci_busid", ""))
     if bus is None:
-        raise ParseError(SOURCE, f"GPU with a bad pci_busid {element.get('pci_busid', '')[:30]!r}")
+        raise ParseError(SOURCE.name, f"GPU with a bad pci_busid {element.get('pci_busid', '')[:30]!r}")
     bus_id = f"{int(bus.group(1), 16):04x}:{bus.group(2)}:{bus.group(3)}.{bus.group(4)}".lower()
     return bus_id, (match.group(3).lower() if match else ""), tuple(n for n in names if n)
 
@@ -222,23 +234,23 @@ def parse_hwloc_xml(text: str) -> HwlocTopology:
     """
     root = _parse_tree(text)
     if root.tag != "topology":
-        raise ParseError(SOURCE, f"the root element is <{root.tag[:30]}>, not <topology>")
+        raise ParseError(SOURCE.name, f"the root element is <{root.tag[:30]}>, not <topology>")
     version = root.get("version")
     if version is None:
         major = 1
     else:
         head = version.split(".", 1)[0]
         if not (head.isascii() and head.isdigit() and len(head) <= 3):
-            raise ParseError(SOURCE, f"unknown topology version {version[:20]!r}")
+            raise ParseError(SOURCE.name, f"unknown topology version {version[:20]!r}")
         major = int(head)
     tops = [child for child in root if child.tag == "object"]
     if len(tops) != 1:
-        raise ParseError(SOURCE, f"expected one root object, found {len(tops)}")
+        raise ParseError(SOURCE.name, f"expected one root object, found {len(tops)}")
     nodes, pus = _walk(tops[0])
     if not pus:
-        raise ParseError(SOURCE, "no PU objects")
+        raise ParseError(SOURCE.name, "no PU objects")
     if len(set(pus)) != len(pus):
-        raise ParseError(SOURCE, "a PU os_index appears twice")
+        raise ParseError(SOURCE.name, "a PU os_index appears twice")
 
     def pus_of(position: int) -> tuple[int, ...]:
         return tuple(sorted(pus[nodes[position].pu_start:nodes[position].pu_end]))
@@ -250,27 +262,27 @@ def parse_hwloc_xml(text: str) -> HwlocTopology:
             continue
         index = _os_index(node.element, "a NUMANode")
         if index is None:
-            raise ParseError(SOURCE, "a NUMANode has no os_index")
+            raise ParseError(SOURCE.name, "a NUMANode has no os_index")
         local = position if major == 1 else _ancestor(nodes, position, _MEMORY, inside=False)
         numa.append(HwlocNumaNode(index, pus_of(local) if local is not None else ()))
 
     # Every PU must sit in a Core, every Core in a Package: that is what slot=S:C names.
     for position, node in enumerate(nodes):
         if node.type == "PU" and _ancestor(nodes, position, frozenset({"Core"})) is None:
-            raise ParseError(SOURCE, f"PU {pus[node.pu_start]} is not inside a Core")
+            raise ParseError(SOURCE.name, f"PU {pus[node.pu_start]} is not inside a Core")
     package_positions = [p for p, node in enumerate(nodes) if node.type == "Package"]
     cores_of: dict[int, list[int]] = {p: [] for p in package_positions}
     core_positions = [p for p, node in enumerate(nodes) if node.type == "Core"]
     for position in core_positions:
         package = _ancestor(nodes, position, frozenset({"Package"}))
         if package is None:
-            raise ParseError(SOURCE, f"Core {nodes[position].element.get('os_index', '?')[:10]} is not inside a Package")
+            raise ParseError(SOURCE.name, f"Core {nodes[position].element.get('os_index', '?')[:10]} is not inside a Package")
         cores_of[package].append(position)
     logical_core = {position: number for number, position in enumerate(core_positions)}
     packages = []
     for logical, position in enumerate(package_positions):
         if not cores_of[position]:
-            raise ParseError(SOURCE, f"Package L#{logical} has no Core")
+            raise ParseError(SOURCE.name, f"Package L#{logical} has no Core")
         package_pus = set(pus_of(position))
         packages.append(
             HwlocPackage(
@@ -331,4 +343,4 @@ def cpu_topology(topology: HwlocTopology) -> CpuTopology:
         for package in topology.packages
     )
     threads = max(len(core.cpus) for socket in sockets for core in socket.cores)
-    return CpuTopology(sockets, threads, SOURCE, 0)
+    return CpuTopology(sockets, threads, SOURCE.name, 0)

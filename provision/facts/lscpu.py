@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from provision.errors import ParseError
+from provision.facts.cpulist import MAX_CPUS, parse_number
+from provision.facts.source import Step
 
-SOURCE = "lscpu"
-SOURCE_P = "lscpu-p"
-
-
+SOURCE = Step("lscpu", ("lscpu",), "lscpu", "CPU summary")
+SOURCE_P = Step("lscpu-p", ("lscpu",), "lscpu -p=CPU,CORE,SOCKET,NODE", "online CPUs with core, socket, node")
 @dataclass(frozen=True)
 class CpuRow:
     """One online logical CPU and where it sits. ``node`` is None without NUMA."""
@@ -28,14 +28,14 @@ def parse_lscpu(text: str) -> dict[str, str]:
             continue
         key, sep, value = raw.partition(":")
         if not sep or not key.strip():
-            raise ParseError(SOURCE, f"expected 'Field: value', got {raw.strip()[:60]!r}", number)
+            raise ParseError(SOURCE.name, f"expected 'Field: value', got {raw.strip()[:60]!r}", number)
         fields.setdefault(key.strip(), value.strip())
     if not fields:
-        raise ParseError(SOURCE, "empty output")
+        raise ParseError(SOURCE.name, "empty output")
     return fields
 
 
-def parse_lscpu_parsable(text: str, source: str = SOURCE_P) -> tuple[CpuRow, ...]:
+def parse_lscpu_parsable(text: str, source: str = SOURCE_P.name) -> tuple[CpuRow, ...]:
     """Parse ``lscpu -p=CPU,CORE,SOCKET,NODE`` (or plain ``lscpu -p``, whose cache columns are ignored).
 
     The node column is empty on machines without NUMA. Only online CPUs are listed
@@ -50,13 +50,16 @@ def parse_lscpu_parsable(text: str, source: str = SOURCE_P) -> tuple[CpuRow, ...
         fields = [field.strip() for field in line.split(",")]
         if len(fields) < 4:
             raise ParseError(source, f"expected columns CPU,CORE,SOCKET,NODE, got {line[:60]!r}", number)
-        cpu, core, socket, node = fields[:4]  # plain `lscpu -p` adds cache columns after these
-        if not (cpu.isdigit() and core.isdigit() and socket.isdigit() and (node == "" or node.isdigit())):
-            raise ParseError(source, f"non-numeric column in {line[:60]!r}", number)
-        if int(cpu) in seen:
+        cpu, core, socket, node = (  # plain `lscpu -p` adds cache columns after these
+            parse_number(fields[0], source, number, "CPU", MAX_CPUS),
+            parse_number(fields[1], source, number, "core"),
+            parse_number(fields[2], source, number, "socket"),
+            parse_number(fields[3], source, number, "node") if fields[3] else None,
+        )
+        if cpu in seen:
             raise ParseError(source, f"CPU {cpu} listed twice", number)
-        seen.add(int(cpu))
-        rows.append(CpuRow(int(cpu), int(core), int(socket), int(node) if node else None))
+        seen.add(cpu)
+        rows.append(CpuRow(cpu, core, socket, node))
     if not rows:
         raise ParseError(source, "no CPU rows")
     return tuple(rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -102,7 +103,7 @@ class OpenMPI:
         if not self.version:
             return None
         head = self.version.split(".", 1)[0]
-        return int(head) if head.isdigit() else None
+        return int(head) if re.fullmatch(r"[0-9]{1,9}", head) else None
 
 
 NO_OPENMPI = OpenMPI(None, (), None, "none")  # nothing installed

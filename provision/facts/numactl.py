@@ -6,12 +6,13 @@ import re
 from dataclasses import dataclass
 
 from provision.errors import ParseError
+from provision.facts.source import Step
 
-SOURCE = "numactl-H"
+SOURCE = Step("numactl-H", ("numactl",), "numactl -H", "NUMA nodes and their CPUs")
 
-_AVAILABLE = re.compile(r"^available:\s+(\d+)\s+nodes?\s*\(([^)]*)\)\s*$")
-_CPUS = re.compile(r"^node\s+(\d+)\s+cpus:\s*(.*)$")
-_SIZE = re.compile(r"^node\s+(\d+)\s+(size|free):\s+(\d+)\s+MB\s*$")
+_AVAILABLE = re.compile(r"^available:\s+([0-9]{1,9})\s+nodes?\s*\(([^)]*)\)\s*$")
+_CPUS = re.compile(r"^node\s+([0-9]{1,9})\s+cpus:\s*(.*)$")
+_SIZE = re.compile(r"^node\s+([0-9]{1,9})\s+(size|free):\s+([0-9]{1,18})\s+MB\s*$")
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ def parse_numactl_hardware(text: str) -> NumaHardware:
     Accepts ``available: N nodes (ids)`` with ranges (``0,8,252-255``), ``node N cpus:`` lines
     (empty for memory-only nodes), sizes, and ignores ``free`` and the distance table.
     """
-    from provision.facts.cpulist import parse_cpulist
+    from provision.facts.cpulist import MAX_CPUS, parse_cpulist, parse_number
 
     declared: tuple[int, ...] | None = None
     cpus: dict[int, tuple[int, ...]] = {}
@@ -54,33 +55,31 @@ def parse_numactl_hardware(text: str) -> NumaHardware:
         if not line:
             continue
         if match := _AVAILABLE.match(line):
-            declared = parse_cpulist(match.group(2), SOURCE, number)
+            declared = parse_cpulist(match.group(2), SOURCE.name, number)
             if len(declared) != int(match.group(1)):
-                raise ParseError(SOURCE, f"says {match.group(1)} nodes but lists {len(declared)}", number)
+                raise ParseError(SOURCE.name, f"says {match.group(1)} nodes but lists {len(declared)}", number)
         elif match := _CPUS.match(line):
             node = int(match.group(1))
             fields = match.group(2).split()
-            if not all(field.isdigit() for field in fields):
-                raise ParseError(SOURCE, f"node {node} has a non-numeric CPU in {match.group(2)!r}", number)
-            cpus[node] = tuple(int(field) for field in fields)
+            cpus[node] = tuple(parse_number(field, SOURCE.name, number, "CPU", MAX_CPUS) for field in fields)
         elif match := _SIZE.match(line):
             if match.group(2) == "size":
                 sizes[int(match.group(1))] = int(match.group(3))
         elif line.startswith("node distances") or re.match(r"^(node\s+)?[\d\s:]+$", line):
             continue  # distance table
         elif line.startswith("No NUMA available"):
-            raise ParseError(SOURCE, "the kernel reports no NUMA", number)
+            raise ParseError(SOURCE.name, "the kernel reports no NUMA", number)
         else:
-            raise ParseError(SOURCE, f"unexpected line {line[:60]!r}", number)
+            raise ParseError(SOURCE.name, f"unexpected line {line[:60]!r}", number)
     if declared is None:
-        raise ParseError(SOURCE, "no 'available: N nodes' line")
+        raise ParseError(SOURCE.name, "no 'available: N nodes' line")
     missing = [node for node in declared if node not in cpus]
     if missing:
-        raise ParseError(SOURCE, f"no 'cpus:' line for node(s) {missing}")
+        raise ParseError(SOURCE.name, f"no 'cpus:' line for node(s) {missing}")
     seen: dict[int, int] = {}
     for node in declared:
         for cpu in cpus[node]:
             if cpu in seen:
-                raise ParseError(SOURCE, f"CPU {cpu} listed on nodes {seen[cpu]} and {node}")
+                raise ParseError(SOURCE.name, f"CPU {cpu} listed on nodes {seen[cpu]} and {node}")
             seen[cpu] = node
     return NumaHardware(tuple(NumaNode(node, cpus[node], sizes.get(node)) for node in declared))

@@ -7,14 +7,30 @@ import re
 from dataclasses import dataclass
 
 from provision.errors import ParseError
+from provision.facts.source import Step
 
-SOURCE_QUERY = "nvidia-smi-query"
-SOURCE_TOPO = "nvidia-smi-topo"
-SOURCE_SYSFS = "sysfs-gpu"
+SOURCE_QUERY = Step(
+    "nvidia-smi-query",
+    ("nvidia-smi",),
+    "nvidia-smi --query-gpu=index,name,pci.bus_id,memory.total --format=csv,noheader",
+    "GPUs",
+)
+SOURCE_TOPO = Step("nvidia-smi-topo", ("nvidia-smi",), "nvidia-smi topo -m", "GPU to CPU/NUMA affinity")
+SOURCE_SYSFS = Step(
+    "sysfs-gpu",
+    (),
+    "for d in /sys/bus/pci/devices/*; do "
+    'vendor=; read -r vendor <"$d/vendor" 2>/dev/null; [ "$vendor" = 0x10de ] || continue; '
+    'read -r class <"$d/class"; case "$class" in 0x0300*|0x0302*) ;; *) continue;; esac; '
+    'node=-1; read -r node <"$d/numa_node" 2>/dev/null; '
+    'echo "${d##*/} $node"; '
+    "done",
+    "fallback GPU NUMA node from sysfs",
+)
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # topo -m underlines its header on newer drivers
 _BUS = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
-_MIB = re.compile(r"^(\d+)\s*MiB$")
+_MIB = re.compile(r"^([0-9]{1,18})\s*MiB$")
 
 
 @dataclass(frozen=True)
@@ -53,16 +69,16 @@ def parse_gpu_query(text: str) -> tuple[GpuRow, ...]:
         if not fields or not "".join(fields).strip():
             continue
         if len(fields) != 4:
-            raise ParseError(SOURCE_QUERY, f"expected 4 columns index,name,pci.bus_id,memory.total, got {len(fields)}", number)
+            raise ParseError(SOURCE_QUERY.name, f"expected 4 columns index,name,pci.bus_id,memory.total, got {len(fields)}", number)
         index, name, bus, memory = (field.strip() for field in fields)
-        if not index.isdigit():
-            raise ParseError(SOURCE_QUERY, f"GPU index {index!r} is not a number", number)
+        if not re.fullmatch(r"[0-9]{1,9}", index):
+            raise ParseError(SOURCE_QUERY.name, f"GPU index {index[:20]!r} is not a number", number)
         memory_match = _MIB.match(memory)
         rows.append(
             GpuRow(
                 int(index),
                 name,
-                normalise_bus_id(bus, SOURCE_QUERY, number),
+                normalise_bus_id(bus, SOURCE_QUERY.name, number),
                 int(memory_match.group(1)) if memory_match else None,
             )
         )
@@ -85,24 +101,24 @@ def parse_topo_matrix(text: str) -> tuple[GpuAffinity, ...]:
             if "CPU Affinity" in cells:
                 header = cells
             continue
-        if not cells or not re.fullmatch(r"GPU\d+", cells[0]):
+        if not cells or not re.fullmatch(r"GPU[0-9]{1,9}", cells[0]):
             if line.strip().startswith("Legend"):
                 break
             continue
         index = int(cells[0][3:])
         row = dict(zip(header, cells))
         cpu_text = row.get("CPU Affinity", "")
-        cpus = () if cpu_text in ("", "N/A") else parse_cpulist(cpu_text, SOURCE_TOPO, number)
+        cpus = () if cpu_text in ("", "N/A") else parse_cpulist(cpu_text, SOURCE_TOPO.name, number)
         numa_text = row.get("NUMA Affinity", "")
         if numa_text in ("", "N/A"):
             numa_node = None
-        elif numa_text.isdigit():
+        elif re.fullmatch(r"[0-9]{1,9}", numa_text):
             numa_node = int(numa_text)
         else:
-            raise ParseError(SOURCE_TOPO, f"GPU{index}: bad NUMA affinity {numa_text!r}", number)
+            raise ParseError(SOURCE_TOPO.name, f"GPU{index}: bad NUMA affinity {numa_text!r}", number)
         affinities.append(GpuAffinity(index, cpus, numa_node))
     if header is None:
-        raise ParseError(SOURCE_TOPO, "no header with a 'CPU Affinity' column")
+        raise ParseError(SOURCE_TOPO.name, "no header with a 'CPU Affinity' column")
     return tuple(affinities)
 
 
@@ -113,8 +129,8 @@ def parse_sysfs_gpu(text: str) -> dict[str, int | None]:
         if not raw.strip():
             continue
         fields = raw.split()
-        if len(fields) != 2 or not re.fullmatch(r"-?\d+", fields[1]):
-            raise ParseError(SOURCE_SYSFS, f"expected '<pci address> <numa node>', got {raw.strip()[:60]!r}", number)
+        if len(fields) != 2 or not re.fullmatch(r"-?[0-9]{1,9}", fields[1]):
+            raise ParseError(SOURCE_SYSFS.name, f"expected '<pci address> <numa node>', got {raw.strip()[:60]!r}", number)
         node = int(fields[1])
-        nodes[normalise_bus_id(fields[0], SOURCE_SYSFS, number)] = node if node >= 0 else None
+        nodes[normalise_bus_id(fields[0], SOURCE_SYSFS.name, number)] = node if node >= 0 else None
     return nodes

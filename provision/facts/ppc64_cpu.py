@@ -6,13 +6,14 @@ import re
 from dataclasses import dataclass
 
 from provision.errors import ParseError
+from provision.facts.source import Step
 
-SOURCE = "ppc64_cpu-info"
+SOURCE = Step("ppc64_cpu-info", ("ppc64_cpu",), "ppc64_cpu --info", "POWER cores and online threads")
 
 # Real output pads (`Core %3d:` then `%4d%c ` per thread); copies in documents often lost
 # the padding. Both read the same with this pattern.
-_CORE = re.compile(r"^Core\s+(\d+)\s*:\s*(.*)$")
-_THREAD = re.compile(r"^(\d+)(\*?)$")
+_CORE = re.compile(r"^Core\s+([0-9]{1,9})\s*:\s*(.*)$")
+_THREAD = re.compile(r"^([0-9]{1,9})(\*?)$")
 
 
 @dataclass(frozen=True)
@@ -34,23 +35,23 @@ def parse_ppc64_cpu_info(text: str) -> tuple[PowerCore, ...]:
             continue
         match = _CORE.match(line)
         if not match:
-            raise ParseError(SOURCE, f"expected 'Core N: T* T* ...', got {line[:60]!r}", number)
+            raise ParseError(SOURCE.name, f"expected 'Core N: T* T* ...', got {line[:60]!r}", number)
         core_id = int(match.group(1))
         if core_id in seen_ids:
-            raise ParseError(SOURCE, f"core {core_id} listed twice", number)
+            raise ParseError(SOURCE.name, f"core {core_id} listed twice", number)
         seen_ids.add(core_id)
         threads: list[int] = []
         online: list[int] = []
         for token in match.group(2).split():
             thread = _THREAD.match(token)
             if not thread:
-                raise ParseError(SOURCE, f"core {core_id}: bad thread {token!r}", number)
+                raise ParseError(SOURCE.name, f"core {core_id}: bad thread {token!r}", number)
             threads.append(int(thread.group(1)))
             if thread.group(2):
                 online.append(int(thread.group(1)))
         if not threads:
-            raise ParseError(SOURCE, f"core {core_id} lists no threads", number)
+            raise ParseError(SOURCE.name, f"core {core_id} lists no threads", number)
         cores.append(PowerCore(core_id, tuple(threads), tuple(online)))
     if not cores:
-        raise ParseError(SOURCE, "no 'Core N:' lines")
+        raise ParseError(SOURCE.name, "no 'Core N:' lines")
     return tuple(cores)

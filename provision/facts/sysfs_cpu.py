@@ -20,8 +20,30 @@ from dataclasses import dataclass
 from provision.errors import ParseError
 from provision.facts.cpulist import parse_cpulist
 from provision.facts.lscpu import CpuRow
+from provision.facts.source import Step
 
-SOURCE = "sysfs-cpu"
+# `read` is a shell builtin: no process per file, which matters on 160-CPU POWER nodes.
+# Then which CPUs share a core and a package, as hwloc reads them: core_id and the package id
+# alone mislead (hybrid ARM restarts core_id per cluster; POWER LPARs give package id -1). One
+# grep for all CPUs: these lists are binary attributes that dash's byte-wise `read` gets empty.
+SOURCE = Step(
+    "sysfs-cpu",
+    (),
+    "for d in /sys/devices/system/cpu/cpu[0-9]*; do "
+    "n=${d##*/cpu}; on=1; "
+    '[ -r "$d/online" ] && read -r on <"$d/online"; '
+    '[ "$on" = 0 ] && continue; '
+    '[ -r "$d/topology/core_id" ] || continue; '
+    'read -r core <"$d/topology/core_id"; pkg=-1; read -r pkg <"$d/topology/physical_package_id"; '
+    "node=; for l in \"$d\"/node[0-9]*; do [ -e \"$l\" ] && node=${l##*/node}; done; "
+    'echo "$n,$core,$pkg,$node"; '
+    "done; "
+    'if [ -r "$d/topology/core_cpus_list" ]; then a=core_cpus_list; b=package_cpus_list; '
+    "else a=thread_siblings_list; b=core_siblings_list; fi; "
+    'grep -H . /sys/devices/system/cpu/cpu[0-9]*/topology/"$a" /sys/devices/system/cpu/cpu[0-9]*/topology/"$b" '
+    "2>/dev/null; true",
+    "fallback topology from /sys/devices/system/cpu, with core and package sibling lists",
+)
 MAX_CPUS = 65_536
 
 _ROW = re.compile(r"^(\d{1,6}),(-?\d{1,10}),(-?\d{1,10}),(\d{0,6})$")
@@ -44,11 +66,11 @@ def _cpu_set(text: str, line: int | None) -> frozenset[int]:
     for part in text.strip().split(","):
         first, _, last = part.partition("-")
         if not (first.isascii() and first.isdigit() and len(first) <= 6 and (not last or (last.isascii() and last.isdigit() and len(last) <= 6))):
-            raise ParseError(SOURCE, f"bad CPU list {text[:40]!r}", line)
+            raise ParseError(SOURCE.name, f"bad CPU list {text[:40]!r}", line)
         total += (int(last) - int(first) + 1) if last else 1
         if total > MAX_CPUS:
-            raise ParseError(SOURCE, f"CPU list of over {MAX_CPUS} CPUs", line)
-    return frozenset(parse_cpulist(text, SOURCE, line))
+            raise ParseError(SOURCE.name, f"CPU list of over {MAX_CPUS} CPUs", line)
+    return frozenset(parse_cpulist(text, SOURCE.name, line))
 
 
 def _groups(cpus: list[int], lists: dict[int, dict[str, str]], names: tuple[str, ...], number: dict[int, int]) -> dict[int, frozenset[int]]:
@@ -60,16 +82,16 @@ def _groups(cpus: list[int], lists: dict[int, dict[str, str]], names: tuple[str,
     for cpu in cpus:
         text = next((lists[cpu][name] for name in names if name in lists.get(cpu, {})), None)
         if text is None:
-            raise ParseError(SOURCE, f"CPU {cpu} has no {names[0]} / {names[1]} line")
+            raise ParseError(SOURCE.name, f"CPU {cpu} has no {names[0]} / {names[1]} line")
         if text not in by_text:
             group = _cpu_set(text, number.get(cpu)) & online
             by_text[text] = canonical.setdefault(group, group)
         group_of[cpu] = by_text[text]
         if cpu not in group_of[cpu]:
-            raise ParseError(SOURCE, f"CPU {cpu} is missing from its own {names[0]}", number.get(cpu))
+            raise ParseError(SOURCE.name, f"CPU {cpu} is missing from its own {names[0]}", number.get(cpu))
     for group in canonical.values():
         if any(group_of[member] is not group for member in group):
-            raise ParseError(SOURCE, f"{names[0]} of CPUs {sorted(group)[:4]}... disagree: not a partition")
+            raise ParseError(SOURCE.name, f"{names[0]} of CPUs {sorted(group)[:4]}... disagree: not a partition")
     return group_of
 
 
@@ -96,20 +118,20 @@ def parse_sysfs_cpu(text: str) -> SysfsCpus:
             continue
         match = _ROW.match(line)
         if not match:
-            raise ParseError(SOURCE, f"expected CPU,CORE,PACKAGE,NODE or a sibling list, got {line[:60]!r}", number)
+            raise ParseError(SOURCE.name, f"expected CPU,CORE,PACKAGE,NODE or a sibling list, got {line[:60]!r}", number)
         cpu, core, package = int(match.group(1)), int(match.group(2)), int(match.group(3))
         if cpu in seen:
-            raise ParseError(SOURCE, f"CPU {cpu} listed twice", number)
+            raise ParseError(SOURCE.name, f"CPU {cpu} listed twice", number)
         if len(seen) >= MAX_CPUS:
-            raise ParseError(SOURCE, f"more than {MAX_CPUS} CPUs", number)
+            raise ParseError(SOURCE.name, f"more than {MAX_CPUS} CPUs", number)
         seen.add(cpu)
         raw.append((cpu, core, package, int(match.group(4)) if match.group(4) else None, number))
     if not raw:
-        raise ParseError(SOURCE, "no CPU rows")
+        raise ParseError(SOURCE.name, "no CPU rows")
     if not lists:
         for cpu, core, package, _node, number in raw:
             if core < 0 or package < 0:
-                raise ParseError(SOURCE, f"CPU {cpu} has core/package id {core}/{package} and the capture has no sibling lists: capture again", number)
+                raise ParseError(SOURCE.name, f"CPU {cpu} has core/package id {core}/{package} and the capture has no sibling lists: capture again", number)
         return SysfsCpus(tuple(CpuRow(cpu, core, package, node) for cpu, core, package, node, _ in raw), False)
 
     cpus = [entry[0] for entry in raw]
@@ -117,7 +139,7 @@ def parse_sysfs_cpu(text: str) -> SysfsCpus:
     cores = _groups(cpus, lists, _CORE_LISTS, list_line)
     for cpu in cpus:
         if not cores[cpu] <= packages[cpu]:
-            raise ParseError(SOURCE, f"CPU {cpu}: its core's CPUs are not all in its package", list_line.get(cpu))
+            raise ParseError(SOURCE.name, f"CPU {cpu}: its core's CPUs are not all in its package", list_line.get(cpu))
     core_id = {entry[0]: entry[1] for entry in raw}
     package_id = {entry[0]: entry[2] for entry in raw}
     package_groups = sorted(set(packages.values()), key=min)

@@ -6,17 +6,31 @@ import re
 
 from provision.errors import ParseError
 from provision.facts.model import NetInterface
+from provision.facts.source import Step
+
+# /proc reads are shell builtins: no process started (the probe runs on every node at once).
+HOSTNAME = Step(
+    "hostname",
+    (),
+    "if [ -r /proc/sys/kernel/hostname ]; then read -r h </proc/sys/kernel/hostname && echo \"$h\"; else hostname; fi",
+    "the name the host calls itself",
+)
+UNAME_M = Step("uname-m", ("uname",), "uname -m", "machine architecture")
+# MemTotal is /proc/meminfo's first line; sh's `read` takes one byte per system call, so only it.
+MEMINFO = Step("meminfo", (), "read -r l </proc/meminfo && echo \"$l\"", "memory (the MemTotal line of /proc/meminfo)")
+IP_ADDR = Step("ip-addr", ("ip",), "ip -o addr show", "interface addresses")
+IP_LINK = Step("ip-link", ("ip",), "ip -o link show", "interface state")
 
 _HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
 _ARCH = re.compile(r"^[A-Za-z0-9_]+$")
-_MEMTOTAL = re.compile(r"^MemTotal:\s+(\d+)\s+kB\s*$", re.MULTILINE)
+_MEMTOTAL = re.compile(r"^MemTotal:\s+([0-9]{1,18})\s+kB\s*$", re.MULTILINE)
 
 
 def parse_hostname(text: str) -> str:
     """The single word ``hostname`` prints."""
     name = text.strip()
     if not _HOSTNAME.match(name):
-        raise ParseError("hostname", f"not a host name: {name[:60]!r}", 1)
+        raise ParseError(HOSTNAME.name, f"not a host name: {name[:60]!r}", 1)
     return name
 
 
@@ -24,7 +38,7 @@ def parse_arch(text: str) -> str:
     """``uname -m`` -> ``x86_64``, ``ppc64le``, ``aarch64``..."""
     arch = text.strip()
     if not _ARCH.match(arch):
-        raise ParseError("uname-m", f"not a machine name: {arch[:60]!r}", 1)
+        raise ParseError(UNAME_M.name, f"not a machine name: {arch[:60]!r}", 1)
     return arch
 
 
@@ -32,7 +46,7 @@ def parse_meminfo(text: str) -> int:
     """``/proc/meminfo`` -> total memory in MiB."""
     match = _MEMTOTAL.search(text)
     if not match:
-        raise ParseError("meminfo", "no 'MemTotal: N kB' line")
+        raise ParseError(MEMINFO.name, "no 'MemTotal: N kB' line")
     return int(match.group(1)) // 1024
 
 
@@ -45,7 +59,7 @@ def parse_ip_addr(addr_text: str, link_text: str) -> tuple[NetInterface, ...]:
             continue
         match = re.match(r"^\d+:\s+([^:@\s]+)(?:@[^:]+)?:\s+<([^>]*)>", raw)
         if not match:
-            raise ParseError("ip-link", f"unexpected line {raw.strip()[:60]!r}", number)
+            raise ParseError(IP_LINK.name, f"unexpected line {raw.strip()[:60]!r}", number)
         name, flags = match.group(1), match.group(2).split(",")
         up[name] = "UP" in flags and "LOWER_UP" in flags
         order.append(name)
@@ -55,7 +69,7 @@ def parse_ip_addr(addr_text: str, link_text: str) -> tuple[NetInterface, ...]:
             continue
         match = re.match(r"^\d+:\s+(\S+)\s+(inet6?)\s+(\S+)", raw)
         if not match:
-            raise ParseError("ip-addr", f"unexpected line {raw.strip()[:60]!r}", number)
+            raise ParseError(IP_ADDR.name, f"unexpected line {raw.strip()[:60]!r}", number)
         name = match.group(1).split("@")[0]
         if name not in addresses:
             addresses[name] = []
