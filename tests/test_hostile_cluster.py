@@ -45,7 +45,9 @@ def test_probe_works_whatever_the_login_shell_and_a_tool_reading_stdin_cannot_ha
     assert facts["hostname"] == "oddnode"
     cpus = int(cluster.docker_exec("oddnode", "nproc", "--all"))
     assert sum(len(core["cpus"]) for s in facts["cpu"]["sockets"] for core in s["cores"]) == cpus
-    assert facts["cpu"]["source"] == "lscpu-p"  # the stand-in read its stdin, then ran the real lscpu
+    # The stand-in read its stdin, then ran the real lscpu: its parsable output agrees with hwloc's.
+    assert facts["cpu"]["source"] == "hwloc-xml" and not any("lscpu-p" in note for note in facts["notes"])
+    assert (tmp_path / "facts" / "oddnode" / "lscpu-p.txt").read_text().startswith("# The following")
     assert facts["openmpi"]["version"].startswith("4.1") and facts["memory_mib"] > 0
     assert (tmp_path / "facts" / "oddnode" / "lscpu.txt").read_text().startswith("Architecture:")
 
