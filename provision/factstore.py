@@ -7,6 +7,7 @@ facts directory can itself be replayed.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from provision.errors import FactsError
@@ -42,9 +43,40 @@ def load_host(facts_dir: Path, host: str) -> HostFacts:
         raise FactsError(f"no facts for host {host} in {facts_dir}/ (run `provision probe {host}` first)")
     try:
         data = json.loads(path.read_text())
+        problem = _text_problem(data, host)
+        if problem:
+            raise FactsError(f"{path}: {problem}; run `provision probe {host}` again")
         return HostFacts.from_dict(data)
     except (ValueError, KeyError, TypeError) as error:
         raise FactsError(f"{path}: corrupt facts file ({type(error).__name__}: {error}); run `provision probe {host}` again") from None
+
+
+# Control characters, and the Unicode line breaks str.splitlines() honours: none may reach a rank
+# file, hostfile, slurm line or terminal from a facts file (which a node's answers filled).
+_LINE_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _text_problem(data: object, host: str) -> str | None:
+    """Why the JSON of ``<host>.json`` cannot be trusted as text, or None (names the field)."""
+    if not isinstance(data, dict):
+        return "corrupt facts file (not a JSON object)"
+    for field in ("host", "hostname"):
+        value = data.get(field)
+        if not isinstance(value, str) or not HOST_NAME.match(value):
+            return f"field {field!r} is {str(value)[:60]!r}, not a host name (letters, digits, '.', '_', '-')"
+    if data["host"] != host:
+        return f"field 'host' is {data['host']!r} but the file name says {host!r}"
+    stack: list[tuple[str, object]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{key}" if where else str(key), item) for key, item in value.items())
+            stack.extend((f"{where} key", key) for key in value)
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{index}]", item) for index, item in enumerate(value))
+        elif isinstance(value, str) and _LINE_BREAKING.search(value):
+            return f"field {where!r} holds a line break or control character ({value[:60]!r})"
+    return None
 
 
 def cached_hosts(facts_dir: Path) -> list[str]:

@@ -82,3 +82,13 @@ def test_topology_svg_and_slurm(facts_dir, tmp_path):
     assert (tmp_path / "t.svg").read_text().startswith("<?xml")
     done = run_cli("slurm-nodes", "--facts-dir", str(facts_dir))
     assert "NodeName=minsky CPUs=160 Boards=1 SocketsPerBoard=2 CoresPerSocket=10 ThreadsPerCore=8" in done.stdout
+
+
+def test_facts_file_cannot_inject_rank_file_lines(facts_dir, tmp_path):
+    path = facts_dir / "minsky.json"
+    path.write_text(path.read_text().replace('"hostname": "minsky"', '"hostname": "minsky\\nrank 99=evil slot=0:0"'))
+    out = tmp_path / "x.rf"
+    done = run_cli("rankfile", "2x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir), "--allow-no-gpu", "-o", str(out))
+    one_line_error(done, "minsky.json", "'hostname'")
+    assert not out.exists()
+    one_line_error(run_cli("slurm-nodes", "--facts-dir", str(facts_dir)), "minsky.json")
