@@ -92,3 +92,23 @@ def test_facts_file_cannot_inject_rank_file_lines(facts_dir, tmp_path):
     one_line_error(done, "minsky.json", "'hostname'")
     assert not out.exists()
     one_line_error(run_cli("slurm-nodes", "--facts-dir", str(facts_dir)), "minsky.json")
+
+
+def test_inconsistent_core_numbers_refused_even_under_python_O(facts_dir, tmp_path):
+    """The check that no slot names a missing core is a real error, not an ``assert`` -O removes."""
+    import json
+    import subprocess
+    import sys
+
+    path = facts_dir / "minsky.json"
+    data = json.loads(path.read_text())
+    data["cpu"]["sockets"][0]["cores"][-1]["index"] = 12  # socket 0 numbered 0-8, 12
+    path.write_text(json.dumps(data))
+    out = tmp_path / "x.rf"
+    done = subprocess.run(
+        [sys.executable, "-O", "-m", "provision", "rankfile", "2x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir),
+         "--allow-no-gpu", "-o", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )
+    one_line_error(done, "host minsky: socket 0 has no core 9")
+    assert not out.exists()
