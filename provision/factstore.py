@@ -51,9 +51,14 @@ def load_host(facts_dir: Path, host: str) -> HostFacts:
         raise FactsError(f"{path}: corrupt facts file ({type(error).__name__}: {error}); run `provision probe {host}` again") from None
 
 
-# Control characters, and the Unicode line breaks str.splitlines() honours: none may reach a rank
-# file, hostfile, slurm line or terminal from a facts file (which a node's answers filled).
-_LINE_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Line breaks (every one str.splitlines() honours) may be in no field: facts end up in rank files,
+# hostfiles, slurm.conf lines and terminals. Other control characters (an ANSI escape...) may be in
+# no field either, except the free-text reasons in ``unavailable`` (the first line of a failed
+# command's stderr, never written to a file or printed from here), so a facts file provision wrote
+# itself always loads.
+_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_FREE_TEXT = "unavailable."
 
 
 def _text_problem(data: object, host: str) -> str | None:
@@ -74,8 +79,11 @@ def _text_problem(data: object, host: str) -> str | None:
             stack.extend((f"{where} key", key) for key in value)
         elif isinstance(value, list):
             stack.extend((f"{where}[{index}]", item) for index, item in enumerate(value))
-        elif isinstance(value, str) and _LINE_BREAKING.search(value):
-            return f"field {where!r} holds a line break or control character ({value[:60]!r})"
+        elif isinstance(value, str):
+            if _LINE_BREAK.search(value):
+                return f"field {where!r} holds a line break ({value[:60]!r})"
+            if _CONTROL.search(value) and not where.startswith(_FREE_TEXT):
+                return f"field {where!r} holds a control character ({value[:60]!r})"
     return None
 
 

@@ -82,3 +82,13 @@ def test_fields_that_reach_rank_files_cannot_carry_lines(tmp_path, field, value)
     with pytest.raises(FactsError, match=r"minsky\.json: ") as caught:
         load_host(tmp_path, "minsky")
     assert "\n" not in str(caught.value) and "\r" not in str(caught.value)
+
+
+def test_reasons_provision_itself_saved_still_load(tmp_path):
+    """``unavailable`` holds the first line of a failed command's stderr: odd bytes there are kept."""
+    path = _saved_minsky(tmp_path)
+    _edit(path, unavailable={"nvidia-smi-query": "exit 9: \x1b[31mNVML\tfailed"})
+    assert load_host(tmp_path, "minsky").unavailable["nvidia-smi-query"].endswith("failed")
+    _edit(path, unavailable={"nvidia-smi-query": "exit 9\nrank 0=evil"})
+    with pytest.raises(FactsError, match="line break"):
+        load_host(tmp_path, "minsky")
