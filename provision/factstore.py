@@ -7,6 +7,7 @@ facts directory can itself be replayed.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from provision.errors import FactsError
@@ -54,9 +55,48 @@ def load_host(facts_dir: Path, host: str) -> HostFacts:
         raise FactsError(f"no facts for host {host} in {facts_dir}/ (run `provision probe {host}` first)")
     try:
         data = json.loads(path.read_text())
+        problem = _text_problem(data, host)
+        if problem:
+            raise FactsError(f"{path}: {problem}; run `provision probe {host}` again")
         return HostFacts.from_dict(data)
     except (ValueError, KeyError, TypeError) as error:
         raise FactsError(f"{path}: corrupt facts file ({type(error).__name__}: {error}); run `provision probe {host}` again") from None
+
+
+# Line breaks (every one str.splitlines() honours) may be in no field: facts end up in rank files,
+# hostfiles, slurm.conf lines and terminals. Other control characters (an ANSI escape...) may be in
+# no field either, except the free-text reasons in ``unavailable`` (the first line of a failed
+# command's stderr, never written to a file or printed from here), so a facts file provision wrote
+# itself always loads.
+_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_FREE_TEXT = "unavailable."
+
+
+def _text_problem(data: object, host: str) -> str | None:
+    """Why the JSON of ``<host>.json`` cannot be trusted as text, or None (names the field)."""
+    if not isinstance(data, dict):
+        return "corrupt facts file (not a JSON object)"
+    for field in ("host", "hostname"):
+        value = data.get(field)
+        if not isinstance(value, str) or not HOST_NAME.match(value):
+            return f"field {field!r} is {str(value)[:60]!r}, not a host name (letters, digits, '.', '_', '-')"
+    if data["host"] != host:
+        return f"field 'host' is {data['host']!r} but the file name says {host!r}"
+    stack: list[tuple[str, object]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{key}" if where else str(key), item) for key, item in value.items())
+            stack.extend((f"{where} key", key) for key in value)
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{index}]", item) for index, item in enumerate(value))
+        elif isinstance(value, str):
+            if _LINE_BREAK.search(value):
+                return f"field {where!r} holds a line break ({value[:60]!r})"
+            if _CONTROL.search(value) and not where.startswith(_FREE_TEXT):
+                return f"field {where!r} holds a control character ({value[:60]!r})"
+    return None
 
 
 def cached_hosts(facts_dir: Path) -> list[str]:

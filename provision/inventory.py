@@ -250,4 +250,5 @@ def inventory_to_yaml(inventory: Inventory) -> str:
         document["racks"] = [{"name": rack.name, "hosts": list(rack.hosts)} for rack in inventory.racks]
     if inventory.vars:
         document["vars"] = inventory.vars
-    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when present: same text, ~3x faster
+    return yaml.dump(document, Dumper=dumper, sort_keys=False, default_flow_style=False)

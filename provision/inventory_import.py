@@ -62,6 +62,7 @@ class _Builder:
         self.groups: dict[str, list[str]] = {}
         self.children: dict[str, list[str]] = {}
         self.group_vars: dict[str, dict[str, Any]] = {}
+        self._in_group: dict[str, set[str]] = {}  # group -> its direct members, for O(1) "already there?"
 
     def add_host(self, pattern: str, variables: dict[str, Any], line: int, group: str | None) -> None:
         """Record the hosts of ``pattern`` (ranges expanded) with their variables, in ``group``."""
@@ -72,24 +73,42 @@ class _Builder:
             self.host_lines.setdefault(name, line)
             if group and group != "all":
                 members = self.groups.setdefault(group, [])
-                if name not in members:
+                known = self._in_group.setdefault(group, set(members))
+                if name not in known:
+                    known.add(name)
                     members.append(name)
 
-    def members(self, group: str, stack: tuple[str, ...] = ()) -> list[str]:
-        """Hosts of ``group`` and of its children, in order; a cycle is an error."""
+    def members(self, group: str, stack: tuple[str, ...] = (), memo: dict[str, list[str]] | None = None) -> list[str]:
+        """Hosts of ``group`` and of its children, in order; a cycle is an error.
+
+        With ``memo`` each group is expanded once (linear in the inventory's size, not quadratic).
+        """
+        if memo is not None and group in memo:
+            return memo[group]
         if group in stack:
             raise InventoryError(str(self.path), None, f"group {group} contains itself through :children")
         names = list(self.groups.get(group, []))
+        seen = set(names)
         for child in self.children.get(group, []):
-            names += [n for n in self.members(child, stack + (group,)) if n not in names]
+            for name in self.members(child, stack + (group,), memo):
+                if name not in seen:
+                    seen.add(name)
+                    names.append(name)
+        if memo is not None:
+            memo[group] = names
         return names
 
     def build(self) -> Inventory:
         """Check every host through provision's own rules and make the :class:`Inventory`."""
+        memo: dict[str, list[str]] = {}
+        groups_of: dict[str, list[str]] = {}  # host -> the groups holding it, in group order
+        for group in list(self.groups) + list(self.children):
+            for name in self.members(group, (), memo):
+                groups_of.setdefault(name, []).append(group)
         hosts: dict[str, Host] = {}
         for name, variables in self.host_vars.items():
             merged: dict[str, Any] = {}
-            for group in [g for g in list(self.groups) + list(self.children) if name in self.members(g)]:
+            for group in groups_of.get(name, ()):
                 merged.update(self.group_vars.get(group, {}))
             merged = {**self.group_vars.get("all", {}), **merged, **variables}
             fields: dict[str, Any] = {}
@@ -103,7 +122,7 @@ class _Builder:
                 fields["vars"] = extra
             hosts[name] = _host_fields(self.path, name, fields, self.host_lines[name], {})
         all_groups = list(dict.fromkeys(list(self.groups) + list(self.children)))
-        groups = {g: tuple(self.members(g)) for g in all_groups if g not in ("all", "ungrouped")}
+        groups = {g: tuple(self.members(g, (), memo)) for g in all_groups if g not in ("all", "ungrouped")}
         racks = tuple(Rack(g, members) for g, members in groups.items() if _RACK.match(g) and members)
         return Inventory(hosts, groups, racks, {}, None)
 

@@ -21,7 +21,7 @@ class LineList(list):
     item_lines: list
 
 
-class _LineLoader(yaml.SafeLoader):
+class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml when present: ~10x faster, same marks
     pass
 
 

@@ -93,3 +93,24 @@ def test_bad_option_value_is_one_line_and_exit_2():
 def test_version():
     done = run_cli("--version")
     assert done.returncode == 0 and done.stdout.startswith("provision ")
+
+
+def test_facts_that_cannot_be_saved_are_one_line_each_and_the_rest_still_printed(tmp_path):
+    """Tests run as root, where chmod does not stop writes: a regular file stands where a folder must go."""
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    (facts / "minsky").write_text("a file where minsky's capture folder goes")
+    done = run_cli("probe", "--replay", "tests/fixtures/captures", "minsky", "epyc7451", "--facts-dir", str(facts))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "minsky" in done.stdout and "epyc7451" in done.stdout  # both hosts' results printed
+    errors = [line for line in done.stderr.splitlines() if "cannot save" in line]
+    assert len(errors) == 1 and str(facts / "minsky") in errors[0], done.stderr
+    assert (facts / "epyc7451.json").exists() and not (facts / "minsky.json").exists()
+
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("")
+    done = run_cli("probe", "--replay", "tests/fixtures/captures", "minsky", "epyc7451", "--json", "--facts-dir", str(blocked / "facts"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert [h["status"] for h in json.loads(done.stdout)["hosts"]] == ["ok", "ok"]
+    assert [line for line in done.stderr.splitlines() if "cannot save" in line and str(blocked) in line] != []
+    assert len(done.stderr.strip().splitlines()) == 2, done.stderr  # one line per host

@@ -1,5 +1,6 @@
 """Facts directory: save, load, corrupt files."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,61 @@ def test_save_writes_nothing_for_an_unknown_capture_name(tmp_path, name):
         save_host(tmp_path / "facts", facts, captures)
     assert not (tmp_path / "facts").exists() and list(tmp_path.iterdir()) == []
     assert not Path(f"{name}.txt").exists() and not Path("/tmp/provision-test-forged.txt").exists()
+
+
+def _saved_minsky(facts_dir):
+    captures = {n: Capture(n, 0, t, "") for n, t in capture_dir("minsky").items()}
+    save_host(facts_dir, facts_from_captures("minsky", captures).facts, captures)
+    return facts_dir / "minsky.json"
+
+
+def _edit(path, **changes):
+    data = json.loads(path.read_text())
+    for dotted, value in changes.items():
+        target = data
+        *parents, last = dotted.split("__")
+        for key in parents:
+            target = target[int(key)] if isinstance(target, list) else target[key]
+        target[last] = value
+    path.write_text(json.dumps(data))
+
+
+def test_host_field_must_match_the_file_name(tmp_path):
+    path = _saved_minsky(tmp_path)
+    _edit(path, host="other")
+    with pytest.raises(FactsError, match=r"minsky\.json: .*'other'.*file name") as caught:
+        load_host(tmp_path, "minsky")
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("host", "minsky\nrank 99=evil slot=0:0"),
+        ("hostname", "minsky\nrank 99=evil slot=0:0"),
+        ("hostname", "evil;rm -rf /"),
+        ("hostname", ""),
+        ("cpu__source", "numactl-H\n#injected"),
+        ("probed_at", "2026\rrank 0=evil"),
+        ("arch", "x86_64\u2028rank"),
+        ("openmpi__version", "4.1\n5"),
+        ("notes", ["fine", "bad\nline"]),
+        ("sources__cpu", "ok\x1b[2J"),
+    ],
+)
+def test_fields_that_reach_rank_files_cannot_carry_lines(tmp_path, field, value):
+    path = _saved_minsky(tmp_path)
+    _edit(path, **{field: value})
+    with pytest.raises(FactsError, match=r"minsky\.json: ") as caught:
+        load_host(tmp_path, "minsky")
+    assert "\n" not in str(caught.value) and "\r" not in str(caught.value)
+
+
+def test_reasons_provision_itself_saved_still_load(tmp_path):
+    """``unavailable`` holds the first line of a failed command's stderr: odd bytes there are kept."""
+    path = _saved_minsky(tmp_path)
+    _edit(path, unavailable={"nvidia-smi-query": "exit 9: \x1b[31mNVML\tfailed"})
+    assert load_host(tmp_path, "minsky").unavailable["nvidia-smi-query"].endswith("failed")
+    _edit(path, unavailable={"nvidia-smi-query": "exit 9\nrank 0=evil"})
+    with pytest.raises(FactsError, match="line break"):
+        load_host(tmp_path, "minsky")

@@ -66,3 +66,48 @@ def test_bad_line_named(tmp_path):
     path.write_text("[g]\nnode1 ansible_host=$(reboot)\n")
     with pytest.raises(InventoryError, match=f"{path}:2:"):
         import_ansible_inventory(path)
+
+
+def _big_ini(hosts: int, racks: int) -> str:
+    per_rack = hosts // racks
+    lines = []
+    for rack in range(racks):
+        lines.append(f"[rack{rack:03d}]")
+        lines += [f"n{rack * per_rack + i:05d} ansible_host=10.{rack}.0.{i} gpus={i % 4}" for i in range(per_rack)]
+        lines.append(f"[rack{rack:03d}:vars]\nswitch=sw{rack:03d}\nrole=worker")
+    lines.append("[login]\nn00000 role=login")  # a host in two groups: the later group's vars win, its own win over both
+    lines.append("[login:vars]\nshell=bash")
+    lines.append("[gpu:children]\n" + "\n".join(f"rack{rack:03d}" for rack in range(racks)))
+    lines.append("[site:children]\ngpu\nlogin")  # two levels of children, overlapping members
+    lines.append("[all:vars]\nansible_user=mpi\nansible_port=2222")
+    return "\n".join(lines) + "\n"
+
+
+def test_big_inventory_imported_exactly(tmp_path):
+    """8192 hosts in 32 racks (the bench's size; bench/inventory_import_1024.py times it)."""
+    from provision.inventory import inventory_to_yaml, load_inventory
+
+    path = tmp_path / "hosts.ini"
+    path.write_text(_big_ini(8192, 32))
+    inv = import_ansible_inventory(path)
+    names = [f"n{i:05d}" for i in range(8192)]
+    assert list(inv.hosts) == names
+    assert [r.name for r in inv.racks] == [f"rack{r:03d}" for r in range(32)]
+    assert inv.rack_order() == names and all(len(r.hosts) == 256 for r in inv.racks)
+    assert inv.groups["gpu"] == tuple(names) and inv.groups["site"] == tuple(names)
+    assert inv.groups["login"] == ("n00000",)
+    last = inv.hosts["n08191"]
+    assert (last.address, last.user, last.port) == ("10.31.0.255", "mpi", 2222)
+    assert last.vars == {"gpus": 3, "switch": "sw031", "role": "worker"}
+    assert inv.hosts["n00000"].vars == {"gpus": 0, "switch": "sw000", "role": "login", "shell": "bash"}
+    out = tmp_path / "hosts.yml"
+    out.write_text(inventory_to_yaml(inv))
+    again = load_inventory(out)
+    assert again.hosts == inv.hosts and again.racks == inv.racks and again.groups == inv.groups
+
+
+def test_children_cycle_named(tmp_path):
+    path = tmp_path / "hosts"
+    path.write_text("[a]\nh1\n[a:children]\nb\n[b:children]\nc\n[c:children]\na\n")
+    with pytest.raises(InventoryError, match="contains itself"):
+        import_ansible_inventory(path)

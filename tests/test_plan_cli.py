@@ -102,3 +102,33 @@ def test_probe_takes_the_ssh_options(command, tmp_path):
 
 def test_unreadable_ssh_config_is_one_line(tmp_path):
     one_line_error(run_cli("probe", "h1", "--ssh-config", str(tmp_path / "missing")), str(tmp_path / "missing"), "cannot read ssh_config")
+
+
+def test_facts_file_cannot_inject_rank_file_lines(facts_dir, tmp_path):
+    path = facts_dir / "minsky.json"
+    path.write_text(path.read_text().replace('"hostname": "minsky"', '"hostname": "minsky\\nrank 99=evil slot=0:0"'))
+    out = tmp_path / "x.rf"
+    done = run_cli("rankfile", "2x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir), "--allow-no-gpu", "-o", str(out))
+    one_line_error(done, "minsky.json", "'hostname'")
+    assert not out.exists()
+    one_line_error(run_cli("slurm-nodes", "--facts-dir", str(facts_dir)), "minsky.json")
+
+
+def test_inconsistent_core_numbers_refused_even_under_python_O(facts_dir, tmp_path):
+    """The check that no slot names a missing core is a real error, not an ``assert`` -O removes."""
+    import json
+    import subprocess
+    import sys
+
+    path = facts_dir / "minsky.json"
+    data = json.loads(path.read_text())
+    data["cpu"]["sockets"][0]["cores"][-1]["index"] = 12  # socket 0 numbered 0-8, 12
+    path.write_text(json.dumps(data))
+    out = tmp_path / "x.rf"
+    done = subprocess.run(
+        [sys.executable, "-O", "-m", "provision", "rankfile", "2x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir),
+         "--allow-no-gpu", "-o", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )
+    one_line_error(done, "host minsky: socket 0 has no core 9")
+    assert not out.exists()

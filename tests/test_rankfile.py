@@ -97,3 +97,22 @@ def test_never_a_core_the_host_lacks():
         plan = plan_rankfile(parse_dims(f"{learners}x1x1"), [minsky("n1", gpus=0, gpu_sockets=None)], allow_no_gpu=True)
         for slot in plan.slots():
             assert slot.last_core < 10
+
+
+def _with_core_indexes(facts, indexes):
+    """``facts`` whose socket 0 has cores numbered ``indexes`` (as a hand-edited facts file could say)."""
+    socket = facts.cpu.sockets[0]
+    cores = tuple(dataclasses.replace(core, index=i) for core, i in zip(socket.cores, indexes))
+    sockets = (dataclasses.replace(socket, cores=cores), *facts.cpu.sockets[1:])
+    return dataclasses.replace(facts, cpu=dataclasses.replace(facts.cpu, sockets=sockets))
+
+
+def test_a_core_number_the_host_lacks_is_a_plan_error_not_an_assert():
+    gap = _with_core_indexes(minsky("n1", gpus=0, gpu_sockets=None), [0, 1, 2, 3, 4, 5, 6, 7, 8, 12])
+    with pytest.raises(PlanError, match="host n1: socket 0 has no core 9"):
+        plan_rankfile(parse_dims("2x1x1"), [gap], allow_no_gpu=True)
+
+
+def test_a_gpu_on_a_socket_the_host_lacks_is_a_plan_error():
+    with pytest.raises(PlanError, match="host n1: GPU 2 is on socket 7, but the host has sockets 0-1"):
+        plan_rankfile(parse_dims("4x1x1"), [minsky("n1", gpu_sockets=(0, 0, 7, 1))])

@@ -20,7 +20,7 @@ from provision.plans.launch import DdlOptions, allocation_hostfile, hostfile, mp
 from provision.plans.picture import rich_tree, svg
 from provision.plans.rankcheck import check_rankfile, parse_rankfile
 from provision.plans.rankfile import RankPlan, plan_rankfile, render_rankfile
-from provision.plans.slurm import slurm_node_line
+from provision.plans.slurm import slurm_node_line, uneven_note
 
 HOSTS = typer.Option(None, "--hosts", help="h1,h2,...: Y·Z hosts, rack by rack (default: the inventory's racks).")
 PROBE = typer.Option(False, "--probe", help="Probe the hosts now (then save their facts) instead of reading --facts-dir.")
@@ -225,4 +225,8 @@ def slurm_nodes(
     if not names:
         raise fail(f"no facts in {facts_dir}/: run `provision probe` first")
     for name in names:
-        typer.echo(slurm_node_line(load_host(facts_dir, name)))
+        facts = load_host(facts_dir, name)
+        typer.echo(slurm_node_line(facts))
+        note = uneven_note(facts)
+        if note:
+            stderr.print(f"warning: {note}", highlight=False, soft_wrap=True, markup=False)

@@ -60,10 +60,15 @@ def probe(
                 results = probe_hosts(targets, settings.ssh, settings.forks, on_done=lambda _r: progress.advance(task))
         else:
             results = probe_hosts(targets, settings.ssh, settings.forks)
+    unsaved = []  # one line per host whose facts could not be written (facts dir not writable, disk full)
     if save:
         for result in results:
             if result.facts is not None:
-                save_host(facts_dir, result.facts, result.captures)
+                try:
+                    save_host(facts_dir, result.facts, result.captures)
+                except OSError as error:
+                    where = error.filename or facts_dir / f"{result.host}.json"
+                    unsaved.append(f"{result.host}: cannot save facts: {where}: {error.strerror or error}")
     if as_json:
         typer.echo(results_json(results))
     else:
@@ -72,12 +77,14 @@ def probe(
             for result in results:
                 if result.facts is not None:
                     print_topology(result.facts, console)
-        if save and any(r.ok for r in results):
+        if save and len(unsaved) < sum(r.ok for r in results):
             console.print(f"facts saved in {facts_dir}/")
     failed = [r for r in results if not r.ok]
-    if failed:
-        for result in failed:
-            stderr.print(f"[red]{result.host}[/red]: {result.error_kind}: {result.error}", highlight=False, soft_wrap=True)
+    for result in failed:
+        stderr.print(f"[red]{result.host}[/red]: {result.error_kind}: {result.error}", highlight=False, soft_wrap=True)
+    for line in unsaved:
+        stderr.print(f"provision: error: {line}", highlight=False, soft_wrap=True, markup=False)
+    if failed or unsaved:
         raise typer.Exit(1)
 
 

@@ -79,6 +79,9 @@ def _sockets_of_learners(facts: HostFacts, learners: int, use_gpu_affinity: bool
     sockets = facts.cpu.socket_count
     gpus = sorted(facts.gpus, key=lambda g: g.index)[:learners]
     if use_gpu_affinity and len(gpus) == learners and all(g.socket is not None for g in gpus):
+        for gpu in gpus:
+            if not 0 <= gpu.socket < sockets:
+                raise PlanError(f"host {facts.host}: GPU {gpu.index} is on socket {gpu.socket}, but the host has sockets 0-{sockets - 1}")
         return [g.socket for g in gpus], RULE_GPU
     if learners <= sockets:
         return list(range(learners)), RULE_RANK_GEN
@@ -89,6 +92,17 @@ def _sockets_of_learners(facts: HostFacts, learners: int, use_gpu_affinity: bool
         )
     per_socket = learners // sockets
     return [x // per_socket for x in range(learners)], RULE_RANK_GEN
+
+
+def _check_cores_exist(facts: HostFacts, slot: Slot) -> None:
+    """Raise :class:`PlanError` unless every core of ``slot`` is a usable core of its socket."""
+    have = {core.index for core in facts.cpu.sockets[slot.socket].cores}
+    for core in range(slot.first_core, slot.last_core + 1):
+        if core not in have:
+            raise PlanError(
+                f"host {facts.host}: socket {slot.socket} has no core {core} (its cores are numbered "
+                f"{', '.join(map(str, sorted(have)))}); the facts are inconsistent, probe the host again"
+            )
 
 
 def plan_host(facts: HostFacts, dims: Dims, host_index: int, *, allow_no_gpu: bool = False, use_gpu_affinity: bool = True) -> HostPlan:
@@ -114,7 +128,7 @@ def plan_host(facts: HostFacts, dims: Dims, host_index: int, *, allow_no_gpu: bo
         first = placed[socket_index] * share
         placed[socket_index] += 1
         slot = Slot(rank_of(dims, learner, host_index), facts.host, learner, socket_index, first, first + share - 1)
-        assert slot.last_core < cores  # never a core the host does not have
+        _check_cores_exist(facts, slot)  # never a core the host does not have (a real check: not an assert)
         slots.append(slot)
     return HostPlan(facts.host, host_index, z, y, rule, tuple(slots))
 
