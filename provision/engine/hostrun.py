@@ -88,6 +88,11 @@ class HostRun:
     round_trips: int = 0
     wanted: dict[FactKey, None] = field(default_factory=dict)  # facts later tasks are known to need
 
+    def facts_hostname(self) -> str | None:
+        """The name this host calls itself (from its facts), if read."""
+        info = self.facts.get(HOSTINFO) or {}
+        return info.get("hostname") or None
+
     # -- facts and changes ---------------------------------------------------------------------
     def record_effects(self, effects) -> None:
         """Update the cache with a change's predicted effects."""

@@ -86,13 +86,15 @@ class Runner:
 
     def __init__(self, plays: list[Play], inventory: Inventory, variables: Variables, ssh: SshOptions,
                  options: RunOptions, limit: list[str] | None = None, session_factory: Callable | None = None,
-                 on_result: Callable[[TaskResult], None] | None = None, on_host: Callable[[str, str], None] | None = None):
+                 on_result: Callable[[TaskResult], None] | None = None, on_host: Callable[[str, str], None] | None = None,
+                 keep_sessions: bool = False):
         from provision.session import Session
 
         self.plays, self.inventory, self.variables, self.ssh, self.options = plays, inventory, variables, ssh, options
         self.limit = set(h.name for h in inventory.resolve(limit)) if limit else None
         self.session_factory = session_factory or Session
         self.on_result, self.on_host = on_result, on_host
+        self.keep_sessions = keep_sessions
         self.deferred = DEFERRED | {t.register for p in plays for t in (*p.tasks, *p.handlers) if t.register}
         self.hostvars: dict[str, dict] = {}
         self.prefetch: dict[str, dict[FactKey, None]] = {}
@@ -213,9 +215,11 @@ class Runner:
             for play, hosts in zip(self.plays, self.play_hosts):
                 fan_out(hosts, lambda h: self._play_on_host(play, runs[h.name]), self.options.forks)
                 for name, run in runs.items():
-                    self.hostvars[name] = {**run.registered, "facts": run.facts.get(HOSTINFO) or {}, "inventory_hostname": name}
+                    self.hostvars[name] = {**run.registered, "facts": run.facts.get(HOSTINFO) or {}, "inventory_hostname": name,
+                                           "inventory_address": run.host.address, "inventory_port": run.host.port}
         finally:
-            fan_out(list(runs.values()), lambda r: r.session.close(), self.options.forks, on_error=lambda _r, _e: None)
+            if not self.keep_sessions:
+                fan_out(list(runs.values()), lambda r: r.session.close(), self.options.forks, on_error=lambda _r, _e: None)
         return self._report(runs)
 
     def _play_on_host(self, play: Play, run: HostRun) -> None:

@@ -32,7 +32,42 @@ def _environment(**extra) -> SandboxedEnvironment:
     env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False, **extra)
     env.filters["quote"] = _quote
     env.filters["pluck"] = pluck
+    env.filters["registered"] = registered
+    env.filters["host_key_entries"] = host_key_entries
     return env
+
+
+def registered(hostvars: Any, name: str) -> list:
+    """``hostvars | registered('user_keys')``: every host's registered results of that name
+    (loop results flattened, each with ``host`` added), hosts without it skipped."""
+    out = []
+    for host, values in sorted((hostvars or {}).items()):
+        value = values.get(name) if isinstance(values, dict) else None
+        if not isinstance(value, dict):
+            continue
+        for result in value.get("results", [value]):
+            if isinstance(result, dict):
+                out.append({**result, "host": host})
+    return out
+
+
+def host_key_entries(hostvars: Any) -> list:
+    """known_hosts entries for every host: its host keys (read over the verified connection)
+    under every name it is reached by: inventory name, ``[address]:port`` (or address), host
+    name, FQDN, short name and addresses."""
+    entries = []
+    for host, values in sorted((hostvars or {}).items()):
+        facts = values.get("facts") or {}
+        keys = facts.get("host_keys") or []
+        if not keys:
+            continue
+        address, port = values.get("inventory_address"), values.get("inventory_port")
+        names = [host]
+        if address:
+            names.append(f"[{address}]:{port}" if port and port != 22 else address)
+        names += [facts.get("hostname"), facts.get("fqdn"), facts.get("short"), *(facts.get("addresses") or [])]
+        entries.append({"names": [n for n in dict.fromkeys(names) if n], "keys": list(keys)})
+    return entries
 
 
 def pluck(results: Any, field: str) -> list:
