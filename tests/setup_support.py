@@ -36,7 +36,16 @@ def start_setup_cluster(project: str, material: Path, nodes=SETUP_NODES) -> Clus
         ports[node] = int(out.rsplit(":", 1)[1])
     wait_for_ssh(ports)
     cluster = Cluster(ports, host_keys, project, key=material / "id_ed25519")
+    cluster.material = material
     return cluster
+
+
+def restart_node(cluster: Cluster, node: str) -> None:
+    """Start a stopped node again; its published port changes, so ``cluster.ports`` is updated."""
+    subprocess.run(["docker", "start", cluster.container(node)], check=True, capture_output=True)
+    out = compose(cluster.project, cluster.material, "port", node, "22").stdout.strip()
+    cluster.ports[node] = int(out.rsplit(":", 1)[1])
+    wait_for_ssh({node: cluster.ports[node]})
 
 
 def stop_setup_cluster(project: str, material: Path) -> None:

@@ -87,12 +87,18 @@ ENV = _environment()
 SHELL_ENV = _environment(finalize=lambda value: _quote(value) if not isinstance(value, jinja2.runtime.Undefined) else value)
 
 
-def variables_in(text: str) -> set[str]:
+@lru_cache(maxsize=4096)
+def variables_in(text: str) -> frozenset[str]:
     """The top-level variable names a template string refers to."""
     try:
-        return set(meta.find_undeclared_variables(ENV.parse(text)))
+        return frozenset(meta.find_undeclared_variables(ENV.parse(text)))
     except jinja2.TemplateSyntaxError:
-        return set()
+        return frozenset()
+
+
+@lru_cache(maxsize=4096)
+def _compiled(text: str, shell: bool) -> jinja2.Template:
+    return (SHELL_ENV if shell else ENV).from_string(text)
 
 
 def render_value(value: Any, context: dict, *, shell: bool = False) -> Any:
@@ -108,7 +114,7 @@ def render_value(value: Any, context: dict, *, shell: bool = False) -> Any:
     single = _SINGLE.match(value.strip())
     if single and not shell:
         return compile_expression(single.group("expr"))(**context)
-    return (SHELL_ENV if shell else ENV).from_string(value).render(context)
+    return _compiled(value, shell).render(context)
 
 
 @lru_cache(maxsize=1024)
