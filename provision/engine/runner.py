@@ -163,7 +163,9 @@ class Runner:
                     self._prepare_task(play, task, host)
 
     def _prepare_task(self, play: Play, task: Task, host: Host) -> None:
-        deferred = bool(_names([task.args, task.when, task.loop]) & self.deferred)
+        whens = task.when if isinstance(task.when, list) else [task.when]
+        expressions = ["{{ " + w + " }}" for w in whens if isinstance(w, str)]
+        deferred = bool(_names([task.args, task.loop, expressions]) & self.deferred)
         become = task.become if task.become is not None else play.become
         self.root[host.name] = self.root.get(host.name, False) or become
         try:

@@ -142,7 +142,7 @@ def parse_output(text: str, nonce: str) -> Output:
         elif kind == "rc":
             if pending_step is None or index is None or int(index) != pending_step or code is None:
                 raise ParseError("engine", "exit-code frame without its step")
-            result.steps.append((pending_step, int(code), step_body[-4000:]))
+            result.steps.append((pending_step, int(code), step_body.rstrip("\n")[-4000:]))
             pending_step = None
         elif kind == "fact":
             if len(body) > BODY_LIMIT:

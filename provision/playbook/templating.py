@@ -113,7 +113,10 @@ def render_value(value: Any, context: dict, *, shell: bool = False) -> Any:
         return value
     single = _SINGLE.match(value.strip())
     if single and not shell:
-        return compile_expression(single.group("expr"))(**context)
+        result = compile_expression(single.group("expr"))(**context)
+        if isinstance(result, jinja2.runtime.Undefined):
+            result._fail_with_undefined_error()
+        return result
     return _compiled(value, shell).render(context)
 
 
