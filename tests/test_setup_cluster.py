@@ -155,3 +155,24 @@ def test_node_stopped_mid_run(setup_cluster, files, tmp_path):
     changed = {h: r["changed"] for h, r in recap(again).items()}
     assert changed == {n: 1 for n in SETUP_NODES}  # only the unconditional `sleep` command
     assert all(p["ok"] for p in json.loads(again.stdout)["verify"])
+
+
+def test_ask_become_pass_sent_on_stdin(setup_cluster, files, tmp_path):
+    password = "Secr3t pass$"
+    for node in SETUP_NODES:
+        setup_cluster.docker_exec(node, "sh", "-c", (
+            "id pw >/dev/null 2>&1 || useradd -m -s /bin/bash pw; "
+            f"echo 'pw:{password}' | chpasswd; echo 'pw ALL=(ALL) ALL' > /etc/sudoers.d/pw; chmod 440 /etc/sudoers.d/pw; "
+            "install -d -m 700 -o pw -g pw /home/pw/.ssh; install -m 600 -o pw -g pw /cluster/authorized_keys /home/pw/.ssh/"))
+    inventory, known = files
+    inventory.write_text(inventory.read_text().replace("user: mpi", "user: pw"))
+    args = ["setup-cluster", "-i", str(inventory), "--known-hosts", str(known), "--json", "--no-verify", "--ask-become-pass"]
+    wrong = run_cli(*args, input="not it\n")
+    assert wrong.returncode == 1
+    assert all("become (sudo) failed" in r["message"] for r in recap(wrong).values()), wrong.stdout
+    right = run_cli(*args, input=password + "\n")
+    assert right.returncode == 0, right.stdout + right.stderr
+    assert all(r["failed"] == 0 for r in recap(right).values())
+    assert password not in right.stdout + right.stderr + wrong.stdout + wrong.stderr
+    no_password = run_cli(*args[:-1])
+    assert no_password.returncode == 1 and "password is required" in no_password.stdout

@@ -85,6 +85,7 @@ class HostRun:
     registered: dict[str, Any] = field(default_factory=dict)
     unreachable: str | None = None
     failed: bool = False
+    error: str = ""  # why the host stopped, when no task result says it
     round_trips: int = 0
     wanted: dict[FactKey, None] = field(default_factory=dict)  # facts later tasks are known to need
 
@@ -158,7 +159,7 @@ class HostRun:
             if result.exit_code == BECOME_FAILED or "sudo" in reason[0]:
                 reason = [f"become (sudo) failed: {reason[0][:200]}"]
             self._abort_pending(reason[0][:300])
-            self.failed = True
+            self.failed, self.error = True, reason[0][:300]
             raise HostFailed(reason[0])
         pending, self.pending = self.pending, []
         done = {index: (code, text) for index, code, text in output.steps}

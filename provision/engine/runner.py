@@ -243,6 +243,7 @@ class Runner:
             run.flush()
             self._status(run, "done")
         except HostFailed as error:
+            run.error = run.error or str(error)
             self._status(run, f"stopped: {error}")
 
     def _status(self, run: HostRun, text: str) -> None:
@@ -332,6 +333,6 @@ class Runner:
             elif run.failed and not recap.failed:
                 recap.failed = 1
             if run.failed and not recap.message:
-                recap.message = next((r.message for r in run.results if r.status == "failed"), "failed")
+                recap.message = next((r.message for r in run.results if r.status == "failed"), run.error or "failed")
             report.recap.append(recap)
         return report
