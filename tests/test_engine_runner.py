@@ -47,7 +47,7 @@ PLAYBOOK = """
 """
 
 
-def make(tmp_path, playbook=PLAYBOOK, hosts=("h1", "h2"), **options):
+def make(tmp_path, playbook=PLAYBOOK, hosts=("h1", "h2"), limit=None, **options):
     (tmp_path / "templates").mkdir(exist_ok=True)
     (tmp_path / "templates" / "app.conf.j2").write_text("name={{ inventory_hostname }}\npassword={{ secret }}\n")
     (tmp_path / "pb.yml").write_text(playbook)
@@ -57,7 +57,7 @@ def make(tmp_path, playbook=PLAYBOOK, hosts=("h1", "h2"), **options):
         (tmp_path / host).mkdir(exist_ok=True)
     inventory = load_inventory(tmp_path / "hosts.yml")
     runner = Runner(load_playbook(tmp_path / "pb.yml"), inventory, Variables(inventory), SshOptions(), RunOptions(**options),
-                    session_factory=LocalSession)
+                    limit=limit, session_factory=LocalSession)
     runner.prepare()
     return runner
 
@@ -142,3 +142,8 @@ def test_register_from_other_hosts_is_deferred_not_bad_input(tmp_path):
 """
     make(tmp_path, playbook).run()
     assert (tmp_path / "h2" / "all").read_text() == "h1,h2"
+
+
+def test_limit(tmp_path):
+    report = make(tmp_path, limit=["h2"]).run()
+    assert [r.host for r in report.recap] == ["h2"] and list((tmp_path / "h1").iterdir()) == []

@@ -62,7 +62,7 @@ class TaskResult:
         """JSON-ready form."""
         return {"host": self.host, "play": self.play, "task": self.task, "where": self.where, "status": self.status,
                 "item": self.item if isinstance(self.item, (str, int, float, bool, type(None))) else str(self.item),
-                "changes": self.changes, "message": self.message}
+                "changes": self.changes, "diff": self.diff, "message": self.message}
 
 
 class HostFailed(Exception):
