@@ -79,3 +79,10 @@ def test_home_paths_resolved_before_use():
 
     out = subprocess.run(["sh", "-c", change_command(Write("~nosuchuser9/.ssh/x", b"k"))], capture_output=True, text=True)
     assert out.returncode == 91 and "no such user: nosuchuser9" in out.stderr and "${H_" in command
+
+
+def test_become_user_runs_the_change_as_that_user():
+    script = build_script([Step(Run("id -un", "who"), True, "nobody")], [], "n", True)
+    assert "runuser -u nobody -- sh -c 'id -un'" in script
+    with pytest.raises(Exception):
+        build_script([Step(Run("id", "x"), True, "bad user")], [], "n", True)

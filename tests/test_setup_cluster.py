@@ -176,3 +176,14 @@ def test_ask_become_pass_sent_on_stdin(setup_cluster, files, tmp_path):
     assert password not in right.stdout + right.stderr + wrong.stdout + wrong.stderr
     no_password = run_cli(*args[:-1])
     assert no_password.returncode == 1 and "password is required" in no_password.stdout
+
+
+def test_become_user_runs_as_that_user(setup_cluster, files, tmp_path):
+    playbook = tmp_path / "whoami.yml"
+    playbook.write_text("- hosts: s1\n  become: true\n  tasks:\n"
+                        "    - command: {cmd: 'id -un > /tmp/provision-whoami', creates: /tmp/provision-whoami}\n"
+                        "      become_user: nobody\n")
+    done = setup(files, "--playbook", str(playbook), "--no-verify")
+    assert done.returncode == 0, done.stdout
+    assert setup_cluster.docker_exec("s1", "cat", "/tmp/provision-whoami") == "nobody\n"
+    assert recap(setup(files, "--playbook", str(playbook), "--no-verify"))["s1"]["changed"] == 0

@@ -139,7 +139,7 @@ class HostRun:
     def round_trip(self, keys: list[FactKey], as_root: bool, apply: bool) -> None:
         """One framed script: pending changes in order, then the facts ``keys``."""
         steps = [step for step, _result in self.pending] if apply else []
-        as_root = as_root or any(step.become for step in steps)
+        as_root = as_root or any(step.become or step.user for step in steps)
         nonce = new_nonce()
         script = build_script(steps, keys, nonce, as_root)
         self.round_trips += 1

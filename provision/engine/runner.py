@@ -13,7 +13,7 @@ from provision.errors import ProvisionError
 from provision.fanout import fan_out
 from provision.inventory import Host, Inventory
 from provision.operations import OPERATIONS
-from provision.operations.base import FactKey, Write
+from provision.operations.base import FactKey, Write, check_user
 from provision.playbook.model import Play, Task
 from provision.playbook.templating import evaluate_when, render_template, render_value, template_loader, variables_in
 from provision.playbook.variables import Variables
@@ -166,7 +166,7 @@ class Runner:
         whens = task.when if isinstance(task.when, list) else [task.when]
         expressions = ["{{ " + w + " }}" for w in whens if isinstance(w, str)]
         deferred = bool(_names([task.args, task.loop, expressions]) & self.deferred)
-        become = task.become if task.become is not None else play.become
+        become = (task.become if task.become is not None else play.become) or bool(task.become_user)
         self.root[host.name] = self.root.get(host.name, False) or become
         try:
             items = self.loop_items(task, self.context(host, play, None))
@@ -268,6 +268,7 @@ class Runner:
                     self._emit(result)
                     continue
                 op, args = self.render_args(task, play, ctx)
+                user = check_user(render_value(task.become_user, ctx)) if task.become_user else None
                 operation = OPERATIONS[op]
                 args = operation.check_args(args)
                 keys = operation.requests(args)
@@ -280,7 +281,7 @@ class Runner:
                 self._fail(run, result, error)
             for change in changes:
                 run.record_effects(change.effects)
-                run.pending.append((Step(change, become), result))
+                run.pending.append((Step(change, become, user), result))
                 result.changes.append(change.describe)
                 if self.options.diff and isinstance(change, Write):
                     result.diff.append(unified_diff(change) if not task.no_log else f"--- {change.path}\n(no_log: diff hidden)\n")

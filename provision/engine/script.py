@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from provision.errors import ParseError
-from provision.operations.base import FactKey, Run, Write, home_prelude, quote, shell_path
+from provision.operations.base import FactKey, Run, Write, check_user, home_prelude, quote, shell_path
 from provision.operations.facts import fact_command
 
 BODY_LIMIT = 8 * 1024 * 1024
@@ -63,6 +63,7 @@ class Step:
 
     change: Run | Write
     become: bool
+    user: str | None = None  # become_user: run the change as this user (from a root script)
 
 
 def build_script(steps: list[Step], facts: list[FactKey], nonce: str, as_root: bool) -> str:
@@ -70,7 +71,9 @@ def build_script(steps: list[Step], facts: list[FactKey], nonce: str, as_root: b
     out = ["umask 022", f"N='@@{nonce}@@'", "printf '%s begin\\n' \"$N\""]
     for index, step in enumerate(steps):
         command = change_command(step.change)
-        if as_root and not step.become:
+        if step.user:
+            command = f"runuser -u {quote(check_user(step.user))} -- sh -c {shlex.quote(command)}"
+        elif as_root and not step.become:
             command = f"runuser -u \"$SUDO_USER\" -- sh -c {shlex.quote(command)}"
         out.append(f"printf '%s step {index}\\n' \"$N\"")
         out.append(f"( {command}\n) </dev/null 2>&1; rc=$?")

@@ -35,7 +35,7 @@ from provision.yaml_lines import load_yaml_with_lines
 
 TEMPLATE_ARGS = {"src": Arg((str,), True), "path": Arg((str,), True), "owner": Arg((str,)), "group": Arg((str,)),
                  "mode": Arg((str, int)), "secret": Arg((bool,), default=False)}
-TASK_KEYWORDS = ("name", "when", "loop", "tags", "become", "notify", "register", "no_log")
+TASK_KEYWORDS = ("name", "when", "loop", "tags", "become", "become_user", "notify", "register", "no_log")
 PLAY_KEYWORDS = ("name", "hosts", "become", "vars", "tasks", "handlers", "tags")
 MAX_INCLUDE_DEPTH = 8
 
@@ -69,6 +69,7 @@ class Task:
     notify: tuple[str, ...] = ()
     register: str | None = None
     no_log: bool = False
+    become_user: str | None = None
 
 
 @dataclass(frozen=True)
@@ -138,9 +139,12 @@ def _task(raw: Any, path: Path, line: int, inherited_tags: tuple[str, ...]) -> T
     become = raw.get("become")
     if become is not None and not isinstance(become, bool):
         raise _fail(path, lines.get("become", line), "become: true or false")
+    become_user = raw.get("become_user")
+    if become_user is not None and (not isinstance(become_user, str) or not become_user.strip()):
+        raise _fail(path, lines.get("become_user", line), "become_user: a user name (or a {{ template }})")
     return Task(str(raw.get("name") or op), op, args, f"{path}:{line}", when, raw.get("loop"),
                 inherited_tags + _tags(raw.get("tags"), path, lines.get("tags", line)), become, notify, register,
-                bool(raw.get("no_log")))
+                bool(raw.get("no_log")), become_user)
 
 
 def _hosts(value: Any, path: Path, line: int) -> tuple[str, ...]:
