@@ -78,13 +78,18 @@ def users(prefix: str, base: int) -> list[dict]:
     return [{"name": f"{prefix}1", "uid": base + 1}, {"name": f"{prefix}2", "uid": base + 2}]
 
 
+class ToolFailed(Exception):
+    """A tool's run failed; the benchmark reports it and goes on with the others."""
+
+
 def timed(command: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, subprocess.CompletedProcess]:
-    """Run and time a command; a failure aborts the benchmark with its output."""
+    """Run and time a command; a failure raises :class:`ToolFailed` with the output's end."""
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
-        sys.exit(f"failed ({done.returncode}): {' '.join(command[:3])}...\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        errors = [line for line in (done.stdout + done.stderr).splitlines() if "rror" in line][:10]
+        raise ToolFailed(f"{Path(command[0]).name} exit {done.returncode} after {elapsed:.1f}s: " + " | ".join(errors)[:1500])
     return elapsed, done
 
 
@@ -170,11 +175,16 @@ def main() -> None:
         work = Path(tempfile.mkdtemp(prefix=f"setup-bench-{size}-"))
         try:
             ports, key, known = start_nodes(size, work)
-            row = {"hosts": size, "provision": provision_runs(ports, key, known, work, args.repeat)}
-            if "ansible" not in args.skip:
-                row["ansible"] = ansible_runs(ports, key, known, work, args.repeat)
-            if "pyinfra" not in args.skip:
-                row["pyinfra"] = pyinfra_runs(ports, key, known, work, args.repeat)
+            row = {"hosts": size}
+            runs = {"provision": provision_runs, "ansible": ansible_runs, "pyinfra": pyinfra_runs}
+            for name, function in runs.items():
+                if name in args.skip:
+                    continue
+                try:
+                    row[name] = function(ports, key, known, work, args.repeat)
+                    print(f"{size} hosts {name}: first {row[name][0]:.2f} s, no-change {row[name][1]:.2f} s", flush=True)
+                except ToolFailed as error:
+                    print(f"{size} hosts {name}: FAILED {error}", flush=True)
             rows.append(row)
         finally:
             stop_nodes(size)
@@ -184,6 +194,8 @@ def main() -> None:
 
 def print_row(row: dict) -> None:
     """One size: first/no-change seconds per tool, and the no-change ratios against provision."""
+    if "provision" not in row:
+        return
     first, steady = row["provision"]
     print(f"\n{row['hosts']} hosts (seconds; first run / no-change run, median)")
     for name in ("provision", "ansible", "pyinfra"):

@@ -256,7 +256,9 @@ class Runner:
         try:
             items = self.loop_items(task, self.context(run.host, play, run))
         except Exception as error:  # noqa: BLE001
-            self._fail(run, TaskResult(run.host.name, play.name, task.name, task.where), error)
+            failed = TaskResult(run.host.name, play.name, task.name, task.where)
+            run.results.append(failed)
+            self._fail(run, failed, error)
         registered = []
         for item in items:
             result = TaskResult(run.host.name, play.name, task.name, task.where, item=None if item is _NO_ITEM else item)
