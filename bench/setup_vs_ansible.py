@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from cluster_support import ensure_docker, wait_for_ssh, write_ed25519  # noqa: E402
 
 IMAGE = os.environ.get("PROVISION_NODE_IMAGE", "provision-node:test")
+CONNECT_TIMEOUT = 60  # the same for every tool: the 2-core machine is shared and often overloaded
 
 
 def tool(name: str) -> str:
@@ -88,7 +89,8 @@ def timed(command: list[str], env: dict | None = None, cwd: Path | None = None) 
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
-        errors = [line for line in (done.stdout + done.stderr).splitlines() if "rror" in line][:10]
+        errors = [line for line in (done.stdout + done.stderr).splitlines()
+                  if "rror" in line or "unreachable=1" in line or "failed=1" in line or '"message": "' in line][:10]
         raise ToolFailed(f"{Path(command[0]).name} exit {done.returncode} after {elapsed:.1f}s: " + " | ".join(errors)[:1500])
     return elapsed, done
 
@@ -102,7 +104,7 @@ def provision_runs(ports, key, known, work, repeat) -> tuple[float, float]:
     inventory.write_text(yaml.safe_dump({"defaults": {"user": "mpi", "key": str(key)}, "hosts": hosts,
                                          "vars": {"cluster_users": users("pu", 3000)}}))
     command = [tool("provision"), "setup-cluster", "-i", str(inventory), "--known-hosts", str(known), "--no-verify",
-               "--forks", str(len(ports)), "--json"]
+               "--forks", str(len(ports)), "--connect-timeout", str(CONNECT_TIMEOUT), "--json"]
     first, _ = timed(command)
     times = []
     for _ in range(repeat):
@@ -120,7 +122,7 @@ def ansible_runs(ports, key, known, work, repeat) -> tuple[float, float]:
     (work / "vars.json").write_text(json.dumps({"cluster_users": users("au", 3100)}))
     control = Path(tempfile.mkdtemp(prefix="acp", dir="/tmp"))
     (work / "ansible.cfg").write_text(
-        "[defaults]\ninterpreter_python = /usr/bin/python3\nhost_key_checking = True\nstdout_callback = default\n"
+        f"[defaults]\ninterpreter_python = /usr/bin/python3\nhost_key_checking = True\nstdout_callback = default\ntimeout = {CONNECT_TIMEOUT}\n"
         f"forks = {len(ports)}\nremote_user = mpi\nprivate_key_file = {key}\n"
         "[ssh_connection]\npipelining = True\n"
         f"ssh_args = -o ControlMaster=auto -o ControlPersist=60s -o UserKnownHostsFile={known}\n"
@@ -140,7 +142,7 @@ def ansible_runs(ports, key, known, work, repeat) -> tuple[float, float]:
 
 def pyinfra_runs(ports, key, known, work, repeat) -> tuple[float, float]:
     """First run and median no-change run of pyinfra (two stages each)."""
-    data = {"ssh_user": "mpi", "ssh_key": str(key), "ssh_known_hosts_file": str(known),
+    data = {"ssh_user": "mpi", "ssh_key": str(key), "ssh_known_hosts_file": str(known), "ssh_connect_timeout": CONNECT_TIMEOUT,
             "ssh_strict_host_key_checking": "yes", "cluster_users": users("yu", 3200)}
     hosts = [(name, {**data, "ssh_hostname": "127.0.0.1", "ssh_port": port}) for name, port in ports.items()]
     (work / "pyinfra_inventory.py").write_text(f"hosts = {hosts!r}\n")

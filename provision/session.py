@@ -8,6 +8,7 @@ password) travel on stdin, never on a command line.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import threading
 import time
@@ -81,19 +82,35 @@ class Session:
             channel.shutdown_write()
             out, err = bytearray(), bytearray()
             deadline = time.monotonic() + timeout
-            while not channel.exit_status_ready() or channel.recv_ready() or channel.recv_stderr_ready():
-                if channel.recv_ready():
-                    out += channel.recv(65536)
-                elif channel.recv_stderr_ready():
-                    err += channel.recv_stderr(65536)
-                else:
-                    if not transport.is_active():
-                        raise HostFailure("unreachable", "connection lost during the command")
-                    if time.monotonic() > deadline:
-                        raise HostFailure("timeout", f"command still running after {timeout:g}s")
-                    time.sleep(0.002)
+            channel.settimeout(0.5)  # block on data (no busy polling across many host threads)
+
+            def check() -> None:
+                if not transport.is_active():
+                    raise HostFailure("unreachable", "connection lost during the command")
+                if time.monotonic() > deadline:
+                    raise HostFailure("timeout", f"command still running after {timeout:g}s")
                 if len(out) + len(err) > MAX_OUTPUT:
                     raise HostFailure("ssh", f"host sent more than {MAX_OUTPUT} bytes")
+
+            while True:  # stdout until EOF, draining stderr so the remote never blocks on it
+                try:
+                    chunk = channel.recv(65536)
+                except socket.timeout:
+                    chunk = None
+                while channel.recv_stderr_ready():
+                    err += channel.recv_stderr(65536)
+                if chunk == b"":
+                    break
+                if chunk:
+                    out += chunk
+                check()
+            while not channel.exit_status_ready():
+                channel.status_event.wait(0.5)
+                while channel.recv_stderr_ready():
+                    err += channel.recv_stderr(65536)
+                check()
+            while channel.recv_stderr_ready():
+                err += channel.recv_stderr(65536)
             if not channel.status_event.is_set():
                 raise HostFailure("unreachable", "connection closed before the command finished")
             code = channel.recv_exit_status()
