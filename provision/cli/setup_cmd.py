@@ -38,11 +38,13 @@ class _Live:
         return table
 
     def host(self, host: str, text: str) -> None:
+        """What ``host`` is doing now (its live line)."""
         self.state[host] = text
         if self.live:
             self.live.update(self._table())
 
     def result(self, result) -> None:
+        """Print a changed or failed task (with its diff)."""
         if self.quiet or result.status not in ("changed", "failed"):
             return
         item = f" ({result.item.get('name') if isinstance(result.item, dict) and 'name' in result.item else result.item})" \
