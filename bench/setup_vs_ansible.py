@@ -130,13 +130,16 @@ def ansible_runs(ports, key, known, work, repeat) -> tuple[float, float]:
     env = {**os.environ, "ANSIBLE_CONFIG": str(work / "ansible.cfg")}
     command = [tool("ansible-playbook"), "-i", str(work / "ansible.ini"), "-e", f"@{work / 'vars.json'}",
                str(ROOT / "bench" / "setup-cluster-ansible.yml")]
-    first, _ = timed(command, env)
-    times = []
-    for _ in range(repeat):
-        elapsed, done = timed(command, env)
-        changed = [int(n) for n in re.findall(r"changed=(\d+)", done.stdout)]
-        assert changed and not any(changed), done.stdout[-2000:]
-        times.append(elapsed)
+    try:
+        first, _ = timed(command, env)
+        times = []
+        for _ in range(repeat):
+            elapsed, done = timed(command, env)
+            changed = [int(n) for n in re.findall(r"changed=(\d+)", done.stdout)]
+            assert changed and not any(changed), done.stdout[-2000:]
+            times.append(elapsed)
+    finally:
+        shutil.rmtree(control, ignore_errors=True)
     return first, statistics.median(times)
 
 
