@@ -1,0 +1,341 @@
+"""Run a playbook: check everything that can be checked before any host is touched, then play
+by play (hosts in parallel, bounded by ``forks``; tasks in order on each host), and recap."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from provision.connection import SshOptions
+from provision.engine.hostrun import HOSTINFO, HostFailed, HostRun, TaskResult, unified_diff
+from provision.engine.script import Step
+from provision.errors import ProvisionError
+from provision.fanout import fan_out
+from provision.inventory import Host, Inventory
+from provision.operations import OPERATIONS
+from provision.operations.base import FactKey, Write, check_user
+from provision.playbook.model import Play, Task
+from provision.playbook.templating import evaluate_when, render_template, render_value, template_loader, variables_in
+from provision.playbook.variables import Variables
+
+DEFERRED = {"facts", "hostvars", "play_hosts"}  # known only while running
+DEFAULT_FORKS = 64
+_NO_ITEM = object()
+
+
+class BadInput(ProvisionError):
+    """Input that fails before any host is touched (exit status 2)."""
+
+
+@dataclass
+class RunOptions:
+    """How to run: --check, --diff, --tags/--skip-tags, --forks, the become password, template folders."""
+
+    check: bool = False
+    diff: bool = False
+    tags: frozenset[str] | None = None
+    skip_tags: frozenset[str] = frozenset()
+    forks: int = DEFAULT_FORKS
+    become_password: str | None = None
+    template_dirs: tuple = ()
+
+
+@dataclass
+class Recap:
+    """Ansible's recap line for one host."""
+
+    host: str
+    ok: int = 0
+    changed: int = 0
+    unreachable: int = 0
+    failed: int = 0
+    skipped: int = 0
+    round_trips: int = 0
+    message: str = ""
+
+    def line(self, width: int = 0) -> str:
+        """``HOST : ok=N changed=N unreachable=N failed=N skipped=N``."""
+        return (f"{self.host.ljust(width)} : ok={self.ok} changed={self.changed} unreachable={self.unreachable} "
+                f"failed={self.failed} skipped={self.skipped}")
+
+
+@dataclass
+class RunReport:
+    """Every task result, the recap per host and the hosts' final state."""
+
+    results: list[TaskResult] = field(default_factory=list)
+    recap: list[Recap] = field(default_factory=list)
+    runs: dict[str, HostRun] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when no host failed or was unreachable."""
+        return not any(r.failed or r.unreachable for r in self.recap)
+
+
+def _names(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set().union(*(_names(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_names(v) for v in value)) if value else set()
+    return variables_in(value) if isinstance(value, str) else set()
+
+
+class Runner:
+    """A prepared run of ``plays`` on an inventory; call :meth:`prepare` then :meth:`run`."""
+
+    def __init__(self, plays: list[Play], inventory: Inventory, variables: Variables, ssh: SshOptions,
+                 options: RunOptions, limit: list[str] | None = None, session_factory: Callable | None = None,
+                 on_result: Callable[[TaskResult], None] | None = None, on_host: Callable[[str, str], None] | None = None,
+                 keep_sessions: bool = False):
+        from provision.session import Session
+
+        self.plays, self.inventory, self.variables, self.ssh, self.options = plays, inventory, variables, ssh, options
+        self.limit = set(h.name for h in inventory.resolve(limit)) if limit else None
+        self.session_factory = session_factory or Session
+        self.on_result, self.on_host = on_result, on_host
+        self.keep_sessions = keep_sessions
+        self.deferred = DEFERRED | {t.register for p in plays for t in (*p.tasks, *p.handlers) if t.register}
+        self.hostvars: dict[str, dict] = {}
+        self.prefetch: dict[str, dict[FactKey, None]] = {}
+        self.root: dict[str, bool] = {}
+        self.hosts: dict[str, Host] = {}
+        self.play_hosts: list[list[Host]] = []
+
+    # -- selection -----------------------------------------------------------------------------
+    def selected(self, task: Task) -> bool:
+        """Whether --tags/--skip-tags select ``task`` (tag ``always`` always runs)."""
+        tags = set(task.tags)
+        if tags & self.options.skip_tags:
+            return False
+        return self.options.tags is None or "always" in tags or bool(tags & self.options.tags)
+
+    def _hosts_of(self, play: Play) -> list[Host]:
+        hosts = self.inventory.resolve(list(play.hosts))
+        return [h for h in hosts if self.limit is None or h.name in self.limit]
+
+    # -- rendering -----------------------------------------------------------------------------
+    def context(self, host: Host, play: Play, run: HostRun | None, item: Any = _NO_ITEM) -> dict:
+        """Variables for one task on one host."""
+        ctx = self.variables.for_host(host, play.vars)
+        if run is not None:
+            ctx.update(run.registered)
+            ctx["facts"] = run.facts.get(HOSTINFO) or {}
+            ctx["hostvars"] = self.hostvars
+            ctx["play_hosts"] = [h.name for h in self.play_hosts[self.plays.index(play)]]
+        if item is not _NO_ITEM:
+            ctx["item"] = item
+        return ctx
+
+    def render_args(self, task: Task, play: Play, ctx: dict) -> tuple[str, dict]:
+        """The operation and its rendered arguments (a template becomes a ``file`` with content)."""
+        if task.op == "command":
+            args = {k: render_value(v, ctx, shell=k in ("cmd", "unless")) for k, v in task.args.items()}
+        else:
+            args = render_value(dict(task.args), ctx)
+        if task.op != "template":
+            return task.op, args
+        env = template_loader([*self.options.template_dirs, play.base / "templates"])
+        content = render_template(env, str(args.pop("src")), ctx)
+        return "file", {**args, "content": content}
+
+    def loop_items(self, task: Task, ctx: dict) -> list:
+        """The loop's items, or one run without ``item``."""
+        if task.loop is None:
+            return [_NO_ITEM]
+        items = render_value(task.loop, ctx)
+        if not isinstance(items, list):
+            raise BadInput(f"{task.where}: loop must give a list, got {type(items).__name__}")
+        return items
+
+    # -- before any host is touched ------------------------------------------------------------
+    def prepare(self) -> None:
+        """Resolve hosts, render every task that can be rendered now and check its arguments;
+        collect the facts each host's tasks need (read in its first round trip). Raises
+        :class:`BadInput` naming file:line, task, host and cause."""
+        for play in self.plays:
+            hosts = self._hosts_of(play)
+            self.play_hosts.append(hosts)
+            for host in hosts:
+                self.hosts[host.name] = host
+                self.prefetch.setdefault(host.name, {})
+                for task in [t for t in play.tasks if self.selected(t)] + list(play.handlers):
+                    self._prepare_task(play, task, host)
+
+    def _prepare_task(self, play: Play, task: Task, host: Host) -> None:
+        whens = task.when if isinstance(task.when, list) else [task.when]
+        expressions = ["{{ " + w + " }}" for w in whens if isinstance(w, str)]
+        deferred = bool(_names([task.args, task.loop, expressions]) & self.deferred)
+        become = (task.become if task.become is not None else play.become) or bool(task.become_user)
+        self.root[host.name] = self.root.get(host.name, False) or become
+        try:
+            items = self.loop_items(task, self.context(host, play, None))
+        except Exception as error:  # noqa: BLE001 - any render failure is reported the same way
+            if deferred:
+                return
+            raise BadInput(f"{task.where}: task {task.name!r} on {host.name}: {error}") from None
+        for item in items:
+            ctx = self.context(host, play, None, item)
+            try:
+                if task.when is not None and not evaluate_when(task.when, ctx):
+                    continue
+                op, args = self.render_args(task, play, ctx)
+                operation = OPERATIONS[op]
+                keys = operation.requests(operation.check_args(args))
+            except Exception as error:  # noqa: BLE001
+                if not deferred:
+                    raise BadInput(f"{task.where}: task {task.name!r} on {host.name}: {error}") from None
+                keys = self._partial_requests(task, ctx)
+            for key in keys:
+                self.prefetch[host.name][key] = None
+
+    def _partial_requests(self, task: Task, ctx: dict) -> list[FactKey]:
+        """Facts of a task whose arguments are only partly known yet (e.g. a path known, the
+        keys from other hosts not): enough to read its state in the first round trip."""
+        if task.op not in OPERATIONS:
+            return []
+        operation = OPERATIONS[task.op]
+        args = {}
+        for name, spec in operation.args.items():
+            try:
+                args[name] = render_value(task.args[name], ctx) if name in task.args else spec.default
+            except Exception:  # noqa: BLE001 - not known yet
+                args[name] = None
+        try:
+            return operation.requests(args)
+        except Exception:  # noqa: BLE001 - its facts are read when it runs
+            return []
+
+    # -- running -------------------------------------------------------------------------------
+    def run(self) -> RunReport:
+        """Run every play; a failing host stops its own tasks, never the others."""
+        runs = {name: HostRun(host, self.session_factory(host, self.ssh), self.options.check, self.options.become_password)
+                for name, host in self.hosts.items()}
+        for name, run in runs.items():
+            run.wanted = self.prefetch.get(name, {})
+        try:
+            for play, hosts in zip(self.plays, self.play_hosts):
+                fan_out(hosts, lambda h: self._play_on_host(play, runs[h.name]), self.options.forks)
+                for name, run in runs.items():
+                    self.hostvars[name] = {**run.registered, "facts": run.facts.get(HOSTINFO) or {}, "inventory_hostname": name,
+                                           "inventory_address": run.host.address, "inventory_port": run.host.port}
+        finally:
+            if not self.keep_sessions:
+                fan_out(list(runs.values()), lambda r: r.session.close(), self.options.forks, on_error=lambda _r, _e: None)
+        return self._report(runs)
+
+    def _play_on_host(self, play: Play, run: HostRun) -> None:
+        if run.failed or run.unreachable:
+            return
+        try:
+            if HOSTINFO not in run.facts:
+                self._status(run, "reading state")
+                run.need([*self.prefetch.get(run.host.name, {}), HOSTINFO], self.root.get(run.host.name, False))
+            notified: list[str] = []
+            for task in play.tasks:
+                if self.selected(task):
+                    self._task(play, task, run, notified)
+            for handler in play.handlers:
+                if handler.name in notified:
+                    self._task(play, handler, run, None)
+            if run.pending:
+                self._status(run, f"applying {len(run.pending)} changes")
+            run.flush()
+            self._status(run, "done")
+        except HostFailed as error:
+            run.error = run.error or str(error)
+            self._status(run, f"stopped: {error}")
+
+    def _status(self, run: HostRun, text: str) -> None:
+        if self.on_host:
+            self.on_host(run.host.name, text)
+
+    def _task(self, play: Play, task: Task, run: HostRun, notified: list[str] | None) -> None:
+        self._status(run, task.name)
+        become = task.become if task.become is not None else play.become
+        try:
+            items = self.loop_items(task, self.context(run.host, play, run))
+        except Exception as error:  # noqa: BLE001
+            failed = TaskResult(run.host.name, play.name, task.name, task.where)
+            run.results.append(failed)
+            self._fail(run, failed, error)
+        registered = []
+        for item in items:
+            result = TaskResult(run.host.name, play.name, task.name, task.where, item=None if item is _NO_ITEM else item)
+            run.results.append(result)
+            try:
+                ctx = self.context(run.host, play, run, item)
+                if task.when is not None and not evaluate_when(task.when, ctx):
+                    result.status = "skipped"
+                    self._emit(result)
+                    continue
+                op, args = self.render_args(task, play, ctx)
+                user = check_user(render_value(task.become_user, ctx)) if task.become_user else None
+                operation = OPERATIONS[op]
+                args = operation.check_args(args)
+                keys = operation.requests(args)
+                run.need(keys, become)
+                changes = operation.plan(args, run.view(keys))
+            except HostFailed:
+                result.status, result.message = "aborted", "host stopped"
+                raise
+            except Exception as error:  # noqa: BLE001 - bad args, render errors, host errors: this task fails
+                self._fail(run, result, error)
+            for change in changes:
+                run.record_effects(change.effects)
+                run.pending.append((Step(change, become, user), result))
+                result.changes.append(change.describe)
+                if self.options.diff and isinstance(change, Write):
+                    result.diff.append(unified_diff(change) if not task.no_log else f"--- {change.path}\n(no_log: diff hidden)\n")
+            if changes:
+                result.status = "changed"
+                if notified is not None:
+                    notified.extend(task.notify)
+            if task.register:
+                value: dict[str, Any] = {"changed": bool(changes), "status": result.status}
+                if item is not _NO_ITEM:
+                    value["item"] = item
+                if operation.result is not None:
+                    keys = operation.result_requests(args) if operation.result_requests else []
+                    run.need(keys, become)
+                    value.update(operation.result(args, run.view(keys)))
+                registered.append(value)
+            self._emit(result)
+        if task.register:
+            run.registered[task.register] = ({"results": registered, "changed": any(v["changed"] for v in registered)}
+                                             if task.loop is not None else (registered[0] if registered else {}))
+
+    def _fail(self, run: HostRun, result: TaskResult, error: BaseException) -> None:
+        result.status = "failed"
+        result.message = f"{type(error).__name__}: {error}" if not isinstance(error, ProvisionError) else str(error)
+        run.failed = True
+        self._emit(result)
+        try:
+            run.flush()  # what earlier tasks decided is still applied
+        except HostFailed:
+            pass
+        raise HostFailed(result.message)
+
+    def _emit(self, result: TaskResult) -> None:
+        if self.on_result:
+            self.on_result(result)
+
+    def _report(self, runs: dict[str, HostRun]) -> RunReport:
+        report = RunReport(runs=runs)
+        for name, run in runs.items():
+            recap = Recap(name, round_trips=run.round_trips)
+            for result in run.results:
+                report.results.append(result)
+                if result.status in ("ok", "changed"):
+                    recap.ok += 1
+                recap.changed += result.status == "changed"
+                recap.failed += result.status == "failed"
+                recap.skipped += result.status == "skipped"
+            if run.unreachable:
+                recap.unreachable, recap.message = 1, run.unreachable
+            elif run.failed and not recap.failed:
+                recap.failed = 1
+            if run.failed and not recap.message:
+                recap.message = next((r.message for r in run.results if r.status == "failed"), run.error or "failed")
+            report.recap.append(recap)
+        return report

@@ -1,0 +1,156 @@
+"""The one script a round trip runs on a host: pending changes in order (stopping at the first
+that fails), then the facts the next tasks need, every part framed with a per-run nonce.
+
+Pure: building and parsing are tested without SSH. The output is hostile: frames are only
+believed with the nonce, bodies are bounded.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+import shlex
+from dataclasses import dataclass, field
+
+from provision.errors import ParseError
+from provision.operations.base import FactKey, Run, Write, check_user, home_prelude, quote, shell_path
+from provision.operations.facts import fact_command
+
+BODY_LIMIT = 8 * 1024 * 1024
+BECOME_FAILED = 92
+
+
+def new_nonce() -> str:
+    """A fresh random frame marker."""
+    return secrets.token_hex(12)
+
+
+def write_command(change: Write) -> str:
+    """Shell that writes a file atomically: temp file in the same folder, owner/group/mode set on
+    it, the previous file kept as ``PATH.provision~`` (a hard link: never half-written), then an
+    atomic rename. Stale temp files of an interrupted run are removed first."""
+    word = shell_path(change.path)
+    payload = base64.b64encode(change.content).decode()
+    lines = [
+        f"p={word}; d=${{p%/*}}; [ -n \"$d\" ] || d=/; n=${{p##*/}}",
+        "[ -d \"$d\" ] || { echo \"folder $d does not exist\" >&2; exit 1; }",
+        "rm -f \"$d/.$n.provision-tmp.\"* 2>/dev/null",
+        "t=$(mktemp \"$d/.$n.provision-tmp.XXXXXX\") || exit 1",
+        "trap 'rm -f \"$t\"' EXIT",
+        f"printf %s '{payload}' | base64 -d >\"$t\" || exit 1",
+    ]
+    if change.owner or change.group:
+        spec = (change.owner or "") + (f":{change.group}" if change.group else (":" if change.owner else ""))
+        lines.append(f"chown {quote(spec)} \"$t\" || exit 1")
+    mode = change.mode if change.mode is not None else 0o644
+    lines.append(f"chmod {mode:04o} \"$t\" || exit 1")
+    lines.append("if [ -f \"$p\" ]; then ln -f \"$p\" \"$p.provision~\" 2>/dev/null || cp -p \"$p\" \"$p.provision~\" || exit 1; fi")
+    lines.append("mv -f \"$t\" \"$p\" && trap - EXIT")
+    return "\n".join(lines)
+
+
+def change_command(change: Run | Write) -> str:
+    """The shell for one change, with the home folders it uses resolved first."""
+    body = write_command(change) if isinstance(change, Write) else change.command
+    prelude = home_prelude(body)
+    return f"{prelude}\n{body}" if prelude else body
+
+
+@dataclass(frozen=True)
+class Step:
+    """A change to apply; ``become`` False in a root script drops to the login user."""
+
+    change: Run | Write
+    become: bool
+    user: str | None = None  # become_user: run the change as this user (from a root script)
+
+
+def build_script(steps: list[Step], facts: list[FactKey], nonce: str, as_root: bool) -> str:
+    """The POSIX sh script for one round trip (fed on stdin to ``sh -s``)."""
+    out = ["umask 022", f"N='@@{nonce}@@'", "printf '%s begin\\n' \"$N\""]
+    for index, step in enumerate(steps):
+        command = change_command(step.change)
+        if step.user:
+            command = f"runuser -u {quote(check_user(step.user))} -- sh -c {shlex.quote(command)}"
+        elif as_root and not step.become:
+            command = f"runuser -u \"$SUDO_USER\" -- sh -c {shlex.quote(command)}"
+        out.append(f"printf '%s step {index}\\n' \"$N\"")
+        out.append(f"( {command}\n) </dev/null 2>&1; rc=$?")
+        out.append(f"printf '\\n%s rc {index} %s\\n' \"$N\" \"$rc\"")
+        out.append("[ \"$rc\" -eq 0 ] || exit 0")
+    for index, key in enumerate(facts):
+        out.append(f"printf '%s fact {index}\\n' \"$N\"")
+        out.append(f"( {fact_command(key)}\n) </dev/null 2>/dev/null")
+        out.append("printf '\\n'")
+    out.append("printf '%s end\\n' \"$N\"")
+    return "\n".join(out) + "\n"
+
+
+# sudo reads the password through an askpass helper that prints it from the environment of
+# sudo itself (readable only by that user and root): never on a command line, never in a file.
+_BECOME = (
+    "IFS= read -r P; if [ -n \"$P\" ]; then A=$(mktemp) || exit {code}; "
+    "printf '#!/bin/sh\\nprintf \"%%s\\\\n\" \"$PROVISION_BECOME\"\\n' >\"$A\"; chmod 700 \"$A\"; "
+    "PROVISION_BECOME=\"$P\" SUDO_ASKPASS=\"$A\" sudo -A -p '' -- sh -s; R=$?; rm -f \"$A\"; exit $R; "
+    "else exec sudo -n -- sh -s; fi"
+)
+
+
+def remote_command(as_root: bool) -> str:
+    """The command that runs the script from stdin: ``sh -s``, or through sudo (the first stdin
+    line is the sudo password, empty when none was given)."""
+    return _BECOME.format(code=BECOME_FAILED) if as_root else "sh -s"
+
+
+def stdin_for(script: str, as_root: bool, password: str | None) -> bytes:
+    """What to send on stdin: the password line (become only) then the script."""
+    if not as_root:
+        return script.encode()
+    if password and ("\n" in password or "\r" in password):
+        raise ValueError("the become password may not contain a newline")
+    return ((password or "") + "\n" + script).encode()
+
+
+@dataclass
+class Output:
+    """A parsed round trip: per step (index, exit code, output), fact bodies by index, and
+    whether the script ran to its end."""
+
+    steps: list[tuple[int, int, str]] = field(default_factory=list)
+    facts: dict[int, str] = field(default_factory=dict)
+    began: bool = False
+    complete: bool = False
+
+
+def parse_output(text: str, nonce: str) -> Output:
+    """Split the framed output of :func:`build_script`. Raises :class:`ParseError` when the frames
+    contradict the script (a forged or broken stream)."""
+    marker = re.compile(rf"^@@{re.escape(nonce)}@@ (begin|end|step|rc|fact)(?: (\d+))?(?: (-?\d+))?$", re.MULTILINE)
+    result = Output()
+    matches = list(marker.finditer(text))
+    pending_step: int | None = None
+    for position, match in enumerate(matches):
+        end = matches[position + 1].start() if position + 1 < len(matches) else len(text)
+        body = text[match.end() + 1:end]
+        body = body[:-1] if body.endswith("\n") else body
+        kind, index, code = match.group(1), match.group(2), match.group(3)
+        if kind == "begin":
+            result.began = True
+        elif kind == "end":
+            result.complete = True
+        elif kind == "step":
+            pending_step = int(index)
+            step_body = body
+        elif kind == "rc":
+            if pending_step is None or index is None or int(index) != pending_step or code is None:
+                raise ParseError("engine", "exit-code frame without its step")
+            result.steps.append((pending_step, int(code), step_body.rstrip("\n")[-4000:]))
+            pending_step = None
+        elif kind == "fact":
+            if len(body) > BODY_LIMIT:
+                raise ParseError("engine", f"fact {index} output is larger than {BODY_LIMIT} bytes")
+            result.facts[int(index)] = body
+    if pending_step is not None:
+        result.steps.append((pending_step, -1, "connection lost while the change was running"))
+    return result

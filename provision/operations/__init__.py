@@ -1,0 +1,9 @@
+"""Idempotent operations (pyinfra's contract): pure functions from arguments and host facts to
+changes. The registry :data:`OPERATIONS` maps each name a playbook may use to its operation."""
+
+from __future__ import annotations
+
+from provision.operations import files, ssh, system, users
+from provision.operations.base import Operation
+
+OPERATIONS: dict[str, Operation] = {**files.OPERATIONS, **users.OPERATIONS, **system.OPERATIONS, **ssh.OPERATIONS}

@@ -1,0 +1,248 @@
+"""The operation contract (pyinfra's): arguments + the host's current state -> the changes to make.
+
+An operation never touches a host. It declares the facts it needs (:class:`FactKey` values),
+and its ``plan`` is a pure function of its arguments and those facts that returns a list of
+:class:`Run` or :class:`Write` changes; an empty list means ``ok`` (nothing to do). The engine
+reads the facts (one framed round trip per host), calls ``plan`` and applies the changes.
+
+Remote paths are absolute (``/etc/x``) or relative to a user's home (``~alice/.ssh/x``); they
+are checked here and always quoted (:func:`shell_path`), never passed raw to a shell.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from provision.errors import ProvisionError
+
+USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
+PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_:-]{0,127}$")
+SERVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.@_:-]{0,127}$")
+_HOME_PATH = re.compile(r"^~([A-Za-z_][A-Za-z0-9._-]{0,31})(/.*)?$")
+UNKNOWN = object()  # a fact value a change makes unknowable until it is read again
+
+
+class OperationError(ProvisionError):
+    """The operation cannot proceed on this host (e.g. a user exists with another uid)."""
+
+
+class ArgumentError(ProvisionError):
+    """A task gave an operation a missing, unknown or malformed argument (bad input)."""
+
+
+@dataclass(frozen=True)
+class FactKey:
+    """One piece of host state: ``kind`` (file, user, group, uid, gid, package, pkgmgr, command,
+    service, systemd, hostinfo) and its argument (a path, a name, a command...)."""
+
+    kind: str
+    arg: str = ""
+
+
+@dataclass(frozen=True)
+class FileState:
+    """A path on the host: kind ``f`` (file) or ``d`` (directory) or ``o`` (other), mode, owner,
+    group, sha256 and content (None for folders and for files over the read limit)."""
+
+    kind: str
+    mode: int = 0o644
+    owner: str = "root"
+    group: str = "root"
+    sha256: str | None = None
+    content: bytes | None = None
+
+
+@dataclass(frozen=True)
+class UserEntry:
+    """A passwd entry plus the user's supplementary groups."""
+
+    name: str
+    uid: int
+    gid: int
+    home: str
+    shell: str
+    groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GroupEntry:
+    """A group entry."""
+
+    name: str
+    gid: int
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    """``systemctl is-active`` / ``is-enabled`` of a unit (``unknown`` when it does not exist)."""
+
+    active: str
+    enabled: str
+
+
+@dataclass(frozen=True)
+class Run:
+    """A shell command to run (already safely quoted). ``effects`` predicts the facts it
+    changes (value or :data:`UNKNOWN`) so later tasks on the same host decide correctly."""
+
+    command: str
+    describe: str
+    effects: tuple[tuple[FactKey, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Write:
+    """Write ``content`` to ``path`` atomically (temp file + rename in the same folder, owner,
+    group and mode set before the rename, the previous file kept as ``PATH.provision~``)."""
+
+    path: str
+    content: bytes
+    owner: str | None = None
+    group: str | None = None
+    mode: int | None = None
+    old: bytes | None = None  # for --diff
+    describe: str = ""
+    secret: bool = False  # never shown by --diff
+
+    @property
+    def effects(self) -> tuple[tuple[FactKey, Any], ...]:
+        """The file fact after the write."""
+        import hashlib
+
+        state = FileState("f", self.mode if self.mode is not None else 0o644, self.owner or "root", self.group or "root",
+                          hashlib.sha256(self.content).hexdigest(), self.content)
+        return ((FactKey("file", self.path), state),)
+
+
+Change = Run | Write
+
+
+@dataclass(frozen=True)
+class Arg:
+    """An argument: its Python type(s), whether required, its default and a one-line help."""
+
+    types: tuple[type, ...]
+    required: bool = False
+    default: Any = None
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation: its argument spec, the facts it needs, and its pure planner."""
+
+    name: str
+    args: Mapping[str, Arg]
+    requests: Callable[[dict], list[FactKey]]
+    plan: Callable[[dict, Mapping[FactKey, Any]], list[Change]]
+    result: Callable[[dict, Mapping[FactKey, Any]], dict] | None = None
+    result_requests: Callable[[dict], list[FactKey]] | None = None
+    doc: str = field(default="")
+
+    def check_args(self, raw: Mapping[str, Any]) -> dict:
+        """Validate ``raw`` against the spec: unknown/missing names and wrong types raise
+        :class:`ArgumentError` listing the valid ones; returns the args with defaults filled."""
+        unknown = sorted(set(raw) - set(self.args))
+        if unknown:
+            raise ArgumentError(f"{self.name}: unknown argument {unknown[0]!r} (valid: {', '.join(sorted(self.args))})")
+        checked = {}
+        for name, spec in self.args.items():
+            if name not in raw or raw[name] is None:
+                if spec.required:
+                    raise ArgumentError(f"{self.name}: missing argument {name!r} (valid: {', '.join(sorted(self.args))})")
+                checked[name] = spec.default
+                continue
+            value = raw[name]
+            if int in spec.types and str not in spec.types and isinstance(value, str) and value.isdigit():
+                value = int(value)
+            if bool in spec.types and str not in spec.types and isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
+                value = value.lower() in ("true", "yes")
+            if not isinstance(value, spec.types) or (isinstance(value, bool) and bool not in spec.types):
+                wanted = " or ".join(t.__name__ for t in spec.types)
+                raise ArgumentError(f"{self.name}: argument {name!r} must be {wanted}, got {value!r}")
+            checked[name] = value
+        return checked
+
+
+def check_user(name: Any, what: str = "user") -> str:
+    """A safe user or group name, or :class:`ArgumentError`."""
+    if not isinstance(name, str) or not USER_NAME.match(name):
+        raise ArgumentError(f"{what} name {name!r} may only hold letters, digits, '.', '_', '-' (and not start with '-')")
+    return name
+
+
+def check_path(path: Any) -> str:
+    """A safe remote path (absolute, or ``~user/...``), normalised; else :class:`ArgumentError`."""
+    if not isinstance(path, str) or not path or any(ord(ch) < 32 for ch in path):
+        raise ArgumentError(f"path {path!r} is empty or holds control characters")
+    if not (path.startswith("/") or _HOME_PATH.match(path)):
+        raise ArgumentError(f"path {path!r} must be absolute or start with ~user/")
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise ArgumentError(f"path {path!r} may not contain '..'")
+    normal = "/".join(parts)
+    return normal if path.startswith("~") else "/" + normal
+
+
+def parse_mode(mode: Any) -> int | None:
+    """``"0600"``, ``"600"`` or 0o600 -> 0o600; None stays None."""
+    if mode is None:
+        return None
+    if isinstance(mode, int) and not isinstance(mode, bool):
+        if 0 <= mode <= 0o7777:
+            return mode
+    elif isinstance(mode, str) and re.fullmatch(r"0?[0-7]{3,4}", mode):
+        return int(mode, 8)
+    raise ArgumentError(f"mode {mode!r} is not an octal mode such as '0644'")
+
+
+def split_home(path: str) -> tuple[str | None, str]:
+    """``~alice/.ssh`` -> ("alice", ".ssh"); ``/etc/x`` -> (None, "/etc/x")."""
+    match = _HOME_PATH.match(path)
+    if not match:
+        return None, path
+    return match.group(1), (match.group(2) or "").lstrip("/")
+
+
+def shell_path(path: str) -> str:
+    """The shell word for a checked path; ``~user/x`` becomes ``"${H_<hex user>}"/'x'``.
+
+    Scripts set that variable first (:func:`home_prelude`), failing when the user is absent.
+    """
+    user, rest = split_home(path)
+    if user is None:
+        return shlex.quote(path)
+    return '"${' + home_var(user) + '}"' + (f"/{shlex.quote(rest)}" if rest else "")
+
+
+def home_var(user: str) -> str:
+    """The shell variable a script sets to ``user``'s home before using ``~user/`` paths."""
+    return "H_" + user.encode().hex()
+
+
+HOME_VAR = re.compile(r"\$\{H_([0-9a-f]+)\}")
+
+
+def home_prelude(script: str) -> str:
+    """Lines that set every home variable ``script`` uses (from getent), failing the step with a
+    clear message when the user does not exist, so no command ever runs on a wrong path."""
+    lines = []
+    for hexname in sorted(set(HOME_VAR.findall(script))):
+        user = bytes.fromhex(hexname).decode()
+        lines.append(f"H_{hexname}=$(getent passwd {shlex.quote(user)} | cut -d: -f6); "
+                     f"[ -n \"$H_{hexname}\" ] || {{ echo 'no such user: {user}' >&2; exit 91; }}")
+    return "\n".join(lines)
+
+
+def parent_of(path: str) -> str:
+    """The parent folder of a checked path."""
+    head, _, _ = path.rpartition("/")
+    return head or "/"
+
+
+def quote(value: Any) -> str:
+    """``shlex.quote`` of ``str(value)``."""
+    return shlex.quote(str(value))

@@ -1,0 +1,148 @@
+"""Host state as operations need it: for each :class:`FactKey` kind, the shell that reads it and a
+pure parser of its output (pyinfra's fact model). The output is treated as hostile: sizes are
+bounded and every field is checked before it is believed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import Any
+
+from provision.errors import ParseError
+from provision.operations.base import (
+    PACKAGE_NAME, SERVICE_NAME, FactKey, FileState, GroupEntry, ServiceState, UserEntry, check_path, check_user, home_prelude,
+    quote, shell_path,
+)
+
+CONTENT_LIMIT = 4 * 1024 * 1024  # files larger than this are compared by sha256 only
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _file_command(path: str) -> str:
+    word = shell_path(check_path(path))
+    body = (
+        f"p={word}; if [ -e \"$p\" ]; then stat -L -c '%F|%a|%U|%G|%s' \"$p\"; "
+        "if [ -f \"$p\" ] && [ -r \"$p\" ]; then sha256sum <\"$p\" | cut -c1-64; "
+        f"if [ \"$(stat -L -c %s \"$p\")\" -le {CONTENT_LIMIT} ]; then base64 <\"$p\" | tr -d '\\n'; echo; fi; fi; "
+        "else echo absent; fi"
+    )
+    prelude = home_prelude(body)
+    if prelude:  # a missing user means the path does not exist (yet)
+        return f"( {prelude.replace('exit 91', 'echo absent; exit 0')}\n{body} )"
+    return body
+
+
+def fact_command(key: FactKey) -> str:
+    """The POSIX sh that prints ``key``'s raw state (values quoted; never raw)."""
+    kind, arg = key.kind, key.arg
+    if kind == "file":
+        return _file_command(arg)
+    if kind == "user":
+        name = quote(check_user(arg))
+        return f"getent passwd {name} && id -Gn {name}; true"
+    if kind == "group":
+        return f"getent group {quote(check_user(arg, 'group'))}; true"
+    if kind in ("uid", "gid"):
+        if not arg.isdigit():
+            raise ValueError(f"{kind} {arg!r} is not a number")
+        return f"getent {'passwd' if kind == 'uid' else 'group'} {arg} | cut -d: -f1"
+    if kind == "pkgmgr":
+        return "if command -v apt-get >/dev/null; then echo apt; elif command -v dnf >/dev/null; then echo dnf; " \
+               "elif command -v yum >/dev/null; then echo yum; fi"
+    if kind == "package":
+        if not PACKAGE_NAME.match(arg):
+            raise ValueError(f"package {arg!r}")
+        name = quote(arg)
+        return (f"if command -v dpkg-query >/dev/null; then dpkg-query -W -f='${{db:Status-Abbrev}}|${{Version}}' {name} 2>/dev/null; "
+                f"elif command -v rpm >/dev/null; then rpm -q --qf 'ii |%{{VERSION}}' {name} 2>/dev/null; fi; true")
+    if kind == "command":
+        return f"( {arg}\n) >/dev/null 2>&1 </dev/null; echo $?"
+    if kind == "systemd":
+        return "[ -d /run/systemd/system ] && echo yes || echo no"
+    if kind == "service":
+        if not SERVICE_NAME.match(arg):
+            raise ValueError(f"service {arg!r}")
+        name = quote(arg)
+        return f"systemctl is-active {name} 2>/dev/null || true; systemctl is-enabled {name} 2>/dev/null || echo unknown"
+    if kind == "hostinfo":
+        return ("echo \"h $(hostname)\"; echo \"f $(hostname -f 2>/dev/null)\"; "
+                "for a in $(hostname -I 2>/dev/null); do echo \"a $a\"; done; "
+                "for k in /etc/ssh/ssh_host_*_key.pub; do [ -r \"$k\" ] && echo \"k $(cat \"$k\")\"; done; true")
+    raise ValueError(f"unknown fact kind {kind!r}")
+
+
+def _lines(text: str) -> list[str]:
+    return text.splitlines()
+
+
+def parse_fact(key: FactKey, text: str) -> Any:
+    """Parse ``key``'s output (see :func:`fact_command`); raises :class:`ParseError` when it is
+    not what that command prints."""
+    kind = key.kind
+    lines = _lines(text)
+    source = f"{kind} {key.arg}".strip()
+    if kind == "file":
+        if not lines or lines[0] == "absent":
+            return None
+        fields = lines[0].split("|")
+        if len(fields) != 5 or not re.fullmatch(r"[0-7]{1,4}", fields[1]):
+            raise ParseError(source, f"unexpected stat line {lines[0][:80]!r}")
+        ftype = {"regular file": "f", "regular empty file": "f", "directory": "d"}.get(fields[0], "o")
+        sha = lines[1] if len(lines) > 1 and _SHA.match(lines[1]) else None
+        content = None
+        if ftype == "f" and len(lines) > 2:
+            try:
+                content = base64.b64decode(lines[2], validate=True)
+            except binascii.Error:
+                raise ParseError(source, "file content is not base64") from None
+        elif ftype == "f" and sha is not None and fields[4] == "0":
+            content = b""
+        return FileState(ftype, int(fields[1], 8), fields[2], fields[3], sha, content)
+    if kind == "user":
+        if not lines:
+            return None
+        parts = lines[0].split(":")
+        if len(parts) != 7 or not parts[2].isdigit() or not parts[3].isdigit():
+            raise ParseError(source, f"unexpected passwd entry {lines[0][:80]!r}")
+        groups = tuple(lines[1].split()) if len(lines) > 1 else ()
+        return UserEntry(parts[0], int(parts[2]), int(parts[3]), parts[5], parts[6], groups[1:] if groups else ())
+    if kind == "group":
+        if not lines:
+            return None
+        parts = lines[0].split(":")
+        if len(parts) != 4 or not parts[2].isdigit():
+            raise ParseError(source, f"unexpected group entry {lines[0][:80]!r}")
+        return GroupEntry(parts[0], int(parts[2]))
+    if kind in ("uid", "gid", "pkgmgr"):
+        return lines[0].strip() if lines and lines[0].strip() else None
+    if kind == "package":
+        head = lines[0] if lines else ""
+        return head.split("|", 1)[1] if head.startswith("ii") and "|" in head else None
+    if kind == "command":
+        if not lines or not lines[-1].strip().isdigit():
+            raise ParseError(source, "no exit code")
+        return int(lines[-1].strip())
+    if kind == "systemd":
+        return bool(lines) and lines[0] == "yes"
+    if kind == "service":
+        active = lines[0].strip() if lines else "unknown"
+        enabled = lines[1].strip() if len(lines) > 1 else "unknown"
+        return ServiceState(active or "unknown", enabled or "unknown")
+    if kind == "hostinfo":
+        info: dict[str, Any] = {"hostname": "", "fqdn": "", "addresses": [], "host_keys": []}
+        for line in lines[:200]:
+            tag, _, value = line.partition(" ")
+            value = value.strip()[:8192]
+            if tag == "h":
+                info["hostname"] = value
+            elif tag == "f":
+                info["fqdn"] = value
+            elif tag == "a" and re.fullmatch(r"[0-9A-Fa-f:.]+", value):
+                info["addresses"].append(value)
+            elif tag == "k" and value:
+                info["host_keys"].append(" ".join(value.split()[:2]))
+        info["short"] = info["hostname"].split(".")[0]
+        return info
+    raise ParseError(source, "unknown fact kind")

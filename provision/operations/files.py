@@ -1,0 +1,220 @@
+"""File operations: directory, file content (and templates, rendered before), line, block, download."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any, Mapping
+
+from provision.operations.base import (
+    Arg, ArgumentError, FactKey, FileState, Operation, OperationError, Run, Write,
+    check_path, check_user, parent_of, parse_mode, quote, shell_path,
+)
+
+_OWNERSHIP = {
+    "owner": Arg((str,), help="user that owns it"),
+    "group": Arg((str,), help="group that owns it"),
+    "mode": Arg((str, int), help="octal mode, e.g. '0644'"),
+}
+
+
+def _common(args: dict) -> dict:
+    args = dict(args)
+    args["path"] = check_path(args["path"])
+    if args.get("owner") is not None:
+        check_user(args["owner"], "owner")
+    if args.get("group") is not None:
+        check_user(args["group"], "group")
+    args["mode"] = parse_mode(args.get("mode"))
+    return args
+
+
+def _file_request(args: dict) -> list[FactKey]:
+    return [FactKey("file", check_path(args["path"]))]
+
+
+def _fix_attributes(path: str, state: FileState, args: dict) -> list[Run]:
+    """chown/chmod where the existing path's owner, group or mode differ from the arguments."""
+    commands, what = [], []
+    owner, group, mode = args.get("owner"), args.get("group"), args.get("mode")
+    if (owner and owner != state.owner) or (group and group != state.group):
+        spec = (owner or state.owner) + (f":{group}" if group else "")
+        commands.append(f"chown {quote(spec)} {shell_path(path)}")
+        what.append(f"owner {spec}")
+    if mode is not None and mode != state.mode:
+        commands.append(f"chmod {mode:04o} {shell_path(path)}")
+        what.append(f"mode {mode:04o}")
+    if not commands:
+        return []
+    new = FileState(state.kind, mode if mode is not None else state.mode, owner or state.owner, group or state.group,
+                    state.sha256, state.content)
+    return [Run(" && ".join(commands), f"{path}: {', '.join(what)}", ((FactKey("file", path), new),))]
+
+
+def plan_directory(args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """Create the folder (with parents) when absent; fix owner/group/mode when they differ."""
+    args = _common(args)
+    path = args["path"]
+    state = facts.get(FactKey("file", path))
+    if state is None:
+        word = shell_path(path)
+        mode = args["mode"] if args["mode"] is not None else 0o755
+        command = f"mkdir -p {word} && chmod {mode:04o} {word}"
+        if args["owner"] or args["group"]:
+            command += f" && chown {quote((args['owner'] or 'root') + (':' + args['group'] if args['group'] else ''))} {word}"
+        new = FileState("d", mode, args["owner"] or "root", args["group"] or "root")
+        return [Run(command, f"create folder {path}", ((FactKey("file", path), new),))]
+    if state.kind != "d":
+        raise OperationError(f"{path} exists and is not a folder")
+    return _fix_attributes(path, state, args)
+
+
+def content_changes(path: str, content: bytes, args: dict, state: FileState | None, secret: bool = False) -> list:
+    """The changes that make ``path`` hold ``content`` with the requested attributes."""
+    if state is not None and state.kind != "f":
+        raise OperationError(f"{path} exists and is not a regular file")
+    digest = hashlib.sha256(content).hexdigest()
+    if state is not None and state.sha256 == digest:
+        return _fix_attributes(path, state, args)
+    owner = args.get("owner") or (state.owner if state else None)
+    group = args.get("group") or (state.group if state else None)
+    mode = args.get("mode") if args.get("mode") is not None else (state.mode if state else 0o644)
+    verb = "update" if state is not None else "create"
+    return [Write(path, content, owner, group, mode, state.content if state else None, f"{verb} {path}", secret)]
+
+
+def plan_file(args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """Make the file hold exactly ``content`` (written atomically, the old one kept as a backup)."""
+    args = _common(args)
+    content = args["content"]
+    data = content.encode() if isinstance(content, str) else bytes(content)
+    return content_changes(args["path"], data, args, facts.get(FactKey("file", args["path"])), bool(args.get("secret")))
+
+
+def _current_text(path: str, state: FileState | None, create: bool) -> str:
+    if state is None:
+        if not create:
+            raise OperationError(f"{path} does not exist (set create: true to create it)")
+        return ""
+    if state.kind != "f":
+        raise OperationError(f"{path} is not a regular file")
+    if state.content is None:
+        raise OperationError(f"{path} is too large to edit line by line")
+    try:
+        return state.content.decode()
+    except UnicodeDecodeError:
+        raise OperationError(f"{path} is not UTF-8 text") from None
+
+
+def edit_line(text: str, line: str, regexp: str | None, present: bool) -> str:
+    """Pure line edit: ensure ``line`` is present (replacing the last line matching ``regexp``,
+    else appending) or absent (removing lines equal to it or matching ``regexp``)."""
+    lines = text.splitlines()
+    pattern = re.compile(regexp) if regexp else None
+    if present:
+        matches = [i for i, old in enumerate(lines) if (pattern.search(old) if pattern else old == line)]
+        if matches:
+            lines[matches[-1]] = line
+        else:
+            lines.append(line)
+    else:
+        lines = [old for old in lines if not (old == line or (pattern and pattern.search(old)))]
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def plan_line(args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """One line in a file, other lines untouched."""
+    args = _common(args)
+    if "\n" in args["line"]:
+        raise ArgumentError(f"line: the line for {args['path']} may not contain a newline")
+    if args["regexp"]:
+        try:
+            re.compile(args["regexp"])
+        except re.error as error:
+            raise ArgumentError(f"line: bad regexp {args['regexp']!r}: {error}") from None
+    state = facts.get(FactKey("file", args["path"]))
+    present = args["state"] == "present"
+    if state is None and not present:
+        return []
+    text = _current_text(args["path"], state, args["create"])
+    new = edit_line(text, args["line"], args["regexp"], present)
+    if state is not None and new == text:
+        return _fix_attributes(args["path"], state, args)
+    return content_changes(args["path"], new.encode(), args, state)
+
+
+def edit_block(text: str, block: str, marker: str) -> str:
+    """Pure block edit: replace the lines between ``marker`` BEGIN/END (inclusive) with the block,
+    or append it; other lines untouched. An empty ``block`` removes the managed block."""
+    begin, end = marker.replace("{mark}", "BEGIN"), marker.replace("{mark}", "END")
+    lines = text.splitlines()
+    body = block.splitlines()
+    managed = [begin, *body, end] if block else []
+    if begin in lines and end in lines[lines.index(begin):]:
+        start = lines.index(begin)
+        stop = lines.index(end, start)
+        lines[start:stop + 1] = managed
+    else:
+        lines.extend(managed)
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def plan_block(args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """A marked block of lines in a file, replaced as a whole; lines outside it untouched."""
+    args = _common(args)
+    if "{mark}" not in args["marker"] or "\n" in args["marker"]:
+        raise ArgumentError("block: marker must be one line containing {mark}")
+    state = facts.get(FactKey("file", args["path"]))
+    text = _current_text(args["path"], state, True)
+    new = edit_block(text, args["block"], args["marker"])
+    if state is not None and new == text:
+        return _fix_attributes(args["path"], state, args)
+    return content_changes(args["path"], new.encode(), args, state)
+
+
+_URL = re.compile(r"^(https?|ftp)://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
+
+
+def plan_download(args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """Fetch ``url`` to ``path`` when the file's sha256 is not the required one; the download is
+    checked before it replaces anything (temp file in the same folder, then rename)."""
+    args = _common(args)
+    url, digest = args["url"], args["sha256"].lower()
+    if not _URL.match(url):
+        raise ArgumentError(f"download: {url!r} is not an http(s)/ftp URL")
+    if not re.fullmatch(r"[0-9a-f]{64}", digest):
+        raise ArgumentError(f"download: sha256 {args['sha256']!r} is not 64 hex digits")
+    path = args["path"]
+    state = facts.get(FactKey("file", path))
+    if state is not None and state.sha256 == digest:
+        return _fix_attributes(path, state, args)
+    word, folder = shell_path(path), shell_path(parent_of(path))
+    mode = args["mode"] if args["mode"] is not None else 0o644
+    owner = (args["owner"] or "root") + (f":{args['group']}" if args["group"] else "")
+    command = (
+        f"t=$(mktemp {folder}/.provision-dl.XXXXXX) && "
+        f"{{ if command -v curl >/dev/null; then curl -fsSL -o \"$t\" {quote(url)}; else wget -q -O \"$t\" {quote(url)}; fi; }} && "
+        f"got=$(sha256sum <\"$t\" | cut -c1-64) && "
+        f"if [ \"$got\" != {digest} ]; then rm -f \"$t\"; echo \"sha256 mismatch: got $got\" >&2; false; "
+        f"else chmod {mode:04o} \"$t\" && chown {quote(owner)} \"$t\" && mv -f \"$t\" {word}; fi"
+    )
+    new = FileState("f", mode, args["owner"] or "root", args["group"] or "root", digest, None)
+    return [Run(command, f"download {url} to {path}", ((FactKey("file", path), new),))]
+
+
+_PATH = {"path": Arg((str,), True, help="remote path (absolute or ~user/...)")}
+
+OPERATIONS = {
+    "directory": Operation("directory", {**_PATH, **_OWNERSHIP}, _file_request, plan_directory,
+                           doc="a folder with owner, group, mode"),
+    "file": Operation("file", {**_PATH, **_OWNERSHIP, "content": Arg((str,), True), "secret": Arg((bool,), default=False)},
+                      _file_request, plan_file, doc="a file with exactly this content"),
+    "line": Operation("line", {**_PATH, **_OWNERSHIP, "line": Arg((str,), True), "regexp": Arg((str,)),
+                               "state": Arg((str,), default="present"), "create": Arg((bool,), default=False)},
+                      _file_request, plan_line, doc="one line in a file"),
+    "block": Operation("block", {**_PATH, **_OWNERSHIP, "block": Arg((str,), True),
+                                 "marker": Arg((str,), default="# {mark} provision managed block")},
+                       _file_request, plan_block, doc="a marked block in a file"),
+    "download": Operation("download", {**_PATH, **_OWNERSHIP, "url": Arg((str,), True), "sha256": Arg((str,), True)},
+                          _file_request, plan_download, doc="a file fetched from a URL, checked by sha256"),
+}

@@ -1,0 +1,164 @@
+"""SSH trust: a user's key pair, authorized keys, and known host keys in a managed block."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from provision.operations.base import (
+    UNKNOWN, Arg, ArgumentError, FactKey, Operation, OperationError, Run, check_path, check_user, quote, shell_path,
+)
+from provision.operations.files import content_changes, edit_block
+
+KEY_LINE = re.compile(r"^(?:(?P<opts>\S+) )?(?P<type>(?:ssh|ecdsa|sk)-[a-z0-9@.-]+) (?P<blob>[A-Za-z0-9+/]+={0,3})(?: (?P<comment>[^\n]*))?$")
+NAME = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,252}|\[[0-9A-Za-z.:-]+\]:\d+|[0-9A-Fa-f:.]+)$")
+
+
+def _key_path(args: dict) -> str:
+    user = check_user(args["user"])
+    return check_path(args.get("path") or f"~{user}/.ssh/id_ed25519")
+
+
+def _keypair_requests(args: dict) -> list[FactKey]:
+    path = _key_path(args)
+    return [FactKey("user", args["user"]), FactKey("file", path), FactKey("file", path + ".pub")]
+
+
+def plan_keypair(args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """Generate an ed25519 key pair without passphrase (as files owned by the user, 600/644,
+    in a 700 folder) when the private key is absent; an existing key is kept."""
+    user, path = args["user"], _key_path(args)
+    entry = facts.get(FactKey("user", user))
+    if entry is None:
+        raise OperationError(f"ssh_keypair: user {user} does not exist")
+    private, public = facts.get(FactKey("file", path)), facts.get(FactKey("file", path + ".pub"))
+    owner = quote(f"{user}:{entry.gid}")
+    word, pub = shell_path(path), shell_path(path + ".pub")
+    folder = shell_path(path.rpartition("/")[0])
+    if private is None:
+        command = (
+            f"install -d -m 700 -o {quote(user)} -g {entry.gid} {folder} && d=$(mktemp -d {folder}/.provision-key.XXXXXX) && "
+            f"ssh-keygen -q -t ed25519 -N '' -C {quote(user)}@\"$(hostname)\" -f \"$d/k\" && "
+            f"chown {owner} \"$d/k\" \"$d/k.pub\" && chmod 600 \"$d/k\" && chmod 644 \"$d/k.pub\" && "
+            f"mv -f \"$d/k.pub\" {pub} && mv -f \"$d/k\" {word} && rmdir \"$d\""
+        )
+        effects = ((FactKey("file", path), UNKNOWN), (FactKey("file", path + ".pub"), UNKNOWN))
+        return [Run(command, f"generate ssh key {path}", effects)]
+    if private.kind != "f":
+        raise OperationError(f"ssh_keypair: {path} is not a file")
+    if public is None:
+        command = (f"t=$(mktemp {folder}/.provision-key.XXXXXX) && ssh-keygen -y -f {word} >\"$t\" && "
+                   f"chown {owner} \"$t\" && chmod 644 \"$t\" && mv -f \"$t\" {pub}")
+        return [Run(command, f"derive {path}.pub", ((FactKey("file", path + ".pub"), UNKNOWN),))]
+    return []
+
+
+def keypair_result(args: dict, facts: Mapping[FactKey, Any]) -> dict:
+    """What ``register:`` records: the public key line (None when not readable, e.g. in --check)."""
+    state = facts.get(FactKey("file", _key_path(args) + ".pub"))
+    if state is None or state is UNKNOWN or state.content is None:
+        return {"public_key": None, "user": args["user"]}
+    # The node's file is hostile input: keep only "type blob comment" (no options), a safe comment.
+    match = KEY_LINE.match(state.content.decode(errors="replace").strip())
+    if not match or match.group("opts"):
+        return {"public_key": None, "user": args["user"], "error": "public key file is not one plain key line"}
+    comment = re.sub(r"[^A-Za-z0-9@._-]", "", match.group("comment") or "")[:64]
+    return {"public_key": f"{match.group('type')} {match.group('blob')}" + (f" {comment}" if comment else ""), "user": args["user"]}
+
+
+def parse_key(line: str) -> tuple[str, str]:
+    """(type, base64 blob) of an authorized_keys/public key line, or ArgumentError."""
+    match = KEY_LINE.match(line.strip())
+    if not match:
+        raise ArgumentError(f"not an SSH public key line: {line.strip()[:60]!r}")
+    return match.group("type"), match.group("blob")
+
+
+def _auth_path(args: dict) -> str:
+    return check_path(args.get("path") or f"~{check_user(args['user'])}/.ssh/authorized_keys")
+
+
+def _auth_requests(args: dict) -> list[FactKey]:
+    return [FactKey("user", check_user(args["user"])), FactKey("file", _auth_path(args))]
+
+
+def add_keys(text: str, keys: list[str]) -> str:
+    """Pure: append each key whose (type, blob) is not already in ``text``; other lines kept."""
+    present = set()
+    for line in text.splitlines():
+        match = KEY_LINE.match(line.strip())
+        if match:
+            present.add((match.group("type"), match.group("blob")))
+    added = []
+    for key in keys:
+        identity = parse_key(key)
+        if identity not in present:
+            present.add(identity)
+            added.append(key.strip())
+    if not added:
+        return text
+    if text and not text.endswith("\n"):
+        text += "\n"
+    return text + "".join(line + "\n" for line in added)
+
+
+def plan_authorized_key(args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """Every key in the user's authorized_keys once (never duplicated), other lines kept, 600."""
+    user, path = args["user"], _auth_path(args)
+    keys = args["keys"]
+    keys = [keys] if isinstance(keys, str) else [k for k in keys if k]
+    for key in keys:
+        parse_key(key)
+    entry = facts.get(FactKey("user", user))
+    if entry is None:
+        raise OperationError(f"authorized_key: user {user} does not exist")
+    state = facts.get(FactKey("file", path))
+    if state is not None and (state.kind != "f" or state.content is None):
+        raise OperationError(f"authorized_key: {path} is not a readable file")
+    text = state.content.decode(errors="replace") if state else ""
+    new = add_keys(text, keys)
+    return content_changes(path, new.encode(), {"owner": user, "group": None, "mode": 0o600}, state)
+
+
+def known_hosts_block(entries: list) -> str:
+    """The managed block's text: one ``name1,name2 type blob`` line per host key."""
+    lines = []
+    for entry in entries:
+        if not isinstance(entry, dict) or set(entry) - {"names", "keys"}:
+            raise ArgumentError("known_hosts: each entry is {names: [...], keys: [...]}")
+        names = [str(n) for n in entry.get("names") or []]
+        bad = [n for n in names if not NAME.match(n)]
+        if bad or not names:
+            raise ArgumentError(f"known_hosts: {bad[0] if bad else 'no names'!r} is not a host name or address")
+        unique = list(dict.fromkeys(names))
+        for key in entry.get("keys") or []:
+            kind, blob = parse_key(key)
+            lines.append(f"{','.join(unique)} {kind} {blob}")
+    return "\n".join(lines)
+
+
+def plan_known_hosts(args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """Host keys for every name a node is reached by, in a managed block of a known_hosts file."""
+    path = check_path(args["path"])
+    block = known_hosts_block(args["entries"])
+    state = facts.get(FactKey("file", path))
+    if state is not None and (state.kind != "f" or state.content is None):
+        raise OperationError(f"known_hosts: {path} is not a readable file")
+    text = state.content.decode(errors="replace") if state else ""
+    new = edit_block(text, block, "# {mark} provision known hosts")
+    if new == text:
+        return []
+    return content_changes(path, new.encode(), {"mode": 0o644}, state)
+
+
+OPERATIONS = {
+    "ssh_keypair": Operation("ssh_keypair", {"user": Arg((str,), True), "path": Arg((str,))}, _keypair_requests, plan_keypair,
+                             result=keypair_result, result_requests=lambda a: [FactKey("file", _key_path(a) + ".pub")],
+                             doc="an ed25519 key pair for a user, kept when present"),
+    "authorized_key": Operation("authorized_key", {"user": Arg((str,), True), "keys": Arg((str, list), True),
+                                                   "path": Arg((str,))},
+                                _auth_requests, plan_authorized_key, doc="public keys in a user's authorized_keys"),
+    "known_hosts": Operation("known_hosts", {"entries": Arg((list,), True), "path": Arg((str,), default="/etc/ssh/ssh_known_hosts")},
+                             lambda a: [FactKey("file", check_path(a["path"]))], plan_known_hosts,
+                             doc="host keys in a managed block of known_hosts"),
+}

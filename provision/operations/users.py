@@ -1,0 +1,108 @@
+"""Groups and users with fixed ids (NFS and MPI need the same uid/gid on every node).
+
+An existing user or group whose id differs is an error for that host: it is never changed
+silently, since files on shared storage belong to the id, not the name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from provision.operations.base import (
+    Arg, ArgumentError, FactKey, GroupEntry, Operation, OperationError, Run, UserEntry, check_path, check_user, quote,
+)
+
+
+def _gid(args: dict) -> int:
+    gid = args["gid"]
+    if isinstance(gid, bool) or not isinstance(gid, int) or not 0 < gid < 2**31:
+        raise ArgumentError(f"group {args['name']}: gid {gid!r} is not a positive number")
+    return gid
+
+
+def _group_requests(args: dict) -> list[FactKey]:
+    return [FactKey("group", check_user(args["name"], "group")), FactKey("gid", str(_gid(args)))]
+
+
+def plan_group(args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """Create the group with its gid when absent; a different gid, or the gid held by another
+    group, is an error for this host."""
+    name, gid = check_user(args["name"], "group"), _gid(args)
+    entry = facts.get(FactKey("group", name))
+    if entry is not None:
+        if entry.gid != gid:
+            raise OperationError(f"group {name} exists with gid {entry.gid}, wanted {gid}: not changed")
+        return []
+    holder = facts.get(FactKey("gid", str(gid)))
+    if holder is not None and holder != name:
+        raise OperationError(f"gid {gid} already belongs to group {holder}")
+    effects = ((FactKey("group", name), GroupEntry(name, gid)), (FactKey("gid", str(gid)), name))
+    return [Run(f"groupadd -g {gid} {quote(name)}", f"create group {name} ({gid})", effects)]
+
+
+def _user_args(args: dict) -> dict:
+    args = dict(args)
+    check_user(args["name"])
+    uid = args["uid"]
+    if isinstance(uid, bool) or not isinstance(uid, int) or not 0 < uid < 2**31:
+        raise ArgumentError(f"user {args['name']}: uid {uid!r} is not a positive number")
+    args["group"] = check_user(args["group"] or args["name"], "group")
+    groups = args["groups"] or []
+    if isinstance(groups, str):
+        groups = [g for g in groups.split(",") if g]
+    args["groups"] = [check_user(g, "group") for g in groups]
+    args["home"] = check_path(args["home"] or f"/home/{args['name']}")
+    if not isinstance(args["shell"], str) or not args["shell"].startswith("/") or any(c in args["shell"] for c in " \n'\""):
+        raise ArgumentError(f"user {args['name']}: shell {args['shell']!r} must be an absolute path")
+    return args
+
+
+def _user_requests(args: dict) -> list[FactKey]:
+    args = _user_args(args)
+    return [FactKey("user", args["name"]), FactKey("uid", str(args["uid"])), FactKey("group", args["group"])]
+
+
+def plan_user(args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """Create the user with its uid, primary group, shell and home when absent; add missing
+    supplementary groups and fix the shell when it exists. Another uid is an error."""
+    args = _user_args(args)
+    name, uid = args["name"], args["uid"]
+    entry: UserEntry | None = facts.get(FactKey("user", name))
+    if entry is None:
+        holder = facts.get(FactKey("uid", str(uid)))
+        if holder is not None and holder != name:
+            raise OperationError(f"uid {uid} already belongs to user {holder}")
+        group = facts.get(FactKey("group", args["group"]))
+        gid = group.gid if group is not None else uid
+        command = f"useradd -m -u {uid} -g {quote(args['group'])} -s {quote(args['shell'])} -d {quote(args['home'])}"
+        if args["groups"]:
+            command += f" -G {quote(','.join(args['groups']))}"
+        command += f" {quote(name)}"
+        new = UserEntry(name, uid, gid, args["home"], args["shell"], tuple(args["groups"]))
+        effects = ((FactKey("user", name), new), (FactKey("uid", str(uid)), name))
+        return [Run(command, f"create user {name} ({uid})", effects)]
+    if entry.uid != uid:
+        raise OperationError(f"user {name} exists with uid {entry.uid}, wanted {uid}: not changed")
+    changes = []
+    missing = [g for g in args["groups"] if g not in entry.groups]
+    if missing:
+        new = UserEntry(name, uid, entry.gid, entry.home, entry.shell, entry.groups + tuple(missing))
+        changes.append(Run(f"usermod -a -G {quote(','.join(missing))} {quote(name)}", f"add {name} to {', '.join(missing)}",
+                           ((FactKey("user", name), new),)))
+        entry = new
+    if entry.shell != args["shell"]:
+        new = UserEntry(name, uid, entry.gid, entry.home, args["shell"], entry.groups)
+        changes.append(Run(f"usermod -s {quote(args['shell'])} {quote(name)}", f"shell of {name}: {args['shell']}",
+                           ((FactKey("user", name), new),)))
+    return changes
+
+
+OPERATIONS = {
+    "group": Operation("group", {"name": Arg((str,), True), "gid": Arg((int,), True)}, _group_requests, plan_group,
+                       doc="a group with a fixed gid"),
+    "user": Operation("user", {
+        "name": Arg((str,), True), "uid": Arg((int,), True), "group": Arg((str,), help="primary group (default: name)"),
+        "groups": Arg((list, str), help="supplementary groups"), "shell": Arg((str,), default="/bin/bash"),
+        "home": Arg((str,)),
+    }, _user_requests, plan_user, doc="a user with a fixed uid"),
+}

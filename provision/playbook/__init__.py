@@ -1,0 +1,1 @@
+"""Playbooks: YAML plays of tasks (model), variables, and sandboxed Jinja2 templating."""

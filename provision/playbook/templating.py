@@ -1,0 +1,165 @@
+"""Jinja2 for playbooks: sandboxed, StrictUndefined, native values for ``"{{ expr }}"``, shell
+quoting of every value rendered into a command, and ``when:`` expressions without ``eval``."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import traceback
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable
+
+import jinja2
+from jinja2 import meta
+from jinja2.sandbox import SandboxedEnvironment
+
+from provision.errors import ProvisionError
+from provision.resources import resource_dir
+
+_SINGLE = re.compile(r"^\{\{(?P<expr>(?:(?!\}\}).)*)\}\}$", re.DOTALL)
+
+
+class TemplateError(ProvisionError):
+    """A template or expression failed to parse or render; the message names where and why."""
+
+
+def _quote(value: Any) -> str:
+    return shlex.quote(str(value))
+
+
+def _environment(**extra) -> SandboxedEnvironment:
+    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False, **extra)
+    env.filters["quote"] = _quote
+    env.filters["pluck"] = pluck
+    env.filters["registered"] = registered
+    env.filters["host_key_entries"] = host_key_entries
+    return env
+
+
+def registered(hostvars: Any, name: str) -> list:
+    """``hostvars | registered('user_keys')``: every host's registered results of that name
+    (loop results flattened, each with ``host`` added), hosts without it skipped."""
+    out = []
+    for host, values in sorted((hostvars or {}).items()):
+        value = values.get(name) if isinstance(values, dict) else None
+        if not isinstance(value, dict):
+            continue
+        for result in value.get("results", [value]):
+            if isinstance(result, dict):
+                out.append({**result, "host": host})
+    return out
+
+
+def host_key_entries(hostvars: Any) -> list:
+    """known_hosts entries for every host: its host keys (read over the verified connection)
+    under every name it is reached by: inventory name, ``[address]:port`` (or address), host
+    name, FQDN, short name and addresses."""
+    entries = []
+    for host, values in sorted((hostvars or {}).items()):
+        facts = values.get("facts") or {}
+        keys = facts.get("host_keys") or []
+        if not keys:
+            continue
+        address, port = values.get("inventory_address"), values.get("inventory_port")
+        names = [host]
+        if address:
+            names.append(f"[{address}]:{port}" if port and port != 22 else address)
+        names += [facts.get("hostname"), facts.get("fqdn"), facts.get("short"), *(facts.get("addresses") or [])]
+        entries.append({"names": [n for n in dict.fromkeys(names) if n], "keys": list(keys)})
+    return entries
+
+
+def pluck(results: Any, field: str) -> list:
+    """``registered | pluck('public_key')``: the field of each result (loop results flattened),
+    skipping missing or empty values."""
+    out = []
+    items = results if isinstance(results, list) else [results]
+    for item in items:
+        if isinstance(item, dict) and "results" in item:
+            out.extend(pluck(item["results"], field))
+        elif isinstance(item, dict) and item.get(field) not in (None, ""):
+            out.append(item[field])
+    return out
+
+
+ENV = _environment()
+SHELL_ENV = _environment(finalize=lambda value: _quote(value) if not isinstance(value, jinja2.runtime.Undefined) else value)
+
+
+@lru_cache(maxsize=4096)
+def variables_in(text: str) -> frozenset[str]:
+    """The top-level variable names a template string refers to."""
+    try:
+        return frozenset(meta.find_undeclared_variables(ENV.parse(text)))
+    except jinja2.TemplateSyntaxError:
+        return frozenset()
+
+
+@lru_cache(maxsize=4096)
+def _compiled(text: str, shell: bool) -> jinja2.Template:
+    return (SHELL_ENV if shell else ENV).from_string(text)
+
+
+def render_value(value: Any, context: dict, *, shell: bool = False) -> Any:
+    """Render every string inside ``value`` (dicts and lists walked). A string that is exactly one
+    ``{{ expression }}`` keeps the expression's native type (a list stays a list). With
+    ``shell``, every interpolated value is shell-quoted (for ``command``)."""
+    if isinstance(value, dict):
+        return {key: render_value(item, context, shell=shell) for key, item in value.items()}
+    if isinstance(value, list):
+        return [render_value(item, context, shell=shell) for item in value]
+    if not isinstance(value, str) or ("{{" not in value and "{%" not in value):
+        return value
+    single = _SINGLE.match(value.strip())
+    if single and not shell:
+        result = compile_expression(single.group("expr"))(**context)
+        if isinstance(result, jinja2.runtime.Undefined):
+            result._fail_with_undefined_error()
+        return result
+    return _compiled(value, shell).render(context)
+
+
+@lru_cache(maxsize=1024)
+def compile_expression(expression: str):
+    """A compiled (sandboxed) Jinja2 expression; raises :class:`TemplateError` when it does not
+    parse. The result keeps undefined values strict."""
+    try:
+        return ENV.compile_expression(expression, undefined_to_none=False)
+    except jinja2.TemplateSyntaxError as error:
+        raise TemplateError(f"expression {expression.strip()!r} does not parse: {error.message}") from None
+
+
+def evaluate_when(expression: Any, context: dict) -> bool:
+    """Evaluate a ``when:`` (a string expression, a bool, or a list meaning "all of")."""
+    if isinstance(expression, bool):
+        return expression
+    if isinstance(expression, list):
+        return all(evaluate_when(item, context) for item in expression)
+    result = compile_expression(str(expression))(**context)
+    if isinstance(result, jinja2.runtime.Undefined):
+        result._fail_with_undefined_error()
+    return bool(result)
+
+
+def template_loader(user_dirs: Iterable[Path]) -> jinja2.Environment:
+    """An environment that finds templates in ``user_dirs`` first, then provision's ``templates/``."""
+    env = _environment(loader=jinja2.FileSystemLoader([str(p) for p in user_dirs] + [str(resource_dir("templates"))]))
+    return env
+
+
+def render_template(env: jinja2.Environment, name: str, context: dict) -> str:
+    """Render template file ``name``; a failure names the template, its line and the cause."""
+    try:
+        return env.get_template(name).render(context)
+    except jinja2.TemplateNotFound:
+        raise TemplateError(f"template {name!r} not found (searched {', '.join(env.loader.searchpath)})") from None
+    except jinja2.TemplateSyntaxError as error:
+        raise TemplateError(f"template {error.filename or name}:{error.lineno}: {error.message}") from None
+    except (jinja2.UndefinedError, jinja2.TemplateError, TypeError, ValueError) as error:
+        line = None
+        for frame, lineno in traceback.walk_tb(error.__traceback__):
+            if frame.f_code.co_filename.endswith(name):
+                line = lineno
+        where = f"{name}:{line}" if line else name
+        raise TemplateError(f"template {where}: {error}") from None

@@ -1,0 +1,62 @@
+"""A private sshd cluster for the setup-cluster tests (its own compose project and keys).
+
+Test infrastructure only; nothing here stands in for provision's code.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from cluster_support import TESTS_DIR, Cluster, ensure_docker, wait_for_ssh, write_ed25519
+
+SETUP_COMPOSE = TESTS_DIR / "cluster" / "setup-compose.yml"
+SETUP_NODES = ("s1", "s2", "s3")
+
+
+def compose(project: str, material: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run docker-compose for the setup cluster."""
+    env = {**os.environ, "SETUP_DIR": str(material)}
+    return subprocess.run(["docker-compose", "-f", str(SETUP_COMPOSE), "-p", project, *args],
+                          env=env, capture_output=True, text=True, check=check)
+
+
+def start_setup_cluster(project: str, material: Path, nodes=SETUP_NODES) -> Cluster:
+    """Keys, containers up, sshd answering; returns the cluster as the tests see it."""
+    ensure_docker()
+    material.mkdir(parents=True, exist_ok=True)
+    client = write_ed25519(material / "id_ed25519", "provision-setup-tests")
+    (material / "authorized_keys").write_text(client + "\n")
+    host_keys = {node: write_ed25519(material / node / "ssh_host_ed25519_key", f"root@{node}") for node in nodes}
+    compose(project, material, "up", "-d", *nodes)
+    ports = {}
+    for node in nodes:
+        out = compose(project, material, "port", node, "22").stdout.strip()
+        ports[node] = int(out.rsplit(":", 1)[1])
+    wait_for_ssh(ports)
+    cluster = Cluster(ports, host_keys, project, key=material / "id_ed25519")
+    cluster.material = material
+    return cluster
+
+
+def restart_node(cluster: Cluster, node: str) -> None:
+    """Start a stopped node again; its published port changes, so ``cluster.ports`` is updated."""
+    subprocess.run(["docker", "start", cluster.container(node)], check=True, capture_output=True)
+    out = compose(cluster.project, cluster.material, "port", node, "22").stdout.strip()
+    cluster.ports[node] = int(out.rsplit(":", 1)[1])
+    wait_for_ssh({node: cluster.ports[node]})
+
+
+def stop_setup_cluster(project: str, material: Path) -> None:
+    """Remove the containers (always called, even after a failure)."""
+    compose(project, material, "down", "-v", "-t", "1", check=False)
+
+
+def write_files(cluster: Cluster, folder: Path, users_yaml: str, nodes=SETUP_NODES) -> tuple[Path, Path]:
+    """An inventory (with cluster_users) and a strict known_hosts for the nodes."""
+    inventory = folder / "hosts.yml"
+    inventory.write_text(cluster.inventory_yaml(nodes) + users_yaml)
+    known = folder / "known_hosts"
+    known.write_text("".join(cluster.known_hosts_line(n) for n in nodes))
+    return inventory, known

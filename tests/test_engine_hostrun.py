@@ -1,0 +1,32 @@
+"""Diffs with secrets masked, and the fact cache's predicted effects."""
+
+from provision.engine.hostrun import HOSTINFO, HostRun, mask_secrets, unified_diff
+from provision.inventory import Host
+from provision.operations.base import UNKNOWN, FactKey, Write
+from provision.operations.system import EVERYTHING
+
+
+def test_mask_secrets():
+    text = "user=a\npassword = hunter2\nc.PasswordIdentityProvider.hashed_password: 'argon2:xyz'\ntoken=abc\n"
+    masked = mask_secrets(text)
+    assert "hunter2" not in masked and "argon2:xyz" not in masked and "abc" not in masked and "user=a" in masked
+    key = "-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----"
+    assert "AAAA" not in mask_secrets(key)
+
+
+def test_unified_diff_new_changed_secret():
+    assert "+line\n" in unified_diff(Write("/etc/x", b"line\n"))
+    diff = unified_diff(Write("/etc/x", b"a\nb\n", old=b"a\n"))
+    assert "--- /etc/x (before)" in diff and "+b" in diff
+    assert "hidden" in unified_diff(Write("/etc/x", b"pw", secret=True))
+
+
+def test_effects_predict_and_invalidate():
+    run = HostRun(Host("h"), session=None)
+    run.facts = {HOSTINFO: {"hostname": "h"}, FactKey("file", "/a"): None, FactKey("user", "u"): None}
+    run.record_effects(Write("/a", b"x").effects)
+    assert run.facts[FactKey("file", "/a")].content == b"x"
+    run.record_effects(((FactKey("user", "u"), UNKNOWN),))
+    assert FactKey("user", "u") not in run.facts and FactKey("user", "u") in run.invalidated
+    run.record_effects(((EVERYTHING, UNKNOWN),))
+    assert list(run.facts) == [HOSTINFO] and run.facts_hostname() == "h"

@@ -1,0 +1,149 @@
+"""The engine on several "hosts" that run locally (each in its own folder): idempotence, one
+round trip when converged, --check, a failing host alone, handlers, register, bad input first."""
+
+from pathlib import Path
+
+import pytest
+
+from provision.connection import SshOptions
+from provision.engine.runner import BadInput, Runner, RunOptions
+from provision.inventory import load_inventory
+from provision.playbook.model import load_playbook
+from provision.playbook.variables import Variables
+from provision.session import Session
+
+
+class LocalSession(Session):
+    """Every host runs its commands on this machine (the hosts differ by their folder)."""
+
+    def run(self, command, stdin=None, timeout=None):
+        self.round_trips += 1
+        data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
+        return self._run_local(command, data, timeout or 30)
+
+
+PLAYBOOK = """
+- name: files
+  hosts: all
+  tasks:
+    - name: folder
+      directory: {path: "{{ root }}/etc", mode: "0750"}
+    - name: config
+      template: {src: app.conf.j2, path: "{{ root }}/etc/app.conf", mode: "0640"}
+      notify: reload
+    - name: hosts line
+      line: {path: "{{ root }}/etc/hosts", line: "10.0.0.1 head", create: true}
+      register: hosts_line
+    - name: only when the line changed
+      file: {path: "{{ root }}/etc/line-changed", content: "yes\\n"}
+      when: hosts_line.changed
+    - name: per item
+      file: {path: "{{ root }}/etc/{{ item }}", content: "{{ item }}\\n"}
+      loop: [one, two]
+      tags: [items]
+  handlers:
+    - name: reload
+      command: {cmd: "echo reloaded >> {{ root }}/reloads"}
+"""
+
+
+def make(tmp_path, playbook=PLAYBOOK, hosts=("h1", "h2"), limit=None, **options):
+    (tmp_path / "templates").mkdir(exist_ok=True)
+    (tmp_path / "templates" / "app.conf.j2").write_text("name={{ inventory_hostname }}\npassword={{ secret }}\n")
+    (tmp_path / "pb.yml").write_text(playbook)
+    lines = ["hosts:"] + [f"  {h}: {{vars: {{root: '{tmp_path / h}'}}}}" for h in hosts] + ["vars:", "  secret: hunter2"]
+    (tmp_path / "hosts.yml").write_text("\n".join(lines) + "\n")
+    for host in hosts:
+        (tmp_path / host).mkdir(exist_ok=True)
+    inventory = load_inventory(tmp_path / "hosts.yml")
+    runner = Runner(load_playbook(tmp_path / "pb.yml"), inventory, Variables(inventory), SshOptions(), RunOptions(**options),
+                    limit=limit, session_factory=LocalSession)
+    runner.prepare()
+    return runner
+
+
+def recap(report):
+    return {r.host: (r.ok, r.changed, r.failed, r.skipped, r.unreachable) for r in report.recap}
+
+
+def test_converges_then_one_round_trip(tmp_path):
+    first = make(tmp_path).run()
+    assert recap(first) == {h: (7, 7, 0, 0, 0) for h in ("h1", "h2")}
+    assert (tmp_path / "h1" / "etc" / "app.conf").read_text() == "name=h1\npassword=hunter2\n"
+    assert (tmp_path / "h2" / "reloads").read_text() == "reloaded\n"
+    second = make(tmp_path).run()
+    assert recap(second) == {h: (5, 0, 0, 1, 0) for h in ("h1", "h2")}  # handler not notified, `when` false
+    assert {r.host: r.round_trips for r in second.recap} == {"h1": 1, "h2": 1}
+    assert (tmp_path / "h2" / "reloads").read_text() == "reloaded\n"
+
+
+def test_check_changes_nothing_and_diff_masks_secrets(tmp_path):
+    report = make(tmp_path, check=True, diff=True).run()
+    assert recap(report)["h1"][1] == 7
+    assert list((tmp_path / "h1").iterdir()) == []
+    diffs = "".join(d for r in report.results for d in r.diff)
+    assert "+name=h1" in diffs and "hunter2" not in diffs and "password=********" in diffs
+
+
+def test_tags_select_tasks(tmp_path):
+    report = make(tmp_path, tags=frozenset({"items"})).run()
+    assert {r.task for r in report.results} == {"per item"}
+    assert (tmp_path / "h1" / "etc" / "one").exists() is False  # folder task not selected: write fails
+    assert recap(report)["h1"][2] == 1
+
+
+def test_failing_host_stops_alone(tmp_path):
+    runner = make(tmp_path)
+    (tmp_path / "h2" / "etc").write_text("a file where a folder belongs")
+    report = runner.run()
+    assert recap(report)["h1"] == (7, 7, 0, 0, 0)
+    h2 = [r for r in report.results if r.host == "h2"]
+    assert [r.status for r in h2] == ["failed"] and "not a folder" in h2[0].message
+    assert not report.ok
+
+
+def test_failed_change_keeps_earlier_ones_and_stops_later_ones(tmp_path):
+    playbook = """
+- hosts: all
+  tasks:
+    - file: {path: "{{ root }}/a", content: "a"}
+    - command: {cmd: "echo boom >&2; exit 3"}
+    - file: {path: "{{ root }}/b", content: "b"}
+"""
+    report = make(tmp_path, playbook, hosts=("h1",)).run()
+    assert [r.status for r in report.results] == ["changed", "failed", "aborted"]
+    assert "boom" in report.results[1].message
+    assert (tmp_path / "h1" / "a").read_text() == "a" and not (tmp_path / "h1" / "b").exists()
+
+
+@pytest.mark.parametrize("task,message", [
+    ('file: {path: "{{ root }}/x", content: "{{ missing_var }}"}', "'missing_var' is undefined"),
+    ('template: {src: nope.j2, path: "{{ root }}/x"}', "not found"),
+    ('file: {path: "{{ root }}/../etc/x", content: x}', "may not contain '..'"),
+    ('user: {name: "bob; reboot", uid: 5}', "user name"),
+    ('directory: {path: "{{ root }}"}\n      loop: "{{ root }}"', "loop must give a list"),
+])
+def test_bad_input_caught_before_any_host(tmp_path, task, message):
+    playbook = f"- hosts: all\n  tasks:\n    - {task}\n"
+    with pytest.raises(BadInput) as caught:
+        make(tmp_path, playbook)
+    assert "pb.yml:3" in str(caught.value) and message in str(caught.value)
+
+
+def test_register_from_other_hosts_is_deferred_not_bad_input(tmp_path):
+    playbook = """
+- hosts: all
+  tasks:
+    - line: {path: "{{ root }}/names", line: "{{ inventory_hostname }}", create: true}
+      register: mine
+- hosts: all
+  tasks:
+    - file: {path: "{{ root }}/all", content: "{{ hostvars | registered('mine') | map(attribute='host') | join(',') }}"}
+"""
+    make(tmp_path, playbook).run()
+    assert (tmp_path / "h2" / "all").read_text() == "h1,h2"
+
+
+def test_limit(tmp_path):
+    report = make(tmp_path, limit=["h2"]).run()
+    assert [r.host for r in report.recap] == ["h2"] and list((tmp_path / "h1").iterdir()) == []

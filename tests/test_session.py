@@ -1,0 +1,37 @@
+"""Sessions: stdin fed and closed, results not failures, timeouts, unreachable hosts as HostFailure."""
+
+import pytest
+
+from provision.connection import HostFailure, SshOptions
+from provision.inventory import Host
+from provision.session import Session
+
+
+def test_local_session_feeds_stdin():
+    with Session(Host("localhost"), SshOptions()) as session:
+        result = session.run("read -r a; echo got $a; exit 3", "hello\n")
+        assert (result.stdout, result.exit_code) == ("got hello\n", 3)
+        assert session.run("cat", b"bytes").stdout == "bytes"
+        assert session.round_trips == 2
+
+
+def test_local_timeout():
+    with pytest.raises(HostFailure) as caught:
+        Session(Host("localhost"), SshOptions()).run("sleep 5", timeout=0.2)
+    assert caught.value.kind == "timeout"
+
+
+def test_put_and_get(tmp_path):
+    session = Session(Host("localhost"), SshOptions())
+    session.put(str(tmp_path / "f"), b"\x00data\n")
+    assert session.get(str(tmp_path / "f")) == b"\x00data\n"
+    with pytest.raises(HostFailure):
+        session.get(str(tmp_path / "missing"))
+
+
+def test_unreachable_host_is_a_host_failure(tmp_path):
+    session = Session(Host("n1", address="127.0.0.1", port=1), SshOptions(known_hosts=tmp_path / "kh", connect_timeout=2))
+    with pytest.raises(HostFailure) as caught:
+        session.run("true")
+    assert caught.value.kind == "unreachable"
+    session.close()

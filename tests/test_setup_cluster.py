@@ -1,0 +1,189 @@
+"""setup-cluster on real sshd containers (its own compose project), as Molecule checks a role:
+--check on a fresh cluster changes nothing; converge; a second run changes nothing; --check on
+the converged cluster changes nothing; every ordered pair connects with BatchMode; a node
+stopped in the middle of a run fails alone, leaves no half-written file, and a rerun converges."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import run_cli
+from setup_support import SETUP_NODES, restart_node, start_setup_cluster, stop_setup_cluster, write_files
+
+pytestmark = pytest.mark.cluster
+
+USERS = """vars:
+  cluster_users:
+    - {name: alice, uid: 2001}
+    - {name: bob, uid: 2002, gid: 2102, groups: [mpi]}
+"""
+
+
+@pytest.fixture(scope="module")
+def setup_cluster(tmp_path_factory):
+    project = f"provsetup{os.getpid()}"
+    material = tmp_path_factory.mktemp("setup-material")
+    try:
+        cluster = start_setup_cluster(project, material)
+        yield cluster
+    finally:
+        stop_setup_cluster(project, material)
+
+
+@pytest.fixture
+def files(setup_cluster, tmp_path):
+    return write_files(setup_cluster, tmp_path, USERS)
+
+
+def setup(files, *extra):
+    inventory, known = files
+    return run_cli("setup-cluster", "-i", str(inventory), "--known-hosts", str(known), "--json", *extra)
+
+
+def recap(done) -> dict:
+    return {r["host"]: r for r in json.loads(done.stdout)["recap"]}
+
+
+def node_state(cluster, node) -> str:
+    """Users, homes and SSH files of a node, as root sees them."""
+    script = ("getent passwd alice bob; ls -la /home/alice/.ssh /home/bob/.ssh 2>&1; "
+              "cat /etc/ssh/ssh_known_hosts 2>&1; find / -xdev -name '*.provision-tmp.*' 2>/dev/null")
+    return cluster.docker_exec(node, "sh", "-c", script + "; true")
+
+
+def test_converge_idempotent_check_and_pairs(setup_cluster, files):
+    before = {n: node_state(setup_cluster, n) for n in SETUP_NODES}
+    checked = setup(files, "--check")
+    assert checked.returncode == 0, checked.stderr
+    assert all(r["changed"] > 0 for r in recap(checked).values())
+    after_check = {n: node_state(setup_cluster, n) for n in SETUP_NODES}
+    assert after_check == before  # --check on a fresh cluster changed nothing
+    assert "alice:x:" not in after_check["s1"] and "cannot access '/home/alice/.ssh'" in after_check["s1"]
+
+    first = setup(files)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert all(r["changed"] > 0 and r["failed"] == 0 for r in recap(first).values())
+    verify = json.loads(first.stdout)["verify"]
+    assert len(verify) == 3 * 2 * 2 and all(p["ok"] for p in verify), [p for p in verify if not p["ok"]]
+
+    second = setup(files)
+    assert second.returncode == 0
+    assert {h: (r["changed"], r["round_trips"]) for h, r in recap(second).items()} == {n: (0, 1) for n in SETUP_NODES}
+
+    converged_check = setup(files, "--check")
+    assert all(r["changed"] == 0 for r in recap(converged_check).values())
+
+    for node in SETUP_NODES:
+        state = node_state(setup_cluster, node)
+        assert "alice:x:2001:2001:" in state and "bob:x:2002:2102:" in state
+        assert "drwx------ 2 alice alice" in state and "-rw------- 1 alice alice" in state
+        assert state.count("BEGIN provision known hosts") == 1 and ".provision-tmp." not in state
+        keys = setup_cluster.docker_exec(node, "cat", "/home/alice/.ssh/authorized_keys").splitlines()
+        assert len(keys) == len(set(keys)) == 3
+    # A node as its own user, by host name, with strict host keys and no agent or password.
+    out = setup_cluster.docker_exec("s1", "runuser", "-u", "bob", "--", "ssh", "-o", "BatchMode=yes", "s3", "id -un")
+    assert out.strip() == "bob"
+
+
+def test_user_lines_kept_and_existing_uid_mismatch_fails_that_host_only(setup_cluster, files):
+    setup(files)
+    setup_cluster.docker_exec("s2", "sh", "-c", "echo '# my own line' >> /home/alice/.ssh/authorized_keys")
+    setup_cluster.docker_exec("s3", "useradd", "-u", "3999", "-N", "-g", "mpi", "carol")
+    inventory, known = files
+    inventory.write_text(inventory.read_text() + "    - {name: carol, uid: 2003}\n")
+    done = setup(files, "--no-verify")
+    result = recap(done)
+    assert done.returncode == 1
+    assert result["s3"]["failed"] == 1 and "exists with uid 3999, wanted 2003" in result["s3"]["message"]
+    assert result["s1"]["failed"] == 0 and result["s2"]["failed"] == 0
+    assert "# my own line" in setup_cluster.docker_exec("s2", "cat", "/home/alice/.ssh/authorized_keys")
+    assert "3999" in setup_cluster.docker_exec("s3", "id", "carol")
+
+
+FAULT_PLAYBOOK = """
+- include: {setup}
+- name: slow work in the middle of a run
+  hosts: all
+  become: true
+  tasks:
+    - name: a file before
+      file: {{path: /etc/provision-fault-a, content: "a\\n"}}
+    - name: something slow
+      command: {{cmd: "sleep 4"}}
+    - name: a file after
+      file: {{path: /etc/provision-fault-b, content: "b\\n"}}
+"""
+
+
+def test_node_stopped_mid_run(setup_cluster, files, tmp_path):
+    from provision.resources import resource_dir
+
+    playbook = tmp_path / "fault.yml"
+    playbook.write_text(FAULT_PLAYBOOK.format(setup=resource_dir("playbooks") / "setup-cluster.yml"))
+    container = setup_cluster.container("s2")
+
+    def stop_soon():
+        time.sleep(2.5)
+        subprocess.run(["docker", "stop", "-t", "0", container], capture_output=True)
+
+    stopper = threading.Thread(target=stop_soon)
+    stopper.start()
+    done = setup(files, "--playbook", str(playbook), "--no-verify")
+    stopper.join()
+    result = recap(done)
+    assert done.returncode == 1
+    assert result["s2"]["unreachable"] == 1 or result["s2"]["failed"] >= 1
+    for node in ("s1", "s3"):
+        assert result[node]["failed"] == 0 and result[node]["unreachable"] == 0
+        assert setup_cluster.docker_exec(node, "cat", "/etc/provision-fault-b") == "b\n"
+    restart_node(setup_cluster, "s2")
+    files = write_files(setup_cluster, tmp_path, USERS)  # s2's published port changed
+    for node in SETUP_NODES:
+        assert ".provision-tmp." not in node_state(setup_cluster, node)
+        for key_file in ("/home/alice/.ssh/authorized_keys", "/etc/ssh/ssh_known_hosts"):
+            text = setup_cluster.docker_exec(node, "sh", "-c", f"cat {key_file} 2>/dev/null; true")
+            assert text == "" or text.endswith("\n")  # whole files only
+    rerun = setup(files, "--playbook", str(playbook), "--no-verify")
+    assert rerun.returncode == 0, rerun.stdout
+    again = setup(files, "--playbook", str(playbook))
+    changed = {h: r["changed"] for h, r in recap(again).items()}
+    assert changed == {n: 1 for n in SETUP_NODES}  # only the unconditional `sleep` command
+    assert all(p["ok"] for p in json.loads(again.stdout)["verify"])
+
+
+def test_ask_become_pass_sent_on_stdin(setup_cluster, files, tmp_path):
+    password = "Secr3t pass$"
+    for node in SETUP_NODES:
+        setup_cluster.docker_exec(node, "sh", "-c", (
+            "id pw >/dev/null 2>&1 || useradd -m -s /bin/bash pw; "
+            f"echo 'pw:{password}' | chpasswd; echo 'pw ALL=(ALL) ALL' > /etc/sudoers.d/pw; chmod 440 /etc/sudoers.d/pw; "
+            "install -d -m 700 -o pw -g pw /home/pw/.ssh; install -m 600 -o pw -g pw /cluster/authorized_keys /home/pw/.ssh/"))
+    inventory, known = files
+    inventory.write_text(inventory.read_text().replace("user: mpi", "user: pw"))
+    args = ["setup-cluster", "-i", str(inventory), "--known-hosts", str(known), "--json", "--no-verify", "--ask-become-pass"]
+    wrong = run_cli(*args, input="not it\n")
+    assert wrong.returncode == 1
+    assert all("become (sudo) failed" in r["message"] for r in recap(wrong).values()), wrong.stdout
+    right = run_cli(*args, input=password + "\n")
+    assert right.returncode == 0, right.stdout + right.stderr
+    assert all(r["failed"] == 0 for r in recap(right).values())
+    assert password not in right.stdout + right.stderr + wrong.stdout + wrong.stderr
+    no_password = run_cli(*args[:-1])
+    assert no_password.returncode == 1 and "password is required" in no_password.stdout
+
+
+def test_become_user_runs_as_that_user(setup_cluster, files, tmp_path):
+    playbook = tmp_path / "whoami.yml"
+    playbook.write_text("- hosts: s1\n  become: true\n  tasks:\n"
+                        "    - command: {cmd: 'id -un > /tmp/provision-whoami', creates: /tmp/provision-whoami}\n"
+                        "      become_user: nobody\n")
+    done = setup(files, "--playbook", str(playbook), "--no-verify")
+    assert done.returncode == 0, done.stdout
+    assert setup_cluster.docker_exec("s1", "cat", "/tmp/provision-whoami") == "nobody\n"
+    assert recap(setup(files, "--playbook", str(playbook), "--no-verify"))["s1"]["changed"] == 0
