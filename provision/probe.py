@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -19,6 +18,7 @@ from provision.facts.model import HostFacts
 from provision.factstore import read_capture_dir
 from provision.gather import CAPTURE_NAMES, NOT_INSTALLED, Capture, gather_script, new_nonce, split_output
 from provision.inventory import HOST_NAME, Host
+from provision.parallel import fan_out
 
 DEFAULT_FORKS = 64  # enough to keep a 2-core control node busy; pdsh's default fanout is 32
 
@@ -76,19 +76,12 @@ def probe_hosts(
     options: SshOptions,
     forks: int = DEFAULT_FORKS,
     on_done: Callable[[ProbeResult], None] | None = None,
+    workers: int | None = None,
 ) -> list[ProbeResult]:
-    """Probe ``hosts`` with at most ``forks`` at once; results come back in input order."""
-    if forks < 1:
-        raise ValueError("forks must be at least 1")
-    results: dict[str, ProbeResult] = {}
-    with ThreadPoolExecutor(max_workers=min(forks, max(1, len(hosts))), thread_name_prefix="probe") as pool:
-        futures = {pool.submit(probe_host, host, options): host for host in hosts}
-        for future in as_completed(futures):
-            outcome = future.result()
-            results[outcome.host] = outcome
-            if on_done:
-                on_done(outcome)
-    return [results[host.name] for host in hosts]
+    """Probe ``hosts`` with at most ``forks`` at once in all, over ``workers`` processes (None:
+    one per core above a few hundred hosts; see :mod:`provision.parallel`); ``on_done`` is called
+    in this process as each host finishes; results come back in input order."""
+    return fan_out(hosts, lambda host: probe_host(host, options), forks, workers, on_done)
 
 
 def replay(capture_root: Path, hosts: list[str] | None = None) -> list[ProbeResult]:
