@@ -54,16 +54,21 @@ class _Watchdog:
     """Closes the transport of every command still running at its deadline (one thread per process)."""
 
     def __init__(self) -> None:
+        self._ids = itertools.count()
+        self._reset()
+
+    def _reset(self) -> None:
+        """Empty, thread not started: at creation and in a forked child (where the parent's thread
+        does not exist and its lock may have been held at the fork)."""
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int]] = []
         self._watched: dict[int, paramiko.Transport] = {}
-        self._ids = itertools.count()
-        self._pid = 0
+        self._started = False
 
     def watch(self, deadline: float, transport: paramiko.Transport) -> int:
         with self._cond:
-            if self._pid != os.getpid():  # first use, or a forked worker process (threads do not survive fork)
-                self._pid, self._heap, self._watched = os.getpid(), [], {}
+            if not self._started:
+                self._started = True
                 threading.Thread(target=self._run, name="provision-watchdog", daemon=True).start()
             token = next(self._ids)
             self._watched[token] = transport
@@ -94,6 +99,8 @@ class _Watchdog:
 
 
 _watchdog = _Watchdog()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_watchdog._reset)
 
 
 def _read_until_eof(channel: paramiko.Channel, deadline: float) -> tuple[bytes, bytes]:

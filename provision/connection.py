@@ -102,6 +102,15 @@ _key_cache: dict[tuple, paramiko.PKey] = {}
 _key_cache_lock = threading.Lock()
 
 
+def _new_key_cache_lock() -> None:  # a forked worker: the parent's lock may have been held at the fork
+    global _key_cache_lock
+    _key_cache_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_key_cache_lock)
+
+
 def cached_private_key(path: str) -> paramiko.PKey | None:
     """The private key at ``path`` (with its ``-cert.pub`` if any), parsed once per file version
     (path, inode, size, mtime) and shared across connections; None when it cannot be loaded without

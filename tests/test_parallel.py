@@ -1,0 +1,90 @@
+"""Bounded fan-out over threads and worker processes (provision.parallel), with local work functions."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+
+import pytest
+
+from provision import parallel
+from provision.parallel import WorkerError, fan_out, worker_count
+
+
+def square_and_where(item: int) -> tuple[int, int, int]:
+    return item, item * item, os.getpid()
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_results_in_input_order_whatever_the_workers(workers):
+    seen = []
+    results = fan_out(range(25), square_and_where, forks=5, workers=workers, on_done=seen.append)
+    assert [(i, sq) for i, sq, _ in results] == [(i, i * i) for i in range(25)]
+    assert sorted(seen) == sorted(results)  # on_done once per item, in this process
+    pids = {pid for _, _, pid in results}
+    if workers == 1:
+        assert pids == {os.getpid()}
+    else:
+        assert len(pids) == workers and os.getpid() not in pids
+
+
+def test_forks_is_the_total_in_flight_over_every_process():
+    running = multiprocessing.Value("i", 0)  # shared with the forked workers
+    peak = multiprocessing.Value("i", 0)
+
+    def work(item):
+        with running.get_lock():
+            running.value += 1
+            peak.value = max(peak.value, running.value)
+        time.sleep(0.05)
+        with running.get_lock():
+            running.value -= 1
+        return item
+
+    assert fan_out(list(range(24)), work, forks=4, workers=2) == list(range(24))
+    assert 2 <= peak.value <= 4
+
+
+def test_work_error_raised_in_the_caller():
+    def work(item):
+        if item == 3:
+            raise ValueError("bad item 3")
+        return item
+
+    with pytest.raises(ValueError, match="bad item 3"):
+        fan_out(range(6), work, forks=2, workers=1)
+    with pytest.raises(WorkerError, match="bad item 3"):
+        fan_out(range(6), work, forks=2, workers=2)
+
+
+def test_a_worker_that_dies_is_an_error_not_a_hang():
+    def work(item):
+        if item == 5:
+            os._exit(9)  # as if killed (out of memory)
+        return item
+
+    with pytest.raises(WorkerError, match=r"exit code \[9\].*before finishing"):
+        fan_out(range(8), work, forks=2, workers=2)
+
+
+def test_unpicklable_result_named():
+    with pytest.raises(WorkerError, match="cannot be sent back"):
+        fan_out(range(4), lambda item: (lambda: item), forks=2, workers=2)
+
+
+def test_worker_count(monkeypatch):
+    monkeypatch.setattr(parallel, "controller_cores", lambda: 8)
+    assert worker_count(10, 64) == 1  # few items: one process
+    assert worker_count(parallel.PROCESS_THRESHOLD, 64) == 2  # at least ITEMS_PER_WORKER each
+    assert worker_count(4096, 64) == 8  # one per core
+    assert worker_count(4096, 3) == 3  # never more processes than items in flight
+    assert worker_count(5, 64, workers=4) == 4 and worker_count(2, 64, workers=4) == 2  # explicit, bounded by items
+    monkeypatch.setattr(parallel, "controller_cores", lambda: 1)
+    assert worker_count(4096, 64) == 1
+
+
+def test_empty_and_bad_forks():
+    assert fan_out([], square_and_where, forks=4) == []
+    with pytest.raises(ValueError):
+        fan_out([1], square_and_where, forks=0)
