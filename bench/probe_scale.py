@@ -190,15 +190,21 @@ def main() -> None:
             print(f"forks {args.forks}, {len(os.sched_getaffinity(0))} cores; CPU = user+sys of the tool's processes per host")
             print(f"{'hosts':>5} {'load':>5} | {'provision s':>11} {'ms/host':>7} | {'paramiko s':>10} {'ms/host':>7} | "
                   f"{'clush s':>7} {'ms/host':>7} | {'prov/paramiko':>13} {'prov/clush':>10}")
+            totals = {}  # size -> {tool: CPU seconds}
             for count in sorted(args.sizes):
                 nodes.grow(count)
                 load = os.getloadavg()[0]
                 runs = [run_tools(nodes, count, args.forks, args.workers) for _ in range(args.repeat)]
                 r = {name: tuple(statistics.median(run[name][i] for run in runs) for i in (0, 1)) for name in runs[0]}
                 ms = {name: 1000 * cpu / count for name, (_, cpu) in r.items()}
+                totals[count] = {name: cpu for name, (_, cpu) in r.items()}
                 print(f"{count:>5} {load:>5.1f} | {r['provision'][0]:>11.2f} {ms['provision']:>7.1f} | {r['paramiko'][0]:>10.2f} "
                       f"{ms['paramiko']:>7.1f} | {r['clush'][0]:>7.2f} {ms['clush']:>7.1f} | "
                       f"{r['provision'][0] / r['paramiko'][0]:>12.2f}x {r['provision'][0] / r['clush'][0]:>9.2f}x", flush=True)
+            sizes = sorted(totals)
+            for small, big in zip(sizes, sizes[1:]):  # start-up cost cancels out: the cost of one more host
+                slope = {name: 1000 * (totals[big][name] - totals[small][name]) / (big - small) for name in totals[big]}
+                print(f"marginal CPU per host {small}->{big}: " + ", ".join(f"{n} {v:.1f} ms" for n, v in slope.items()))
             print("goals: prov/paramiko <= 1.1x, prov/clush < 1x at every size, provision ms/host <= 20 and flat")
         finally:
             nodes.close()
