@@ -7,6 +7,9 @@ every result back as soon as it is done; the calling process receives them in co
 calls ``on_done`` (a progress bar, saving) itself, and returns them in input order, exactly as
 the single-process path does. Workers are forked, so ``work`` and the items need not be
 picklable; each result must be (it crosses a pipe).
+
+The API is that of ``provision.fanout.fan_out`` (``on_done(item, result)``, ``on_error(item,
+error)``) plus ``workers``, so the setup engine can switch to it unchanged.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.connection
 import os
+import pickle
 import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TypeVar
 
@@ -57,39 +61,80 @@ def worker_count(items: int, forks: int, workers: int | None = None) -> int:
 
 
 def fan_out(
-    items: Sequence[T],
+    items: Iterable[T],
     work: Callable[[T], R],
     forks: int,
+    on_done: Callable[[T, R], None] | None = None,
+    on_error: Callable[[T, BaseException], R] | None = None,
     workers: int | None = None,
-    on_done: Callable[[R], None] | None = None,
 ) -> list[R]:
-    """``[work(item) for item in items]`` with at most ``forks`` running at once, over
-    :func:`worker_count` processes; ``on_done(result)`` is called in this process as each one
-    finishes. An exception from ``work`` is raised here (from a worker: as :class:`WorkerError`)."""
+    """Call ``work(item)`` for every item, at most ``forks`` at once over :func:`worker_count`
+    processes; results in input order; ``on_done(item, result)`` runs in this process as each
+    finishes. When ``work`` raises, ``on_error(item, error)`` supplies that item's result (an error
+    from a worker process, or a worker that died with the item unfinished, is a
+    :class:`WorkerError` when the original cannot cross the pipe); without ``on_error`` the first
+    error is raised after every other item has finished."""
     if forks < 1:
         raise ValueError("forks must be at least 1")
     items = list(items)
     if not items:
         return []
     processes = worker_count(len(items), forks, workers)
+    collect = _Collector(items, on_done, on_error)
     if processes == 1:
-        return _threads(items, work, forks, on_done)
-    return _processes(items, work, forks, processes, on_done)
+        _threads(items, work, forks, collect)
+    else:
+        _processes(items, work, forks, processes, collect)
+    return collect.finish()
 
 
-def _threads(items: list[T], work: Callable[[T], R], forks: int, on_done: Callable[[R], None] | None) -> list[R]:
-    results: list = [None] * len(items)
+class _Collector:
+    """Results by index, the callbacks, the first unhandled error."""
+
+    def __init__(self, items: list, on_done, on_error) -> None:
+        self.items, self.on_done, self.on_error = items, on_done, on_error
+        self.results: dict[int, object] = {}
+        self.first_error: BaseException | None = None
+
+    def done(self, index: int, result) -> None:
+        self.results[index] = result
+        if self.on_done:
+            self.on_done(self.items[index], result)
+
+    def failed(self, index: int, error: BaseException) -> None:
+        if self.on_error is None:
+            self.first_error = self.first_error or error
+            return
+        self.done(index, self.on_error(self.items[index], error))
+
+    def finish(self) -> list:
+        if self.first_error is not None:
+            raise self.first_error
+        return [self.results[i] for i in range(len(self.items))]
+
+
+def _threads(items: list[T], work: Callable[[T], R], forks: int, collect: _Collector) -> None:
     with ThreadPoolExecutor(max_workers=min(forks, len(items)), thread_name_prefix="fan-out") as pool:
         futures = {pool.submit(work, item): index for index, item in enumerate(items)}
         for future in as_completed(futures):
-            results[futures[future]] = result = future.result()
-            if on_done:
-                on_done(result)
-    return results
+            try:
+                result = future.result()
+            except Exception as error:  # noqa: BLE001 - one item's failure never stops the others
+                collect.failed(futures[future], error)
+                continue
+            collect.done(futures[future], result)
 
 
 def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (k < total % parts) for k in range(parts)]
+
+
+def _sendable_error(error: BaseException) -> BaseException:
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:  # noqa: BLE001 - unpicklable: its text crosses instead
+        return WorkerError(f"{type(error).__name__}: {error}")
 
 
 def _worker(sender: multiprocessing.connection.Connection, share: list[tuple[int, T]], work: Callable[[T], R], forks: int) -> None:
@@ -100,13 +145,14 @@ def _worker(sender: multiprocessing.connection.Connection, share: list[tuple[int
     def one(index: int, item: T) -> None:
         try:
             message = (index, True, work(item))
-        except BaseException:  # noqa: BLE001 - reported to the parent, which raises it
-            message = (index, False, traceback.format_exc(limit=-3).strip())
+        except Exception as error:  # noqa: BLE001 - the parent hands it to on_error
+            message = (index, False, _sendable_error(error))
         with lock:
             try:
                 sender.send(message)
             except Exception:  # noqa: BLE001 - an unpicklable result
-                sender.send((index, False, f"result of item {index} cannot be sent back: {traceback.format_exc(limit=-1).strip()}"))
+                sender.send((index, False, WorkerError(f"result of item {index} cannot be sent back: "
+                                                       f"{traceback.format_exc(limit=-1).strip()}")))
 
     with ThreadPoolExecutor(max_workers=min(forks, len(share)), thread_name_prefix="fan-out") as pool:
         for index, item in share:
@@ -114,15 +160,13 @@ def _worker(sender: multiprocessing.connection.Connection, share: list[tuple[int
     sender.close()
 
 
-def _processes(items: list[T], work: Callable[[T], R], forks: int, processes: int,
-               on_done: Callable[[R], None] | None) -> list[R]:
+def _processes(items: list[T], work: Callable[[T], R], forks: int, processes: int, collect: _Collector) -> None:
     context = multiprocessing.get_context("fork")
     sys.stdout.flush()
     sys.stderr.flush()
-    results: list = [None] * len(items)
-    done = [False] * len(items)
     started: list[multiprocessing.Process] = []
     receivers: dict[multiprocessing.connection.Connection, multiprocessing.Process] = {}
+    finished: set[int] = set()
     try:
         for number, threads in enumerate(_split(forks, processes)):
             receiver, sender = context.Pipe(duplex=False)
@@ -140,16 +184,15 @@ def _processes(items: list[T], work: Callable[[T], R], forks: int, processes: in
                     receivers.pop(receiver).join()
                     receiver.close()
                     continue
-                if not ok:
-                    raise WorkerError(value)
-                results[index], done[index] = value, True
-                if on_done:
-                    on_done(value)
-        missing = done.count(False)
-        if missing:
-            codes = sorted({w.exitcode for w in started if w.exitcode})
-            raise WorkerError(f"a worker process ended (exit code {codes}) before finishing {missing} of {len(items)} items")
-        return results
+                finished.add(index)
+                if ok:
+                    collect.done(index, value)
+                else:
+                    collect.failed(index, value)
+        codes = sorted({w.exitcode for w in started if w.exitcode})
+        for index in range(len(items)):
+            if index not in finished:  # its worker died (killed, out of memory): this item only fails
+                collect.failed(index, WorkerError(f"the worker process ended (exit code {codes}) before finishing this item"))
     finally:
         for worker in started:
             if worker.is_alive():

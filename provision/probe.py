@@ -81,7 +81,11 @@ def probe_hosts(
     """Probe ``hosts`` with at most ``forks`` at once in all, over ``workers`` processes (None:
     one per core above a few hundred hosts; see :mod:`provision.parallel`); ``on_done`` is called
     in this process as each host finishes; results come back in input order."""
-    return fan_out(hosts, lambda host: probe_host(host, options), forks, workers, on_done)
+    def defect(host: Host, error: BaseException) -> ProbeResult:  # a defect costs this host only, never the run
+        return ProbeResult(host.name, None, "parse", f"{type(error).__name__}: {error}"[:500])
+
+    return fan_out(hosts, lambda host: probe_host(host, options), forks,
+                   on_done=(lambda _host, result: on_done(result)) if on_done else None, on_error=defect, workers=workers)
 
 
 def replay(capture_root: Path, hosts: list[str] | None = None) -> list[ProbeResult]:

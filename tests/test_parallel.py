@@ -19,9 +19,11 @@ def square_and_where(item: int) -> tuple[int, int, int]:
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_results_in_input_order_whatever_the_workers(workers):
     seen = []
-    results = fan_out(range(25), square_and_where, forks=5, workers=workers, on_done=seen.append)
+    results = fan_out(range(25), square_and_where, forks=5, workers=workers,
+                      on_done=lambda item, result: seen.append((item, result, os.getpid())))
     assert [(i, sq) for i, sq, _ in results] == [(i, i * i) for i in range(25)]
-    assert sorted(seen) == sorted(results)  # on_done once per item, in this process
+    # on_done once per item, in this process
+    assert sorted(seen) == sorted((i, r, os.getpid()) for i, r in enumerate(results))
     pids = {pid for _, _, pid in results}
     if workers == 1:
         assert pids == {os.getpid()}
@@ -46,24 +48,47 @@ def test_forks_is_the_total_in_flight_over_every_process():
     assert 2 <= peak.value <= 4
 
 
-def test_work_error_raised_in_the_caller():
-    def work(item):
-        if item == 3:
-            raise ValueError("bad item 3")
-        return item
+def fails_on_3(item):
+    if item == 3:
+        raise ValueError("bad item 3")
+    return item
 
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_work_error_raised_after_the_others_finished(workers):
+    done = []
     with pytest.raises(ValueError, match="bad item 3"):
-        fan_out(range(6), work, forks=2, workers=1)
-    with pytest.raises(WorkerError, match="bad item 3"):
-        fan_out(range(6), work, forks=2, workers=2)
+        fan_out(range(6), fails_on_3, forks=2, workers=workers, on_done=lambda item, _r: done.append(item))
+    assert sorted(done) == [0, 1, 2, 4, 5]
 
 
-def test_a_worker_that_dies_is_an_error_not_a_hang():
+@pytest.mark.parametrize("workers", [1, 2])
+def test_on_error_gives_the_failed_item_its_result(workers):
+    results = fan_out(range(6), fails_on_3, forks=2, workers=workers, on_error=lambda item, error: f"{item}: {error}")
+    assert results == [0, 1, 2, "3: bad item 3", 4, 5]
+
+
+def test_unpicklable_error_crosses_as_its_text():
+    class Local(Exception):
+        pass
+
+    def work(item):
+        raise Local(f"local {item}")
+
+    results = fan_out(range(2), work, forks=2, workers=2, on_error=lambda item, error: (type(error).__name__, str(error)))
+    assert results == [("WorkerError", "Local: local 0"), ("WorkerError", "Local: local 1")]
+
+
+def test_a_worker_that_dies_costs_only_its_unfinished_items():
     def work(item):
         if item == 5:
             os._exit(9)  # as if killed (out of memory)
         return item
 
+    # Items 1, 3, 5, 7 are worker 1's (interleaved); it dies at 5, after 1 and 3 at most.
+    results = fan_out(range(8), work, forks=2, workers=2, on_error=lambda item, error: str(error))
+    assert results[0::2] == [0, 2, 4, 6]
+    assert "exit code [9]" in results[5] and "before finishing" in results[5]
     with pytest.raises(WorkerError, match=r"exit code \[9\].*before finishing"):
         fan_out(range(8), work, forks=2, workers=2)
 

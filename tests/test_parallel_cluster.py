@@ -40,7 +40,7 @@ def test_probe_over_worker_processes_same_as_one_process(cluster, cluster_files,
     monkeypatch.setattr(parallel, "controller_cores", lambda: 2)
     used = []
     real = parallel._processes
-    monkeypatch.setattr(parallel, "_processes", lambda items, work, forks, n, on_done: (used.append(n), real(items, work, forks, n, on_done))[1])
+    monkeypatch.setattr(parallel, "_processes", lambda items, work, forks, n, collect: (used.append(n), real(items, work, forks, n, collect))[1])
     done_here = []
     two = probe_hosts(hosts, options, forks=3, on_done=lambda r: done_here.append((r.host, os.getpid())))
     assert used == [2]

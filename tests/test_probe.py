@@ -44,3 +44,17 @@ def test_forks_bound_concurrency_and_failures_do_not_stop_others(monkeypatch):
     assert peak <= 4
     assert [r.host for r in results] == [h.name for h in hosts]
     assert results[-1].error_kind == "unreachable"
+
+
+def test_a_defect_costs_one_host_over_worker_processes_too(monkeypatch):
+    def fake_probe(host, options):  # stands in for SSH only: a defect (exception) in one host's probe
+        if host.name == "bad":
+            raise KeyError("boom")
+        return probe_module.ProbeResult(host.name, None, None, None)
+
+    monkeypatch.setattr(probe_module, "probe_host", fake_probe)
+    hosts = [Host("h1"), Host("bad"), Host("h2"), Host("h3")]
+    for workers in (1, 2):
+        results = probe_hosts(hosts, SshOptions(), forks=2, workers=workers)
+        assert [(r.host, r.error_kind) for r in results] == [("h1", None), ("bad", "parse"), ("h2", None), ("h3", None)]
+        assert "KeyError" in results[1].error
