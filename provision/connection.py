@@ -8,23 +8,28 @@ Time limits: ``connect_timeout`` (a float; Fabric's own handling truncates it to
 0.5 s became "no limit") bounds, on every hop, the TCP connect, the server's banner, the key
 exchange and opening a channel (also the ProxyJump hop's forwarded channel);
 ``command_timeout`` bounds the remote command.
+
+Cost: Fabric sets the connection up (ssh_config, ProxyJump, our host key policy on every hop);
+the command then runs on the paramiko channel directly, without invoke's runner (its reader
+threads and polling loops doubled the controller's CPU per host). Private keys are parsed once
+per file version and shared by every connection of the process.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import socket
 import subprocess
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import fabric
-import invoke
 import paramiko
 
+from provision.channel import ChannelFailure, CommandTimeout, run_on_channel
 from provision.hostkeys import HostKeyError, make_client
 from provision.inventory import Host
 
@@ -62,6 +67,18 @@ class HostFailure(Exception):
         super().__init__(message)
 
 
+class _Connection(fabric.Connection):
+    """A Fabric Connection that leaves the shared Config alone.
+
+    Fabric's ``__init__`` assigns ``self.inline_ssh_env``; not being a real attribute, the value
+    went into the Config all connections share (:func:`_fabric_config`), whose re-merge empties
+    it for a moment: another thread then failed with "No attribute or config key found for
+    'gateway'". As a class attribute it is a real one, set on the connection itself.
+    """
+
+    inline_ssh_env = None
+
+
 @lru_cache(maxsize=4)
 def _fabric_config(ssh_config: Path | None) -> fabric.Config:
     if ssh_config is not None:
@@ -81,6 +98,58 @@ def _check_key_file(key: str | None) -> str | None:
     return path
 
 
+_key_cache: dict[tuple, paramiko.PKey] = {}
+_key_cache_lock = threading.Lock()
+
+
+def _new_key_cache_lock() -> None:  # a forked worker: the parent's lock may have been held at the fork
+    global _key_cache_lock
+    _key_cache_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_key_cache_lock)
+
+
+def cached_private_key(path: str) -> paramiko.PKey | None:
+    """The private key at ``path`` (with its ``-cert.pub`` if any), parsed once per file version
+    (path, inode, size, mtime) and shared across connections; None when it cannot be loaded without
+    a passphrase or is not a key (paramiko then tries the file itself, as before)."""
+    try:
+        info = os.stat(path)
+        cert = os.stat(path + "-cert.pub")
+    except FileNotFoundError:
+        cert = None
+    except OSError:
+        return None
+    version = (path, info.st_ino, info.st_size, info.st_mtime_ns, cert and (cert.st_ino, cert.st_size, cert.st_mtime_ns))
+    with _key_cache_lock:
+        key = _key_cache.get(version)
+    if key is None:
+        try:
+            key = paramiko.PKey.from_path(path)
+        except Exception:  # noqa: BLE001 - encrypted, unknown type, unreadable: paramiko's own path decides
+            return None
+        with _key_cache_lock:
+            if len(_key_cache) > 64:  # bounded: rewritten key files must not grow it forever
+                _key_cache.clear()
+            _key_cache[version] = key
+    return key
+
+
+def _use_cached_key(connect_kwargs: dict) -> dict:
+    """Give paramiko the first key file as an already parsed ``pkey`` (tried first, as the file
+    would have been); the other files stay key files, tried after it in their order."""
+    files = connect_kwargs.get("key_filename") or []
+    files = [files] if isinstance(files, str) else list(files)
+    if not files or "pkey" in connect_kwargs or connect_kwargs.get("passphrase") or connect_kwargs.get("password"):
+        return connect_kwargs
+    key = cached_private_key(os.path.expanduser(files[0]))
+    if key is None:
+        return connect_kwargs
+    return {**connect_kwargs, "pkey": key, "key_filename": files[1:]}
+
+
 def _connect_limits(options: SshOptions) -> dict[str, float]:
     """paramiko.SSHClient.connect's time limits, as floats: TCP connect (and key exchange),
     server banner, channel opening (ProxyJump's forwarded channel, the command's session)."""
@@ -95,7 +164,7 @@ def _secure_hop(hop: fabric.Connection, options: SshOptions) -> None:
     # Fabric would pass int(connect_timeout) (0.5 -> 0 -> no limit) and gives a ProxyJump hop none
     # at all; our own float limits go straight to SSHClient.connect instead.
     hop.connect_timeout = None
-    hop.connect_kwargs = {**hop.connect_kwargs, **_connect_limits(options), "transport_factory": policy.transport_factory}
+    hop.connect_kwargs = {**_use_cached_key(hop.connect_kwargs), **_connect_limits(options), "transport_factory": policy.transport_factory}
 
 
 def open_connection(host: Host, options: SshOptions) -> fabric.Connection:
@@ -103,7 +172,7 @@ def open_connection(host: Host, options: SshOptions) -> fabric.Connection:
     installed on it and on every ProxyJump hop."""
     key = _check_key_file(host.key)
     connect_kwargs = {"key_filename": [key]} if key else {}
-    connection = fabric.Connection(
+    connection = _Connection(
         host=host.address or host.name,
         user=host.user,
         port=host.port,
@@ -136,10 +205,18 @@ def _timed_out(error: BaseException) -> bool:
     return isinstance(error, paramiko.SSHException) and str(error) in _TIMEOUT_MESSAGES
 
 
+def _command_timed_out(options: SshOptions) -> HostFailure:
+    return HostFailure("timeout", f"command still running after {options.command_timeout:g}s")
+
+
 def describe_failure(error: BaseException, options: SshOptions) -> HostFailure:
     """Turn any connection or command error into a :class:`HostFailure` with a kind and one line."""
     if isinstance(error, HostFailure):
         return error
+    if isinstance(error, CommandTimeout):
+        return _command_timed_out(options)
+    if isinstance(error, ChannelFailure):
+        return HostFailure("ssh", str(error))
     if isinstance(error, HostKeyError):
         return HostFailure("hostkey", str(error))
     if isinstance(error, paramiko.BadHostKeyException):  # not raised with our policy; kept one line anyway
@@ -150,8 +227,6 @@ def describe_failure(error: BaseException, options: SshOptions) -> HostFailure:
         return HostFailure("unreachable", f"cannot resolve host name: {error.strerror}")
     if isinstance(error, (socket.timeout, TimeoutError)) or (isinstance(error, paramiko.SSHException) and _timed_out(error)):
         return HostFailure("timeout", f"no SSH answer within {options.connect_timeout:g}s")
-    if isinstance(error, invoke.exceptions.CommandTimedOut):
-        return HostFailure("timeout", f"command still running after {options.command_timeout:g}s")
     if isinstance(error, paramiko.ChannelException):  # a ProxyJump hop could not reach the next one
         return HostFailure("unreachable", f"the jump host could not connect onwards: {error.text}")
     if isinstance(error, paramiko.ssh_exception.NoValidConnectionsError):
@@ -163,39 +238,43 @@ def describe_failure(error: BaseException, options: SshOptions) -> HostFailure:
     return HostFailure("ssh", f"{type(error).__name__}: {error}")
 
 
-class _WholeText(io.StringIO):
-    """``stdin`` for invoke, which reads 1 byte per 10 ms from a non-terminal stream: all at once."""
-
-    def read(self, size: int | None = -1) -> str:
-        return super().read()
-
-
-def run_command(host: Host, command: str, options: SshOptions, stdin: str | None = None) -> CommandResult:
-    """Run ``command`` (already safely built; see shlex.quote) on ``host``.
+def run_command(host: Host, command: str, options: SshOptions, stdin: str | bytes | None = None) -> CommandResult:
+    """Run ``command`` (already safely built; see shlex.quote) on ``host``, ``stdin`` written to
+    its standard input, which is then closed (with no ``stdin``, closed at once, like ``ssh -n``).
 
     The command's stdin is ``stdin`` then end-of-file, or closed at once (as ``ssh -n``) when
     None. A non-zero exit is a result, not a failure. Raises :class:`HostFailure` when the host
     cannot be reached, refuses us, or the command outlives ``options.command_timeout``.
     """
+    data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
     if host.is_local:
         try:
-            done = subprocess.run(
-                ["sh", "-c", command],
-                capture_output=True,
-                timeout=options.command_timeout,
-                input=b"" if stdin is None else stdin.encode(),
-            )
+            done = subprocess.run(["sh", "-c", command], capture_output=True, timeout=options.command_timeout, input=data)
         except subprocess.TimeoutExpired:
-            raise HostFailure("timeout", f"command still running after {options.command_timeout:g}s") from None
+            raise _command_timed_out(options) from None
         return CommandResult(done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"), done.returncode)
     connection = None
     try:
         connection = open_connection(host, options)
-        result = connection.run(command, hide=True, warn=True, in_stream=_WholeText(stdin or ""), echo_stdin=False,
-                                timeout=options.command_timeout)
-        return CommandResult(result.stdout, result.stderr, result.exited)
+        connection.open()
+        return run_on_connection(connection, command, data, options)
     except Exception as error:  # noqa: BLE001 - every failure becomes one line for this host
         raise describe_failure(error, options) from None
     finally:
         if connection is not None:
             connection.close()
+
+
+def run_on_connection(
+    connection: fabric.Connection, command: str, data: bytes, options: SshOptions, timeout: float | None = None
+) -> CommandResult:
+    """Run ``command`` on an open ``connection``'s own channel (no invoke runner: half the CPU),
+    ``data`` on its stdin then EOF; used once per probe and for every round trip of a setup
+    session. Raises what :func:`describe_failure` turns into one line."""
+    transport = connection.client.get_transport()
+    if transport is None or not transport.is_active():
+        raise HostFailure("unreachable", "connection lost")
+    stdout, stderr, code = run_on_channel(
+        transport, command, data, timeout or options.command_timeout, float(options.connect_timeout)
+    )
+    return CommandResult(stdout.decode(errors="replace"), stderr.decode(errors="replace"), code)

@@ -20,10 +20,12 @@ from provision.probe import DEFAULT_FORKS, probe_hosts
 
 @dataclass(frozen=True)
 class ProbeSettings:
-    """How to probe: the SSH options (host keys, time limits, ssh_config) and how many hosts at once."""
+    """How to probe: the SSH options (host keys, time limits, ssh_config), how many hosts at once,
+    over how many controller processes (None: automatic)."""
 
     ssh: SshOptions = field(default_factory=SshOptions)
     forks: int = DEFAULT_FORKS
+    workers: int | None = None
 
 
 class ProbeFailed(ProvisionError):
@@ -38,7 +40,7 @@ def plan_facts(names: list[str], inventory: Path | None, facts_dir: Path, probe:
     """
     if probe is None:
         return [load_host(facts_dir, name) for name in names]
-    results = probe_hosts(open_inventory(inventory).resolve(names), probe.ssh, probe.forks)
+    results = probe_hosts(open_inventory(inventory).resolve(names), probe.ssh, probe.forks, workers=probe.workers)
     for result in results:
         if result.facts is not None:
             save_host(facts_dir, result.facts, result.captures)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -19,6 +18,7 @@ from provision.facts.model import HostFacts
 from provision.factstore import read_capture_dir
 from provision.gather import CAPTURE_NAMES, NOT_INSTALLED, REMOTE_COMMAND, Capture, gather_script, new_nonce, split_output
 from provision.inventory import HOST_NAME, Host
+from provision.parallel import fan_out
 
 DEFAULT_FORKS = 64  # enough to keep a 2-core control node busy; pdsh's default fanout is 32
 
@@ -79,22 +79,16 @@ def probe_hosts(
     options: SshOptions,
     forks: int = DEFAULT_FORKS,
     on_done: Callable[[ProbeResult], None] | None = None,
+    workers: int | None = None,
 ) -> list[ProbeResult]:
-    """Probe ``hosts`` with at most ``forks`` at once; results come back in input order."""
-    if forks < 1:
-        raise ValueError("forks must be at least 1")
-    results: dict[str, ProbeResult] = {}
-    with ThreadPoolExecutor(max_workers=min(forks, max(1, len(hosts))), thread_name_prefix="probe") as pool:
-        futures = {pool.submit(probe_host, host, options): host for host in hosts}
-        for future in as_completed(futures):
-            try:
-                outcome = future.result()
-            except Exception as error:  # noqa: BLE001 - a defect must cost one host, never the run
-                outcome = ProbeResult(futures[future].name, None, "parse", f"{type(error).__name__}: {error}"[:500])
-            results[outcome.host] = outcome
-            if on_done:
-                on_done(outcome)
-    return [results[host.name] for host in hosts]
+    """Probe ``hosts`` with at most ``forks`` at once in all, over ``workers`` processes (None:
+    one per core above a few hundred hosts; see :mod:`provision.parallel`); ``on_done`` is called
+    in this process as each host finishes; results come back in input order."""
+    def defect(host: Host, error: BaseException) -> ProbeResult:  # a defect costs this host only, never the run
+        return ProbeResult(host.name, None, "parse", f"{type(error).__name__}: {error}"[:500])
+
+    return fan_out(hosts, lambda host: probe_host(host, options), forks,
+                   on_done=(lambda _host, result: on_done(result)) if on_done else None, on_error=defect, workers=workers)
 
 
 def replay(capture_root: Path, hosts: list[str] | None = None) -> list[ProbeResult]:

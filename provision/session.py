@@ -8,16 +8,13 @@ password) travel on stdin, never on a command line.
 
 from __future__ import annotations
 
-import socket
+import base64
+import shlex
 import subprocess
 import threading
-import time
 
-from provision.connection import CommandResult, HostFailure, SshOptions, describe_failure, open_connection
+from provision.connection import CommandResult, HostFailure, SshOptions, describe_failure, open_connection, run_on_connection
 from provision.inventory import Host
-
-MAX_OUTPUT = 64 * 1024 * 1024  # a host may not make the controller hold more than this
-
 
 class Session:
     """One host's connection, opened on first use and closed by :meth:`close` (or ``with``)."""
@@ -70,67 +67,16 @@ class Session:
         return CommandResult(done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"), done.returncode)
 
     def _run_remote(self, command: str, data: bytes, timeout: float) -> CommandResult:
-        transport = self._connection.client.get_transport()
-        if transport is None or not transport.is_active():
-            raise HostFailure("unreachable", "connection lost")
-        channel = transport.open_session(timeout=self.options.connect_timeout)
-        try:
-            channel.settimeout(5.0)
-            channel.exec_command(command)
-            if data:
-                channel.sendall(data)
-            channel.shutdown_write()
-            out, err = bytearray(), bytearray()
-            deadline = time.monotonic() + timeout
-            channel.settimeout(0.5)  # block on data (no busy polling across many host threads)
-
-            def check() -> None:
-                if not transport.is_active():
-                    raise HostFailure("unreachable", "connection lost during the command")
-                if time.monotonic() > deadline:
-                    raise HostFailure("timeout", f"command still running after {timeout:g}s")
-                if len(out) + len(err) > MAX_OUTPUT:
-                    raise HostFailure("ssh", f"host sent more than {MAX_OUTPUT} bytes")
-
-            while True:  # stdout until EOF, draining stderr so the remote never blocks on it
-                try:
-                    chunk = channel.recv(65536)
-                except socket.timeout:
-                    chunk = None
-                while channel.recv_stderr_ready():
-                    err += channel.recv_stderr(65536)
-                if chunk == b"":
-                    break
-                if chunk:
-                    out += chunk
-                check()
-            while not channel.exit_status_ready():
-                channel.status_event.wait(0.5)
-                while channel.recv_stderr_ready():
-                    err += channel.recv_stderr(65536)
-                check()
-            while channel.recv_stderr_ready():
-                err += channel.recv_stderr(65536)
-            if not channel.status_event.is_set():
-                raise HostFailure("unreachable", "connection closed before the command finished")
-            code = channel.recv_exit_status()
-        finally:
-            channel.close()
-        return CommandResult(out.decode(errors="replace"), err.decode(errors="replace"), code)
+        return run_on_connection(self._connection, command, data, self.options, timeout)
 
     def put(self, path: str, data: bytes) -> None:
         """Write ``data`` to ``path`` on the host (as the login user) via ``cat``."""
-        import shlex
-
         result = self.run(f"cat > {shlex.quote(path)}", data)
         if result.exit_code != 0:
             raise HostFailure("ssh", f"cannot write {path}: {result.stderr.strip()[:200]}")
 
     def get(self, path: str) -> bytes:
         """Read ``path`` from the host (as the login user)."""
-        import base64
-        import shlex
-
         result = self.run(f"base64 < {shlex.quote(path)}")
         if result.exit_code != 0:
             raise HostFailure("ssh", f"cannot read {path}: {result.stderr.strip()[:200]}")

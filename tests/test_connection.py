@@ -160,3 +160,55 @@ def test_blackhole_jump_host_fails_as_timeout(tmp_path):
         config.write_text(f"Host target\n  ProxyJump 127.0.0.1:{port}\n")
         failure, seconds = run_in_thread(Host("target"), SshOptions(connect_timeout=0.5, ssh_config=config, known_hosts=tmp_path / "kh"))
     assert isinstance(failure, HostFailure) and failure.kind == "timeout", (failure, seconds)
+
+
+# --- issue 9: the shared Fabric config, the command on the channel, cached keys ----------------
+
+import invoke
+from pathlib import Path
+
+from provision import connection as connection_module
+
+
+def test_opening_connections_never_rewrites_the_shared_config(monkeypatch, tmp_path):
+    # Every thread shares one Config per ssh_config file. A write to it (Fabric stored
+    # inline_ssh_env there) re-merges it, emptying it for a moment under the other threads:
+    # hosts then failed with "No attribute or config key found for 'gateway'".
+    config = tmp_path / "ssh_config"
+    config.write_text("Host *\n  User someone\n")
+    shared = connection_module._fabric_config(config)
+    merges = []
+    real_merge = invoke.config.Config.merge
+    monkeypatch.setattr(invoke.config.Config, "merge", lambda self: (merges.append(self), real_merge(self))[1])
+    for name in ("a", "b"):
+        opened = open_connection(Host(name, address="10.9.9.9"), SshOptions(ssh_config=config))
+        assert opened.config is shared and opened.user == "someone"
+    assert [m for m in merges if m is shared] == []
+
+
+def test_key_parsed_once_per_file_version(tmp_path, monkeypatch):
+    from cluster_support import write_ed25519
+
+    key = tmp_path / "id_ed25519"
+    write_ed25519(key, "test")
+    loads = []
+    real = paramiko.PKey.from_path
+    monkeypatch.setattr(paramiko.PKey, "from_path", staticmethod(lambda path, password=None: (loads.append(path), real(path, password))[1]))
+    first = open_connection(Host("a", address="10.9.9.9", key=str(key)), SshOptions(ssh_config=Path("/dev/null")))
+    second = open_connection(Host("b", address="10.9.9.8", key=str(key)), SshOptions(ssh_config=Path("/dev/null")))
+    assert first.connect_kwargs["pkey"] is second.connect_kwargs["pkey"] and len(loads) == 1
+    assert first.connect_kwargs["key_filename"] == []  # not read again by paramiko
+    write_ed25519(key, "rotated")  # a new file version is read again
+    third = open_connection(Host("c", address="10.9.9.7", key=str(key)), SshOptions(ssh_config=Path("/dev/null")))
+    assert third.connect_kwargs["pkey"] is not first.connect_kwargs["pkey"] and len(loads) == 2
+
+
+def test_encrypted_key_left_to_paramiko(tmp_path):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    key = tmp_path / "id_locked"
+    key.write_bytes(ed25519.Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.BestAvailableEncryption(b"secret")))
+    opened = open_connection(Host("a", address="10.9.9.9", key=str(key)), SshOptions(ssh_config=Path("/dev/null")))
+    assert "pkey" not in opened.connect_kwargs and opened.connect_kwargs["key_filename"] == [str(key)]

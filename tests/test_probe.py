@@ -79,3 +79,17 @@ def test_probe_replay_one_broken_host_others_saved_and_printed_exit_1(tmp_path):
     assert "huge: parse: cannot parse `numactl-H` output line 1" in " ".join(done.stderr.split())
     assert (tmp_path / "facts" / "good.json").exists() and "good" in done.stdout
     assert not (tmp_path / "facts" / "broken.json").exists()
+
+
+def test_a_defect_costs_one_host_over_worker_processes_too(monkeypatch):
+    def fake_probe(host, options):  # stands in for SSH only: a defect (exception) in one host's probe
+        if host.name == "bad":
+            raise KeyError("boom")
+        return probe_module.ProbeResult(host.name, None, None, None)
+
+    monkeypatch.setattr(probe_module, "probe_host", fake_probe)
+    hosts = [Host("h1"), Host("bad"), Host("h2"), Host("h3")]
+    for workers in (1, 2):
+        results = probe_hosts(hosts, SshOptions(), forks=2, workers=workers)
+        assert [(r.host, r.error_kind) for r in results] == [("h1", None), ("bad", "parse"), ("h2", None), ("h3", None)]
+        assert "KeyError" in results[1].error

@@ -14,7 +14,11 @@ from provision.probe import DEFAULT_FORKS
 
 INVENTORY = typer.Option(None, "-i", "--inventory", help="Inventory YAML (default: inventory/hosts.yml if present).")
 FACTS_DIR = typer.Option(DEFAULT_FACTS_DIR, "--facts-dir", help="Where facts are cached (<host>.json + raw captures).")
-FORKS = typer.Option(DEFAULT_FORKS, "--forks", min=1, max=1024, help="Hosts probed at once.")
+FORKS = typer.Option(DEFAULT_FORKS, "--forks", min=1, max=1024, help="Hosts probed at once (in all, over every worker process).")
+WORKERS = typer.Option(
+    0, "--workers", min=0, max=256,
+    help="Controller processes sharing the hosts (0: automatic, one per core from a few hundred hosts on).",
+)
 CONNECT_TIMEOUT = typer.Option(
     SshOptions.connect_timeout, "--connect-timeout", min=0.1,
     help="Seconds (fractions allowed) to wait for each SSH connection, ProxyJump hops included.",
@@ -52,7 +56,7 @@ def ssh_options(known_hosts: Path | None, ssh_config: Path | None, *, accept_new
 
 
 def probe_settings(forks: int, connect_timeout: float, command_timeout: float, accept_new: bool,
-                   known_hosts: Path | None, ssh_config: Path | None) -> ProbeSettings:
-    """Build :class:`ProbeSettings` (SSH options + forks) from the shared CLI options."""
+                   known_hosts: Path | None, ssh_config: Path | None, workers: int | None = None) -> ProbeSettings:
+    """Build :class:`ProbeSettings` (SSH options, forks, worker processes) from the shared CLI options."""
     ssh = ssh_options(known_hosts, ssh_config, accept_new=accept_new, connect_timeout=connect_timeout, command_timeout=command_timeout)
-    return ProbeSettings(ssh, forks)
+    return ProbeSettings(ssh, forks, workers or None)

@@ -31,6 +31,7 @@ def probe(
     replay_dir: Path = typer.Option(None, "--replay", help="Derive facts from saved captures DIR/<host>/<name>.txt; no SSH."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON for scripts instead of a table."),
     forks: int = opt.FORKS,
+    workers: int = opt.WORKERS,
     connect_timeout: float = opt.CONNECT_TIMEOUT,
     command_timeout: float = opt.COMMAND_TIMEOUT,
     accept_new_host_keys: bool = opt.ACCEPT_NEW,
@@ -50,16 +51,23 @@ def probe(
         targets = open_inventory(inventory).resolve(hosts or [])
         if not targets:
             raise fail("no hosts: name some (provision probe localhost) or give an inventory with -i")
-        settings = opt.probe_settings(forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config)
+        settings = opt.probe_settings(forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config, workers)
         show_progress = not as_json and len(targets) > 1 and stderr.is_terminal
         if show_progress:
+            # Refreshed by each result, not by a thread of its own: worker processes are forked.
             with Progress(
-                TextColumn("probing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=stderr, transient=True
+                TextColumn("probing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=stderr, transient=True,
+                auto_refresh=False,
             ) as progress:
                 task = progress.add_task("probe", total=len(targets))
-                results = probe_hosts(targets, settings.ssh, settings.forks, on_done=lambda _r: progress.advance(task))
+
+                def advance(_result) -> None:
+                    progress.advance(task)
+                    progress.refresh()
+
+                results = probe_hosts(targets, settings.ssh, settings.forks, on_done=advance, workers=settings.workers)
         else:
-            results = probe_hosts(targets, settings.ssh, settings.forks)
+            results = probe_hosts(targets, settings.ssh, settings.forks, workers=settings.workers)
     unsaved = []  # one line per host whose facts could not be written (facts dir not writable, disk full)
     if save:
         for result in results:

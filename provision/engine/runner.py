@@ -10,7 +10,7 @@ from provision.connection import SshOptions
 from provision.engine.hostrun import HOSTINFO, HostFailed, HostRun, TaskResult, unified_diff
 from provision.engine.script import Step
 from provision.errors import ProvisionError
-from provision.fanout import fan_out
+from provision.parallel import fan_out
 from provision.inventory import Host, Inventory
 from provision.operations import OPERATIONS
 from provision.operations.base import FactKey, Write, check_user
@@ -214,14 +214,15 @@ class Runner:
         for name, run in runs.items():
             run.wanted = self.prefetch.get(name, {})
         try:
-            for play, hosts in zip(self.plays, self.play_hosts):
-                fan_out(hosts, lambda h: self._play_on_host(play, runs[h.name]), self.options.forks)
+            # Threads only (workers=1): each host's session and state live across plays in this process.
+            for play, hosts in zip(self.plays, self.play_hosts, strict=True):
+                fan_out(hosts, lambda h, play=play: self._play_on_host(play, runs[h.name]), self.options.forks, workers=1)
                 for name, run in runs.items():
                     self.hostvars[name] = {**run.registered, "facts": run.facts.get(HOSTINFO) or {}, "inventory_hostname": name,
                                            "inventory_address": run.host.address, "inventory_port": run.host.port}
         finally:
             if not self.keep_sessions:
-                fan_out(list(runs.values()), lambda r: r.session.close(), self.options.forks, on_error=lambda _r, _e: None)
+                fan_out(list(runs.values()), lambda r: r.session.close(), self.options.forks, on_error=lambda _r, _e: None, workers=1)
         return self._report(runs)
 
     def _play_on_host(self, play: Play, run: HostRun) -> None:

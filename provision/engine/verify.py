@@ -11,7 +11,7 @@ from typing import Any
 
 from provision.connection import HostFailure
 from provision.engine.script import remote_command, stdin_for
-from provision.fanout import fan_out
+from provision.parallel import fan_out
 from provision.operations.base import check_user
 
 _PEER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
@@ -78,5 +78,5 @@ def verify_pairs(sessions: dict[str, Any], peer_names: dict[str, str], users: li
                                       "" if code == 0 else ("no answer" if code is None else f"ssh exit {code}")))
         return out
 
-    results = fan_out(list(sessions), one, forks)
+    results = fan_out(list(sessions), one, forks, workers=1)  # the sessions are this process's
     return [pair for per_node in results for pair in per_node]
