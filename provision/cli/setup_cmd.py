@@ -16,6 +16,7 @@ from rich.table import Table
 from provision.cli import app, fail, stderr
 from provision.cli import options as opt
 from provision.engine.runner import BadInput, Runner, RunOptions
+from provision.engine.roles_summary import role_summary
 from provision.engine.verify import verify_pairs
 from provision.inventory import open_inventory
 from provision.playbook.model import load_playbook
@@ -114,12 +115,14 @@ def setup_cluster(
     finally:
         if live.live:
             live.live.stop()
-    pairs = []
+    pairs, summary = [], []
     try:
         if verify and not check and users:
             healthy = {n: r for n, r in report.runs.items() if not r.failed and not r.unreachable}
             names = {n: (r.facts_hostname() or n) for n, r in healthy.items()}
             pairs = verify_pairs({n: r.session for n, r in healthy.items()}, names, [u["name"] for u in users], forks, password)
+        if verify and not check:  # issue 8's roles: NFS same path/content, clone sizes, Jupyter access
+            summary = role_summary(report.runs, {n: runner.variables.for_host(h) for n, h in runner.hosts.items()}, forks, password)
     finally:
         for run in report.runs.values():
             run.session.close()
@@ -129,6 +132,7 @@ def setup_cluster(
             "results": [r.as_dict() for r in report.results],
             "recap": [vars(r) for r in report.recap],
             "verify": [vars(p) for p in pairs],
+            "summary": [vars(line) for line in summary],
         }, indent=2))
     else:
         width = max((len(r.host) for r in report.recap), default=0)
@@ -142,5 +146,8 @@ def setup_cluster(
             console.print(f"BatchMode SSH: {len(pairs) - len(bad_pairs)}/{len(pairs)} ordered pairs connect", highlight=False)
             for pair in bad_pairs:
                 console.print(f"  FAILED {pair.user}@{pair.source} -> {pair.target}: {pair.message}", style="red", highlight=False)
-    if not report.ok or bad_pairs:
+        for line in summary:
+            console.print(f"{line.role} {line.host}: {line.text}", style=None if line.ok else "red", highlight=False,
+                          markup=False, soft_wrap=True)
+    if not report.ok or bad_pairs or any(not line.ok for line in summary):
         raise typer.Exit(1)
