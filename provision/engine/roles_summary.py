@@ -57,7 +57,9 @@ def node_script(exports: list[str], server_address: str | None, token: str | Non
             lines.append(
                 f"if awk -v p={_q(path)} '$5 == p {{ for (i = 7; i <= NF; i++) if ($i == \"-\" && $(i+1) ~ /^nfs/) f = 1 }} END {{ exit !f }}' /proc/self/mountinfo; "
                 f"then echo \"@nfs {path} mount $(head -c 200 {_q(marker)} 2>&1 | head -n 1)\"; "
-                f"elif command -v nfs-cat >/dev/null 2>&1; then echo \"@nfs {path} nfs-cat $(timeout 20 nfs-cat {_q(url)} 2>&1 | head -c 200 | head -n 1)\"; "
+                # A retry: NFSv4 clients starting at the same moment can collide (NFS4ERR_STALE_CLIENTID).
+                f"elif command -v nfs-cat >/dev/null 2>&1; then for i in 1 2 3; do r=$(timeout 20 nfs-cat {_q(url)} 2>&1) && break; sleep $i; done; "
+                f"echo \"@nfs {path} nfs-cat $(printf '%s' \"$r\" | head -c 200 | head -n 1)\"; "
                 f"else echo \"@nfs {path} none\"; fi")
     for user, name in clones:
         check_user(user)
