@@ -109,3 +109,16 @@ def test_kernel_asked_but_unusable_fails():
 def test_clients_never_star_never_empty(clients):
     with pytest.raises(ArgumentError):
         plan("nfs_server_kind", {"clients": clients}, {})
+
+
+@pytest.mark.parametrize("args,message", [
+    ({"exports": [{"path": "/d", "mode": "rwx"}], "server": "n1", "hosts": ["n1"]}, "mode must be ro or rw"),
+    ({"exports": [{"path": "/d", "colour": 1}], "server": "n1", "hosts": ["n1"]}, r"expected \{path, mode\?\}"),
+    ({"exports": [{"path": "/d"}], "server": "n9", "hosts": ["n1"]}, "nfs_server 'n9' is not a host of the inventory"),
+    ({"exports": [{"path": "/d"}], "server": "n1", "hosts": ["n1"], "clients": ["*"]}, "never allowed"),
+])
+def test_nfs_variables_checked(args, message):
+    operation = OPERATIONS["nfs_check"]
+    with pytest.raises(ArgumentError, match=message):
+        operation.requests(operation.check_args(args))
+    assert operation.requests(operation.check_args({"exports": [{"path": "/d"}], "server": "n1", "hosts": ["n1"]})) == []

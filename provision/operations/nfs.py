@@ -47,6 +47,24 @@ def check_clients(clients: Any) -> list[str]:
     return list(dict.fromkeys(clients))
 
 
+def _check_requests(args: dict) -> list[FactKey]:
+    """Validate the NFS variables as a whole (no facts needed): bad input before any host."""
+    exports = args["exports"]
+    if not isinstance(exports, list):
+        raise ArgumentError("nfs_exports must be a list of {path, mode}")
+    for index, export in enumerate(exports):
+        if not isinstance(export, dict) or "path" not in export or set(export) - {"path", "mode"}:
+            raise ArgumentError(f"nfs_exports[{index}]: expected {{path, mode?}}, got {export!r}")
+        check_export_path(export["path"])
+        if export.get("mode", "ro") not in ("ro", "rw"):
+            raise ArgumentError(f"nfs_exports[{index}]: mode must be ro or rw, not {export['mode']!r}")
+    if exports and args["server"] not in (args["hosts"] or []):
+        raise ArgumentError(f"nfs_server {args['server']!r} is not a host of the inventory")
+    if args["clients"] is not None:
+        check_clients(args["clients"])
+    return []
+
+
 def _kind_requests(args: dict) -> list[FactKey]:
     if args["server"] not in ("auto", "kernel", "ganesha"):
         raise ArgumentError(f"nfs_server_kind: server must be auto, kernel or ganesha, not {args['server']!r}")
@@ -162,6 +180,9 @@ def result_mount(args: dict, facts: Mapping[FactKey, Any]) -> dict:
 
 
 OPERATIONS = {
+    "nfs_check": Operation("nfs_check", {"exports": Arg((list,), True), "server": Arg((str,)), "hosts": Arg((list,)),
+                                         "clients": Arg((list,))},
+                           _check_requests, lambda args, facts: [], doc="the NFS variables checked before any host is touched"),
     "nfs_server_kind": Operation("nfs_server_kind", {"server": Arg((str,), default="auto"), "clients": Arg((list,), True)}, _kind_requests, plan_kind,
                                  result=result_kind, result_requests=_kind_requests,
                                  doc="kernel NFS server where possible, else nfs-ganesha (registered)"),
