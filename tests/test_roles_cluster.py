@@ -110,7 +110,7 @@ def test_roles_check_converge_idempotent_and_work(roles_cluster, tmp_path):
     assert PASSWORD not in checked.stdout + checked.stderr and "argon2:" not in checked.stdout + checked.stderr
 
     first = setup(files)
-    assert first.returncode == 0, problems(first)
+    assert first.returncode == 0, json.dumps(problems(first))
     assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in recap(first).values()), recap(first)
     assert PASSWORD not in first.stdout + first.stderr
     summary = [f"{s['role']} {s['host']}: {s['text']}" for s in json.loads(first.stdout)["summary"]]
@@ -156,9 +156,13 @@ def test_roles_check_converge_idempotent_and_work(roles_cluster, tmp_path):
     assert config == "alice 600\n"
     subprocess.run(["docker", "exec", "-d", "-u", "alice", "-w", "/home/alice", "-e", "HOME=/home/alice", cluster.container("r1"),
                     "sh", "-c", "/opt/jupyter/bin/jupyter server >/tmp/jupyter-alice.log 2>&1"], check=True)
+    for _ in range(600):  # a loaded 2-core machine may take a minute to start it
+        if ":22B8 " in cluster.docker_exec("r1", "cat", "/proc/net/tcp"):
+            break
+        time.sleep(0.2)
     login_script = """
 c=$(mktemp); url=https://r1:8888
-for i in $(seq 1 60); do curl -sk -o /dev/null "$url/login" && break; sleep 0.5; done
+for i in $(seq 1 120); do curl -sk -o /dev/null "$url/login" && break; sleep 0.5; done
 curl -sk -c "$c" -b "$c" -o /dev/null "$url/login"
 x=$(awk '$6 == "_xsrf" {print $7}' "$c")
 curl -sk -c "$c" -b "$c" -o /dev/null -w '%{http_code} %{redirect_url}\n' --data-urlencode "password@-" --data-urlencode "_xsrf=$x" "$url/login?next=%2Fapi%2Fstatus"
@@ -172,3 +176,54 @@ curl -sk -b "$c" -o /dev/null -w 'api %{http_code}\n' "$url/api/status"
     assert good[0].startswith("302 ") and good[1] == "api 200", (good, cluster.docker_exec("r1", "tail", "-20", "/tmp/jupyter-alice.log"))
     bad = attempt("wrong-password")
     assert not bad[0].startswith("302 ") and bad[1] == "api 403", bad
+
+
+def failures(done) -> dict:
+    """host -> messages of its failed tasks."""
+    out: dict = {}
+    for result in json.loads(done.stdout)["results"]:
+        if result["status"] == "failed":
+            out.setdefault(result["host"], []).append(result["message"])
+    return out
+
+
+def test_roles_bad_input_on_hosts_fails_that_host_only(roles_cluster, tmp_path):
+    cluster = roles_cluster
+    files = inventory(cluster, tmp_path)
+    assert setup(files, "--tags", "users", "--no-verify").returncode == 0  # the users exist (also when run alone)
+
+    # A dataset path missing on the server is refused (unless nfs_create_missing), naming the variable.
+    (tmp_path / "missing.yml").write_text("nfs_exports: [{path: /data/missing}]\n")
+    done = setup(files, "--tags", "nfs", "-e", f"@{tmp_path / 'missing.yml'}")
+    assert done.returncode == 1
+    assert list(failures(done)) == ["r1"], problems(done)
+    assert "dataset path /data/missing does not exist on the NFS server" in failures(done)["r1"][0]
+    assert "nfs_create_missing: true" in failures(done)["r1"][0]
+
+    # A mount point that is already a mount of something else (r3's tmpfs) is refused, never mounted over.
+    (tmp_path / "busy.yml").write_text("nfs_exports: [{path: /data/busy}]\nnfs_create_missing: true\n")
+    before = cluster.docker_exec("r3", "cat", "/etc/fstab")
+    done = setup(files, "--tags", "nfs", "-e", f"@{tmp_path / 'busy.yml'}")
+    assert done.returncode == 1
+    assert list(failures(done)) == ["r3"], problems(done)
+    assert "/data/busy is already a mount of tmpfs (tmpfs); refusing to mount" in failures(done)["r3"][0]
+    assert cluster.docker_exec("r3", "cat", "/etc/fstab") == before
+    assert "tmpfs" in cluster.docker_exec("r3", "sh", "-c", "grep ' /data/busy ' /proc/mounts")
+    assert " /data/busy " in cluster.docker_exec("r2", "cat", "/etc/fstab")  # the other client went on
+
+    # A Jupyter port taken by another user's process on r2 is an error naming it, on r2 only.
+    subprocess.run(["docker", "exec", "-d", cluster.container("r2"), "python3", "-m", "http.server", "8889"], check=True)
+    for _ in range(50):
+        if ":22B9 " in cluster.docker_exec("r2", "cat", "/proc/net/tcp"):
+            break
+        time.sleep(0.2)
+    done = setup(files, "--tags", "jupyter")
+    assert done.returncode == 1
+    assert failures(done) == {"r2": ["port 8889 of bob is already in use (by uid 0)"]}
+    assert all(recap(done)[n]["failed"] == 0 for n in ("r1", "r3"))
+
+    # A cluster_users entry that cannot be created (its uid belongs to another user here) fails each node.
+    (tmp_path / "carol.yml").write_text("cluster_users: [{name: carol, uid: 1000}]\n")
+    done = setup(files, "--tags", "users", "-e", f"@{tmp_path / 'carol.yml'}", "--no-verify")
+    assert done.returncode == 1
+    assert set(failures(done)) == set(NODES) and all("1000" in m[0] for m in failures(done).values()), failures(done)
