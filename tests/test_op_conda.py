@@ -115,3 +115,13 @@ def test_block_top_goes_before_the_early_return_and_is_replaced_in_place():
     assert edit_block_top(once, ". /etc/profile.d/provision-conda.sh", "# {mark} conda") == once
     again = edit_block_top(once, ". /other", "# {mark} conda")
     assert again.splitlines()[1] == ". /other" and again.count("BEGIN conda") == 1
+
+
+def test_installer_too_large_for_the_script_must_be_a_url(installer, monkeypatch):
+    import provision.operations.conda as conda
+
+    path, sha, _md5 = installer
+    monkeypatch.setattr(conda, "MAX_UPLOAD", 10)
+    with pytest.raises(ArgumentError, match="give its URL"):
+        OPERATIONS["conda_install"].requests({"installer": str(path), "sha256": sha, "prefix": P, "md5": None, "base_dir": None,
+                                              "min_free_mb": None})

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -57,12 +58,27 @@ def local_installer(args: dict) -> Path:
     return path
 
 
+MAX_UPLOAD = 512 * 1024 * 1024  # a controller file travels inside the engine's script: larger ones by URL
+_READ_LOCK = threading.Lock()
+_READ: dict[tuple, bytes] = {}  # (path, size, mtime) -> content: read once per run, not once per host
+
+
 def verify_local(args: dict) -> bytes:
     """Read the controller installer and check its checksum; bad input when missing or wrong."""
     algorithm, digest = checksum_of(args)
     path = local_installer(args)
     try:
-        data = path.read_bytes()
+        stat = path.stat()
+        if stat.st_size > MAX_UPLOAD:
+            raise ArgumentError(f"anaconda installer {path}: {stat.st_size // 2**20} MiB is more than the "
+                                f"{MAX_UPLOAD // 2**20} MiB sent from the controller; give its URL (the nodes fetch it)")
+        key = (str(path), stat.st_size, stat.st_mtime_ns)
+        with _READ_LOCK:  # hosts plan in parallel threads
+            if key not in _READ:
+                if len(_READ) >= 4:
+                    _READ.clear()
+                _READ[key] = path.read_bytes()
+            data = _READ[key]
     except OSError as error:
         raise ArgumentError(f"anaconda installer {path}: {error.strerror or error}") from None
     got = hashlib.new(algorithm, data).hexdigest()
