@@ -227,3 +227,24 @@ def test_roles_bad_input_on_hosts_fails_that_host_only(roles_cluster, tmp_path):
     done = setup(files, "--tags", "users", "-e", f"@{tmp_path / 'carol.yml'}", "--no-verify")
     assert done.returncode == 1
     assert set(failures(done)) == set(NODES) and all("1000" in m[0] for m in failures(done).values()), failures(done)
+
+
+def test_nfs_export_serves_only_the_listed_clients(roles_cluster, tmp_path):
+    cluster = roles_cluster
+    files = inventory(cluster, tmp_path)
+    r2 = cluster.docker_exec("r2", "hostname", "-I").split()[0]
+    (tmp_path / "only-r2.yml").write_text(f"nfs_clients: ['{r2}']\n")
+    done = setup(files, "--tags", "nfs", "-e", f"@{tmp_path / 'only-r2.yml'}", "--no-verify")
+    # --no-verify: no summary; read the marker-free dataset file directly with the real nfs-cat
+    assert done.returncode == 0, problems(done)
+    conf = cluster.docker_exec("r1", "cat", "/etc/ganesha/provision-ganesha.conf")
+    assert f"Clients = {r2};" in conf
+    url = "nfs://$(getent hosts r1 | cut -d' ' -f1)/data/imagenet/train.txt?version=4"
+    assert cluster.docker_exec("r2", "sh", "-c", f"nfs-cat {url}", user="mpi") == "train-0001\n"
+    refused = subprocess.run(["docker", "exec", "-u", "mpi", cluster.container("r3"), "sh", "-c", f"timeout 30 nfs-cat {url}"],
+                             capture_output=True, text=True)
+    # ganesha hides an export from a client not in its list: the server answers NFS4ERR_NOENT
+    assert refused.returncode != 0 and "train-0001" not in refused.stdout, refused
+    assert "failed with NFS4ERR" in refused.stdout + refused.stderr, refused
+    # back to every node's address
+    assert setup(files, "--tags", "nfs", "--no-verify").returncode == 0
