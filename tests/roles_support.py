@@ -19,8 +19,9 @@ ROLES_NODES = ("r1", "r2", "r3")
 def compose(project: str, material: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run docker-compose for the roles cluster."""
     env = {**os.environ, "SETUP_DIR": str(material)}
-    return subprocess.run(["docker-compose", "-f", str(ROLES_COMPOSE), "-p", project, *args],
-                          env=env, capture_output=True, text=True, check=check)
+    return subprocess.run(
+        ["docker-compose", "-f", str(ROLES_COMPOSE), "-p", project, *args], env=env, capture_output=True, text=True, check=check
+    )
 
 
 def start_roles_cluster(project: str, material: Path) -> Cluster:

@@ -39,16 +39,25 @@ def test_fresh_install_uploads_checks_and_runs_in_batch_mode(installer):
     upload = changes[0]
     assert upload.content == path.read_bytes() and upload.mode == 0o600 and upload.path.startswith("/var/tmp/")
     command = changes[1].command
-    for part in ("umask 022", f"[ \"$got\" = {sha} ]", f"bash {upload.path} -b -p /opt/anaconda3",
-                 "chown -R root:root /opt/anaconda3", "chmod -R go-w /opt/anaconda3", MARKER):
+    for part in (
+        "umask 022",
+        f'[ "$got" = {sha} ]',
+        f"bash {upload.path} -b -p /opt/anaconda3",
+        "chown -R root:root /opt/anaconda3",
+        "chmod -R go-w /opt/anaconda3",
+        MARKER,
+    ):
         assert part in command
     assert command.index("got=") < command.index("bash /var/tmp")  # verified before it runs
 
 
 def test_relative_installer_is_read_from_base_dir_and_md5_accepted(installer):
     path, _sha, md5 = installer
-    changes = plan("conda_install", {"installer": path.name, "md5": md5, "prefix": P, "base_dir": str(path.parent)},
-                   {PREFIX: None, MARK: None, DF: 10**8})
+    changes = plan(
+        "conda_install",
+        {"installer": path.name, "md5": md5, "prefix": P, "base_dir": str(path.parent)},
+        {PREFIX: None, MARK: None, DF: 10**8},
+    )
     assert "md5sum" in changes[1].command
 
 
@@ -61,35 +70,49 @@ def test_same_install_is_skipped(installer):
 def test_prefix_holding_something_else_is_refused(installer):
     path, sha, _md5 = installer
     with pytest.raises(OperationError, match="already exists and holds an install provision did not make"):
-        plan("conda_install", {"installer": str(path), "sha256": sha, "prefix": P}, {PREFIX: FileState("d"), MARK: None, DF: 10**8})
+        plan(
+            "conda_install", {"installer": str(path), "sha256": sha, "prefix": P}, {PREFIX: FileState("d"), MARK: None, DF: 10**8}
+        )
     with pytest.raises(OperationError, match="holds sha256:0000"):
-        plan("conda_install", {"installer": str(path), "sha256": sha, "prefix": P},
-             {PREFIX: FileState("d"), MARK: stamp(b"sha256:" + b"0" * 64 + b"\n"), DF: 10**8})
+        plan(
+            "conda_install",
+            {"installer": str(path), "sha256": sha, "prefix": P},
+            {PREFIX: FileState("d"), MARK: stamp(b"sha256:" + b"0" * 64 + b"\n"), DF: 10**8},
+        )
 
 
 def test_free_space_checked_first(installer):
     path, sha, _md5 = installer
     with pytest.raises(OperationError, match=r"not enough free disk space for /opt/anaconda3: 10 MiB free .* 6000 MiB needed"):
-        plan("conda_install", {"installer": str(path), "sha256": sha, "prefix": P, "min_free_mb": 6000},
-             {PREFIX: None, MARK: None, DF: 10 * 1024})
+        plan(
+            "conda_install",
+            {"installer": str(path), "sha256": sha, "prefix": P, "min_free_mb": 6000},
+            {PREFIX: None, MARK: None, DF: 10 * 1024},
+        )
 
 
 def test_url_installer_is_checked_on_the_node():
     sha = "a" * 64
-    [change] = plan("conda_install", {"installer": "https://repo.example.org/A.sh", "sha256": sha, "prefix": P},
-                    {PREFIX: None, MARK: None, DF: 10**8})
+    [change] = plan(
+        "conda_install",
+        {"installer": "https://repo.example.org/A.sh", "sha256": sha, "prefix": P},
+        {PREFIX: None, MARK: None, DF: 10**8},
+    )
     assert "curl -fsSL -o /var/tmp/provision-installer-aaaaaaaaaaaaaaaa.sh https://repo.example.org/A.sh" in change.command
     assert change.command.index("curl") < change.command.index("got=") < change.command.index("bash /var/tmp")
 
 
-@pytest.mark.parametrize("args,message", [
-    ({"sha256": "0" * 64}, "sha256 is [0-9a-f]{64}, expected 0{64} \\(wrong or damaged file\\)"),
-    ({}, "a checksum is required"),
-    ({"sha256": "xyz"}, "is not a sha256 digest"),
-    ({"installer": "/nonexistent/Anaconda.sh", "sha256": "0" * 64}, "No such file or directory"),
-    ({"prefix": "/"}, "must be an absolute folder below /"),
-    ({"installer": "https://x/a b.sh", "sha256": "0" * 64}, "not an http"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        ({"sha256": "0" * 64}, "sha256 is [0-9a-f]{64}, expected 0{64} \\(wrong or damaged file\\)"),
+        ({}, "a checksum is required"),
+        ({"sha256": "xyz"}, "is not a sha256 digest"),
+        ({"installer": "/nonexistent/Anaconda.sh", "sha256": "0" * 64}, "No such file or directory"),
+        ({"prefix": "/"}, "must be an absolute folder below /"),
+        ({"installer": "https://x/a b.sh", "sha256": "0" * 64}, "not an http"),
+    ],
+)
 def test_bad_input_before_any_host(installer, args, message):
     path, sha, _md5 = installer
     full = {"installer": str(path), "prefix": P, **args}
@@ -100,11 +123,15 @@ def test_bad_input_before_any_host(installer, args, message):
 
 def test_clones_per_prefix_skipped_when_present():
     args = {"user": "alice", "prefixes": ["/opt/anaconda2", "/opt/anaconda3/"]}
-    facts = {FactKey("file", "~alice/.conda/envs/anaconda2/conda-meta"): FileState("d"),
-             FactKey("file", "~alice/.conda/envs/anaconda3/conda-meta"): None}
+    facts = {
+        FactKey("file", "~alice/.conda/envs/anaconda2/conda-meta"): FileState("d"),
+        FactKey("file", "~alice/.conda/envs/anaconda3/conda-meta"): None,
+    }
     [change] = plan("conda_clone", args, facts)
-    assert change.command == ('umask 022 && mkdir -p "${H_616c696365}"/.conda/envs && /opt/anaconda3/bin/conda create -q -y '
-                              '-p "${H_616c696365}"/.conda/envs/anaconda3 --clone /opt/anaconda3 >/dev/null')
+    assert change.command == (
+        'umask 022 && mkdir -p "${H_616c696365}"/.conda/envs && /opt/anaconda3/bin/conda create -q -y '
+        '-p "${H_616c696365}"/.conda/envs/anaconda3 --clone /opt/anaconda3 >/dev/null'
+    )
 
 
 def test_block_top_goes_before_the_early_return_and_is_replaced_in_place():
@@ -123,5 +150,6 @@ def test_installer_too_large_for_the_script_must_be_a_url(installer, monkeypatch
     path, sha, _md5 = installer
     monkeypatch.setattr(conda, "MAX_UPLOAD", 10)
     with pytest.raises(ArgumentError, match="give its URL"):
-        OPERATIONS["conda_install"].requests({"installer": str(path), "sha256": sha, "prefix": P, "md5": None, "base_dir": None,
-                                              "min_free_mb": None})
+        OPERATIONS["conda_install"].requests(
+            {"installer": str(path), "sha256": sha, "prefix": P, "md5": None, "base_dir": None, "min_free_mb": None}
+        )

@@ -20,9 +20,17 @@ def password_file(tmp_path):
 
 
 def config_args(password_file, **extra):
-    return {"user": "alice", "path": "~alice/.jupyter/jupyter_server_config.py", "port": 8888,
-            "password_file": password_file.name, "base_dir": str(password_file.parent), "root_dir": "~",
-            "certfile": "~/.jupyter/c.crt", "keyfile": "~/.jupyter/c.key", **extra}
+    return {
+        "user": "alice",
+        "path": "~alice/.jupyter/jupyter_server_config.py",
+        "port": 8888,
+        "password_file": password_file.name,
+        "base_dir": str(password_file.parent),
+        "root_dir": "~",
+        "certfile": "~/.jupyter/c.crt",
+        "keyfile": "~/.jupyter/c.key",
+        **extra,
+    }
 
 
 def plan(op, args, facts):
@@ -44,7 +52,7 @@ def test_config_written_0600_with_hash_and_secure_defaults(password_file):
     [write] = plan("jupyter_config", config_args(password_file), {key: None})
     assert isinstance(write, Write) and write.mode == 0o600 and write.owner == "alice" and write.group == "alice"
     text = write.content.decode()
-    assert "c.ServerApp.ip = \"localhost\"" in text and "c.ServerApp.open_browser = False" in text
+    assert 'c.ServerApp.ip = "localhost"' in text and "c.ServerApp.open_browser = False" in text
     assert "c.ServerApp.port = 8888" in text and "c.ServerApp.certfile" in text
     assert hash_matches(existing_hash(write.content), SECRET)
     assert SECRET not in text and SECRET not in write.describe
@@ -71,7 +79,11 @@ def test_changed_password_rewrites_the_config_with_a_backup(password_file):
 def test_all_interfaces_needs_tls(password_file):
     with pytest.raises(ArgumentError, match="needs TLS"):
         plan("jupyter_config", config_args(password_file, listen="all", certfile=None), {})
-    [write] = plan("jupyter_config", config_args(password_file, listen="all"), {FactKey("file", "~alice/.jupyter/jupyter_server_config.py"): None})
+    [write] = plan(
+        "jupyter_config",
+        config_args(password_file, listen="all"),
+        {FactKey("file", "~alice/.jupyter/jupyter_server_config.py"): None},
+    )
     assert 'c.ServerApp.ip = "0.0.0.0"' in write.content.decode()
 
 
@@ -94,13 +106,19 @@ def test_unreadable_password_file_message_never_holds_content(tmp_path):
     assert SECRET not in str(error.value)
 
 
-USERS = [{"name": "alice", "uid": 2001, "jupyter_port": 8888}, {"name": "bob", "uid": 2002, "jupyter_port": 8889},
-         {"name": "carol", "uid": 2003}]
+USERS = [
+    {"name": "alice", "uid": 2001, "jupyter_port": 8888},
+    {"name": "bob", "uid": 2002, "jupyter_port": 8889},
+    {"name": "carol", "uid": 2003},
+]
 
 
 def user_facts(listening):
-    return {FactKey("listening"): listening, FactKey("user", "alice"): UserEntry("alice", 2001, 2001, "/home/alice", "/bin/bash"),
-            FactKey("user", "bob"): UserEntry("bob", 2002, 2002, "/home/bob", "/bin/bash")}
+    return {
+        FactKey("listening"): listening,
+        FactKey("user", "alice"): UserEntry("alice", 2001, 2001, "/home/alice", "/bin/bash"),
+        FactKey("user", "bob"): UserEntry("bob", 2002, 2002, "/home/bob", "/bin/bash"),
+    }
 
 
 def test_ports_free_or_held_by_the_user_itself():

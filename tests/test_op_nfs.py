@@ -43,21 +43,32 @@ def test_fresh_client_that_can_mount():
 
 
 def test_client_that_cannot_mount_gets_the_line_but_no_mount_attempt():
-    changes = plan("nfs_mount", ARGS, {MOUNT: None, CAN: ("no privilege to mount (CAP_SYS_ADMIN)",),
-                                       DIR: FileState("d", 0o755), FSTAB: text_file(b"")})
+    changes = plan(
+        "nfs_mount",
+        ARGS,
+        {MOUNT: None, CAN: ("no privilege to mount (CAP_SYS_ADMIN)",), DIR: FileState("d", 0o755), FSTAB: text_file(b"")},
+    )
     assert [type(c) for c in changes] == [Write]
-    result = OPERATIONS["nfs_mount"].result(OPERATIONS["nfs_mount"].check_args(ARGS), {CAN: ("no privilege to mount (CAP_SYS_ADMIN)",)})
+    result = OPERATIONS["nfs_mount"].result(
+        OPERATIONS["nfs_mount"].check_args(ARGS), {CAN: ("no privilege to mount (CAP_SYS_ADMIN)",)}
+    )
     assert result == {"path": "/data/imagenet", "mountable": False, "missing": ["no privilege to mount (CAP_SYS_ADMIN)"]}
 
 
 def test_line_never_duplicated_and_user_options_kept():
-    mine = f"172.18.0.2:/data/imagenet /data/imagenet nfs ro,hard 0 0\n".encode()
+    mine = b"172.18.0.2:/data/imagenet /data/imagenet nfs ro,hard 0 0\n"
     assert plan("nfs_mount", ARGS, {MOUNT: None, CAN: ("x",), DIR: FileState("d"), FSTAB: text_file(mine)}) == []
 
 
 def test_converged_mount_is_ok():
-    assert plan("nfs_mount", ARGS, {MOUNT: ("172.18.0.2:/data/imagenet", "nfs4"), CAN: (), DIR: FileState("d"),
-                                    FSTAB: text_file(f"{LINE}\n".encode())}) == []
+    assert (
+        plan(
+            "nfs_mount",
+            ARGS,
+            {MOUNT: ("172.18.0.2:/data/imagenet", "nfs4"), CAN: (), DIR: FileState("d"), FSTAB: text_file(f"{LINE}\n".encode())},
+        )
+        == []
+    )
 
 
 def test_mount_point_that_is_a_mount_of_something_else_is_refused():
@@ -71,10 +82,15 @@ def test_fstab_claiming_the_mount_point_for_another_source_is_refused():
         plan("nfs_mount", ARGS, {MOUNT: None, CAN: (), DIR: FileState("d"), FSTAB: text_file(other)})
 
 
-@pytest.mark.parametrize("args", [
-    {"server": "a;b", "path": "/d"}, {"server": "s", "path": "/d x"}, {"server": "s", "path": "/"},
-    {"server": "s", "path": "/d", "options": "ro 0 0\n/x"},
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"server": "a;b", "path": "/d"},
+        {"server": "s", "path": "/d x"},
+        {"server": "s", "path": "/"},
+        {"server": "s", "path": "/d", "options": "ro 0 0\n/x"},
+    ],
+)
 def test_bad_mount_arguments(args):
     with pytest.raises(ArgumentError):
         plan("nfs_mount", args, {})
@@ -91,9 +107,15 @@ def test_dataset_missing_is_refused_unless_create():
         plan("nfs_dataset", {"path": "/data/imagenet"}, {key: text_file(b"x")})
 
 
-@pytest.mark.parametrize("nfsd,asked,expected", [
-    ("kernel", "auto", "kernel"), ("none", "auto", "ganesha"), ("kernel", "ganesha", "ganesha"), ("none", "ganesha", "ganesha"),
-])
+@pytest.mark.parametrize(
+    "nfsd,asked,expected",
+    [
+        ("kernel", "auto", "kernel"),
+        ("none", "auto", "ganesha"),
+        ("kernel", "ganesha", "ganesha"),
+        ("none", "ganesha", "ganesha"),
+    ],
+)
 def test_server_kind(nfsd, asked, expected):
     operation = OPERATIONS["nfs_server_kind"]
     args = operation.check_args({"server": asked, "clients": ["10.0.0.1"]})
@@ -111,12 +133,15 @@ def test_clients_never_star_never_empty(clients):
         plan("nfs_server_kind", {"clients": clients}, {})
 
 
-@pytest.mark.parametrize("args,message", [
-    ({"exports": [{"path": "/d", "mode": "rwx"}], "server": "n1", "hosts": ["n1"]}, "mode must be ro or rw"),
-    ({"exports": [{"path": "/d", "colour": 1}], "server": "n1", "hosts": ["n1"]}, r"expected \{path, mode\?\}"),
-    ({"exports": [{"path": "/d"}], "server": "n9", "hosts": ["n1"]}, "nfs_server 'n9' is not a host of the inventory"),
-    ({"exports": [{"path": "/d"}], "server": "n1", "hosts": ["n1"], "clients": ["*"]}, "never allowed"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        ({"exports": [{"path": "/d", "mode": "rwx"}], "server": "n1", "hosts": ["n1"]}, "mode must be ro or rw"),
+        ({"exports": [{"path": "/d", "colour": 1}], "server": "n1", "hosts": ["n1"]}, r"expected \{path, mode\?\}"),
+        ({"exports": [{"path": "/d"}], "server": "n9", "hosts": ["n1"]}, "nfs_server 'n9' is not a host of the inventory"),
+        ({"exports": [{"path": "/d"}], "server": "n1", "hosts": ["n1"], "clients": ["*"]}, "never allowed"),
+    ],
+)
 def test_nfs_variables_checked(args, message):
     operation = OPERATIONS["nfs_check"]
     with pytest.raises(ArgumentError, match=message):

@@ -10,8 +10,11 @@ def render(name, **context):
 
 
 def test_kernel_exports_only_cluster_clients_sync_root_squash_ro_unless_rw():
-    text = render("nfs-exports.j2", nfs_exports=[{"path": "/data/imagenet"}, {"path": "/data/scratch", "mode": "rw"}],
-                  nfs_kind={"clients": ["10.0.0.1", "10.0.0.2"]})
+    text = render(
+        "nfs-exports.j2",
+        nfs_exports=[{"path": "/data/imagenet"}, {"path": "/data/scratch", "mode": "rw"}],
+        nfs_kind={"clients": ["10.0.0.1", "10.0.0.2"]},
+    )
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
     assert lines == [
         "/data/imagenet 10.0.0.1(ro,sync,root_squash,no_subtree_check) 10.0.0.2(ro,sync,root_squash,no_subtree_check)",
@@ -35,9 +38,22 @@ def test_condarc_and_profile():
 
 
 def test_jupyter_config_is_valid_python_with_secure_settings():
-    text = render("jupyter_server_config.py.j2", user="alice", ip="localhost", port=8888, root_dir="~",
-                  certfile="~/.jupyter/c.crt", keyfile="~/.jupyter/c.key", hashed_password="argon2:$argon2id$x")
+    text = render(
+        "jupyter_server_config.py.j2",
+        user="alice",
+        ip="localhost",
+        port=8888,
+        root_dir="~",
+        certfile="~/.jupyter/c.crt",
+        keyfile="~/.jupyter/c.key",
+        hashed_password="argon2:$argon2id$x",
+    )
     compile(text, "jupyter_server_config.py", "exec")
-    for line in ('c.ServerApp.ip = "localhost"', "c.ServerApp.open_browser = False", "c.ServerApp.port = 8888",
-                 "c.PasswordIdentityProvider.hashed_password = 'argon2:$argon2id$x'", "c.ServerApp.port_retries = 0"):
+    for line in (
+        'c.ServerApp.ip = "localhost"',
+        "c.ServerApp.open_browser = False",
+        "c.ServerApp.port = 8888",
+        "c.PasswordIdentityProvider.hashed_password = 'argon2:$argon2id$x'",
+        "c.ServerApp.port_retries = 0",
+    ):
         assert line in text

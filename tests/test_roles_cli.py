@@ -27,22 +27,41 @@ SHA = hashlib.sha256(INSTALLER).hexdigest()
 USER = "  cluster_users: [{name: alice, uid: 2001, jupyter_port: 8888, jupyter_password_file: pw}]\n"
 
 CASES = [
-    ("wrong-checksum", f"  anaconda: [{{installer: installers/A.sh, sha256: '{'0' * 64}', prefix: /opt/a3}}]\n",
-     f"installers/A.sh: sha256 is {SHA}, expected {'0' * 64} (wrong or damaged file)"),
-    ("wrong-md5", "  anaconda: [{installer: installers/A.sh, md5: 'ffffffffffffffffffffffffffffffff', prefix: /opt/a3}]\n",
-     "md5 is"),
+    (
+        "wrong-checksum",
+        f"  anaconda: [{{installer: installers/A.sh, sha256: '{'0' * 64}', prefix: /opt/a3}}]\n",
+        f"installers/A.sh: sha256 is {SHA}, expected {'0' * 64} (wrong or damaged file)",
+    ),
+    (
+        "wrong-md5",
+        "  anaconda: [{installer: installers/A.sh, md5: 'ffffffffffffffffffffffffffffffff', prefix: /opt/a3}]\n",
+        "md5 is",
+    ),
     ("no-checksum", "  anaconda: [{installer: installers/A.sh, prefix: /opt/a3}]\n", "a checksum is required"),
-    ("missing-installer", f"  anaconda: [{{installer: installers/nope.sh, sha256: '{SHA}', prefix: /opt/a3}}]\n",
-     "installers/nope.sh: No such file or directory"),
-    ("unreadable-password-file", "  cluster_users: [{name: alice, uid: 2001, jupyter_port: 8888, jupyter_password_file: secrets/none}]\n",
-     "jupyter password file"),
-    ("same-port-two-users", "  cluster_users: [{name: alice, uid: 2001, jupyter_port: 8888, jupyter_password_file: pw},"
-     " {name: bob, uid: 2002, jupyter_port: 8888, jupyter_password_file: pw}]\n",
-     "bob and alice both have jupyter_port 8888"),
+    (
+        "missing-installer",
+        f"  anaconda: [{{installer: installers/nope.sh, sha256: '{SHA}', prefix: /opt/a3}}]\n",
+        "installers/nope.sh: No such file or directory",
+    ),
+    (
+        "unreadable-password-file",
+        "  cluster_users: [{name: alice, uid: 2001, jupyter_port: 8888, jupyter_password_file: secrets/none}]\n",
+        "jupyter password file",
+    ),
+    (
+        "same-port-two-users",
+        "  cluster_users: [{name: alice, uid: 2001, jupyter_port: 8888, jupyter_password_file: pw},"
+        " {name: bob, uid: 2002, jupyter_port: 8888, jupyter_password_file: pw}]\n",
+        "bob and alice both have jupyter_port 8888",
+    ),
     ("all-interfaces-without-tls", USER + "  jupyter_listen: everywhere\n", "listen must be localhost or all"),
     ("star-client", "  nfs_server: n1\n  nfs_exports: [{path: /data/x}]\n  nfs_clients: ['*']\n", "* is never allowed"),
     ("bad-export-path", "  nfs_server: n1\n  nfs_exports: [{path: 'data/x'}]\n  nfs_clients: [10.0.0.1]\n", "must be absolute"),
-    ("unknown-nfs-server", "  nfs_server: n7\n  nfs_exports: [{path: /data/x}]\n", "nfs_server 'n7' is not a host of the inventory"),
+    (
+        "unknown-nfs-server",
+        "  nfs_server: n7\n  nfs_exports: [{path: /data/x}]\n",
+        "nfs_server 'n7' is not a host of the inventory",
+    ),
 ]
 
 
@@ -58,6 +77,7 @@ def test_password_file_that_cannot_be_read(tmp_path):
     (tmp_path / "locked").write_text(PASSWORD)
     (tmp_path / "locked").chmod(0)
     import os
+
     if os.geteuid() == 0:  # root reads anything: a folder stands in for an unreadable file
         (tmp_path / "locked").unlink()
         (tmp_path / "locked").mkdir()

@@ -16,9 +16,9 @@ import subprocess
 import time
 
 import pytest
+from roles_support import ROLES_NODES, start_roles_cluster, stop_roles_cluster
 
 from conftest import run_cli
-from roles_support import ROLES_NODES, start_roles_cluster, stop_roles_cluster
 
 pytestmark = pytest.mark.cluster
 
@@ -47,9 +47,12 @@ def inventory(cluster, folder, extra: str = "") -> tuple:
     (folder / "secrets" / "bob.jupyter").write_text("bob-pass\n")
     (folder / "installers").mkdir(exist_ok=True)
     shutil.copy(STANDIN, folder / "installers" / "Anaconda3-TEST-STAND-IN.sh")
-    data = open(STANDIN, "rb").read()
+    with open(STANDIN, "rb") as handle:
+        data = handle.read()
     sha, md5 = hashlib.sha256(data).hexdigest(), hashlib.md5(data).hexdigest()
-    text = cluster.inventory_yaml(NODES) + f"""vars:
+    text = (
+        cluster.inventory_yaml(NODES)
+        + f"""vars:
   cluster_users:
     - {{name: alice, uid: 2001, conda_clone: true, jupyter_port: 8888, jupyter_password_file: secrets/alice.jupyter}}
     - {{name: bob, uid: 2002, jupyter_port: 8889, jupyter_password_file: secrets/bob.jupyter}}
@@ -61,6 +64,7 @@ def inventory(cluster, folder, extra: str = "") -> tuple:
     - {{installer: installers/Anaconda3-TEST-STAND-IN.sh, md5: "{md5}", prefix: /opt/anaconda2}}
   jupyter_listen: all
 {extra}"""
+    )
     path = folder / "hosts.yml"
     path.write_text(text)
     known = folder / "known_hosts"
@@ -79,10 +83,13 @@ def problems(done) -> list:
         data = json.loads(done.stdout)
     except ValueError:
         return [done.stdout[-2000:], done.stderr[-2000:]]
-    return ([(r["host"], r["task"], r["message"]) for r in data["results"] if r["status"] == "failed"]
-            + [(s["host"], s["text"]) for s in data.get("summary", []) if not s["ok"]]
-            + [r for r in data["recap"] if r["failed"] or r["unreachable"]]
-            + [p for p in data.get("verify", []) if not p["ok"]] + [done.stderr[-1000:]])
+    return (
+        [(r["host"], r["task"], r["message"]) for r in data["results"] if r["status"] == "failed"]
+        + [(s["host"], s["text"]) for s in data.get("summary", []) if not s["ok"]]
+        + [r for r in data["recap"] if r["failed"] or r["unreachable"]]
+        + [p for p in data.get("verify", []) if not p["ok"]]
+        + [done.stderr[-1000:]]
+    )
 
 
 def recap(done) -> dict:
@@ -90,8 +97,10 @@ def recap(done) -> dict:
 
 
 def state(cluster, node) -> str:
-    script = ("ls -la /opt /home /etc/ganesha /etc/profile.d 2>&1; head -3 /etc/bash.bashrc; cat /etc/fstab; "
-              "ls -la /home/alice/.jupyter 2>&1; ls /data 2>&1; find / -xdev -name '*.provision-tmp.*' 2>/dev/null")
+    script = (
+        "ls -la /opt /home /etc/ganesha /etc/profile.d 2>&1; head -3 /etc/bash.bashrc; cat /etc/fstab; "
+        "ls -la /home/alice/.jupyter 2>&1; ls /data 2>&1; find / -xdev -name '*.provision-tmp.*' 2>/dev/null"
+    )
     return cluster.docker_exec(node, "sh", "-c", script + "; true")
 
 
@@ -103,8 +112,14 @@ def test_roles_check_converge_idempotent_and_work(roles_cluster, tmp_path):
     assert checked.returncode == 0, problems(checked)
     assert {n: state(cluster, n) for n in NODES} == before  # --check changed nothing
     diffs = "".join(d for r in json.loads(checked.stdout)["results"] for d in r["diff"])
-    for path in ("/etc/ganesha/provision-ganesha.conf", "/etc/fstab", "/etc/profile.d/provision-conda.sh", "/etc/bash.bashrc",
-                 "/opt/anaconda3/.condarc", "jupyter_server_config.py"):
+    for path in (
+        "/etc/ganesha/provision-ganesha.conf",
+        "/etc/fstab",
+        "/etc/profile.d/provision-conda.sh",
+        "/etc/bash.bashrc",
+        "/opt/anaconda3/.condarc",
+        "jupyter_server_config.py",
+    ):
         assert path in diffs, path
     assert "hashed_password = ********" in diffs
     assert PASSWORD not in checked.stdout + checked.stderr and "argon2:" not in checked.stdout + checked.stderr
@@ -117,24 +132,33 @@ def test_roles_check_converge_idempotent_and_work(roles_cluster, tmp_path):
     print("\n".join(summary))
     assert any("r1: NFS server: nfs-ganesha" in s for s in summary)
     for node in ("r2", "r3"):
-        assert any(s.startswith(f"nfs {node}: /data/imagenet: not mounted (") and "no privilege to mount (CAP_SYS_ADMIN)" in s
-                   and "read over NFS from this node with nfs-cat: same content" in s for s in summary), summary
+        assert any(
+            s.startswith(f"nfs {node}: /data/imagenet: not mounted (")
+            and "no privilege to mount (CAP_SYS_ADMIN)" in s
+            and "read over NFS from this node with nfs-cat: same content" in s
+            for s in summary
+        ), summary
     for node in NODES:
         assert any(s.startswith(f"anaconda {node}: alice: ~/.conda/envs/anaconda3 ") and s.endswith(" MB") for s in summary)
         assert any(s.startswith(f"anaconda {node}: alice: ~/.conda/envs/anaconda2 ") for s in summary)
 
     second = setup(files)
     assert second.returncode == 0, problems(second)
-    assert {h: r["changed"] for h, r in recap(second).items()} == {n: 0 for n in NODES}, \
-        [r for r in json.loads(second.stdout)["results"] if r["status"] == "changed"]
+    assert {h: r["changed"] for h, r in recap(second).items()} == {n: 0 for n in NODES}, [
+        r for r in json.loads(second.stdout)["results"] if r["status"] == "changed"
+    ]
 
     # NFS: exports only to the cluster's addresses, root squashed, read-only; the fstab line on clients.
     conf = cluster.docker_exec("r1", "cat", "/etc/ganesha/provision-ganesha.conf")
     assert "*" not in conf.split("EXPORT", 1)[1] and "Squash = Root_Squash;" in conf and "Access_Type = RO;" in conf
     fstab = cluster.docker_exec("r2", "cat", "/etc/fstab")
     assert fstab.count(" /data/imagenet nfs ro,_netdev,nofail,vers=4 0 0") == 1
-    assert cluster.docker_exec("r2", "sh", "-c", "nfs-cat nfs://$(getent hosts r1 | cut -d' ' -f1)/data/imagenet/train.txt?version=4",
-                               user="mpi") == "train-0001\n"
+    assert (
+        cluster.docker_exec(
+            "r2", "sh", "-c", "nfs-cat nfs://$(getent hosts r1 | cut -d' ' -f1)/data/imagenet/train.txt?version=4", user="mpi"
+        )
+        == "train-0001\n"
+    )
 
     # Anaconda: root-owned, nobody else writes; the system .condarc replaced the installer's.
     node = "r2"
@@ -147,15 +171,34 @@ def test_roles_check_converge_idempotent_and_work(roles_cluster, tmp_path):
     # non-interactive SSH, as mpirun starts its daemons: alice on r1 runs a command on r2
     over_ssh = cluster.docker_exec("r1", "runuser", "-u", "alice", "--", "ssh", "-o", "BatchMode=yes", "r2", "command -v conda")
     assert over_ssh.strip() == "/opt/anaconda3/bin/conda"
-    refused = subprocess.run(["docker", "exec", "-u", "alice", cluster.container(node), "/opt/anaconda3/bin/conda", "install", "x"],
-                             capture_output=True, text=True)
+    refused = subprocess.run(
+        ["docker", "exec", "-u", "alice", cluster.container(node), "/opt/anaconda3/bin/conda", "install", "x"],
+        capture_output=True,
+        text=True,
+    )
     assert refused.returncode == 1 and "Missing write permissions in: /opt/anaconda3" in refused.stderr
 
     # Jupyter: the real Jupyter Server 2 with alice's generated config, over HTTPS from r2.
     config = cluster.docker_exec("r1", "stat", "-c", "%U %a", "/home/alice/.jupyter/jupyter_server_config.py")
     assert config == "alice 600\n"
-    subprocess.run(["docker", "exec", "-d", "-u", "alice", "-w", "/home/alice", "-e", "HOME=/home/alice", cluster.container("r1"),
-                    "sh", "-c", "/opt/jupyter/bin/jupyter server >/tmp/jupyter-alice.log 2>&1"], check=True)
+    subprocess.run(
+        [
+            "docker",
+            "exec",
+            "-d",
+            "-u",
+            "alice",
+            "-w",
+            "/home/alice",
+            "-e",
+            "HOME=/home/alice",
+            cluster.container("r1"),
+            "sh",
+            "-c",
+            "/opt/jupyter/bin/jupyter server >/tmp/jupyter-alice.log 2>&1",
+        ],
+        check=True,
+    )
     for _ in range(600):  # a loaded 2-core machine may take a minute to start it
         if ":22B8 " in cluster.docker_exec("r1", "cat", "/proc/net/tcp"):
             break
@@ -165,15 +208,26 @@ c=$(mktemp); url=https://r1:8888
 for i in $(seq 1 120); do curl -sk -o /dev/null "$url/login" && break; sleep 0.5; done
 curl -sk -c "$c" -b "$c" -o /dev/null "$url/login"
 x=$(awk '$6 == "_xsrf" {print $7}' "$c")
-curl -sk -c "$c" -b "$c" -o /dev/null -w '%{http_code} %{redirect_url}\n' --data-urlencode "password@-" --data-urlencode "_xsrf=$x" "$url/login?next=%2Fapi%2Fstatus"
+curl -sk -c "$c" -b "$c" -o /dev/null -w '%{http_code} %{redirect_url}\n' --data-urlencode "password@-" \\
+  --data-urlencode "_xsrf=$x" "$url/login?next=%2Fapi%2Fstatus"
 curl -sk -b "$c" -o /dev/null -w 'api %{http_code}\n' "$url/api/status"
 """
+
     def attempt(password):
-        done = subprocess.run(["docker", "exec", "-i", "-u", "mpi", cluster.container("r2"), "sh", "-c", login_script],
-                              input=password, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            ["docker", "exec", "-i", "-u", "mpi", cluster.container("r2"), "sh", "-c", login_script],
+            input=password,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         return done.stdout.split("\n")
+
     good = attempt(PASSWORD)
-    assert good[0].startswith("302 ") and good[1] == "api 200", (good, cluster.docker_exec("r1", "tail", "-20", "/tmp/jupyter-alice.log"))
+    assert good[0].startswith("302 ") and good[1] == "api 200", (
+        good,
+        cluster.docker_exec("r1", "tail", "-20", "/tmp/jupyter-alice.log"),
+    )
     bad = attempt("wrong-password")
     assert not bad[0].startswith("302 ") and bad[1] == "api 403", bad
 
@@ -241,8 +295,11 @@ def test_nfs_export_serves_only_the_listed_clients(roles_cluster, tmp_path):
     assert f"Clients = {r2};" in conf
     url = "nfs://$(getent hosts r1 | cut -d' ' -f1)/data/imagenet/train.txt?version=4"
     assert cluster.docker_exec("r2", "sh", "-c", f"nfs-cat {url}", user="mpi") == "train-0001\n"
-    refused = subprocess.run(["docker", "exec", "-u", "mpi", cluster.container("r3"), "sh", "-c", f"timeout 30 nfs-cat {url}"],
-                             capture_output=True, text=True)
+    refused = subprocess.run(
+        ["docker", "exec", "-u", "mpi", cluster.container("r3"), "sh", "-c", f"timeout 30 nfs-cat {url}"],
+        capture_output=True,
+        text=True,
+    )
     # ganesha hides an export from a client not in its list: the server answers NFS4ERR_NOENT
     assert refused.returncode != 0 and "train-0001" not in refused.stdout, refused
     assert "failed with NFS4ERR" in refused.stdout + refused.stderr, refused

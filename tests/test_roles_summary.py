@@ -21,7 +21,11 @@ def test_parse_ignores_stray_lines():
 def test_verdicts():
     assert nfs_verdict("s2", "/d", "mount", "tok", "tok", []).text == "/d: same path, same content (NFS mount)"
     line = nfs_verdict("s2", "/d", "nfs-cat", "tok", "tok", ["no privilege to mount (CAP_SYS_ADMIN)"])
-    assert line.ok and "not mounted (no privilege to mount (CAP_SYS_ADMIN)); read over NFS from this node with nfs-cat: same content" in line.text
+    assert (
+        line.ok
+        and "not mounted (no privilege to mount (CAP_SYS_ADMIN)); read over NFS from this node with nfs-cat: same content"
+        in line.text
+    )
     bad = nfs_verdict("s2", "/d", "nfs-cat", "nfs-cat: Permission denied", "tok", [])
     assert not bad.ok and "Permission denied" in bad.text
     assert not nfs_verdict("s2", "/d", "mount", "old", "tok", []).ok

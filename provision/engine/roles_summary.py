@@ -13,6 +13,7 @@ Scripts are built and parsed by pure functions; nodes run them in parallel, one 
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 import shlex
@@ -55,17 +56,23 @@ def node_script(exports: list[str], server_address: str | None, token: str | Non
             marker = f"{path}/{MARKER}"
             url = f"nfs://{server_address}{marker}?version=4"
             lines.append(
-                f"if awk -v p={_q(path)} '$5 == p {{ for (i = 7; i <= NF; i++) if ($i == \"-\" && $(i+1) ~ /^nfs/) f = 1 }} END {{ exit !f }}' /proc/self/mountinfo; "
-                f"then echo \"@nfs {path} mount $(head -c 200 {_q(marker)} 2>&1 | head -n 1)\"; "
+                f'if awk -v p={_q(path)} \'$5 == p {{ for (i = 7; i <= NF; i++) if ($i == "-" && $(i+1) ~ /^nfs/) f = 1 }} '
+                "END { exit !f }' /proc/self/mountinfo; "
+                f'then echo "@nfs {path} mount $(head -c 200 {_q(marker)} 2>&1 | head -n 1)"; '
                 # A retry: NFSv4 clients starting at the same moment can collide (NFS4ERR_STALE_CLIENTID).
-                f"elif command -v nfs-cat >/dev/null 2>&1; then for i in 1 2 3; do r=$(timeout 20 nfs-cat {_q(url)} 2>&1) && break; sleep $i; done; "
-                f"echo \"@nfs {path} nfs-cat $(printf '%s' \"$r\" | head -c 200 | head -n 1)\"; "
-                f"else echo \"@nfs {path} none\"; fi")
+                "elif command -v nfs-cat >/dev/null 2>&1; then "
+                f"for i in 1 2 3; do r=$(timeout 20 nfs-cat {_q(url)} 2>&1) && break; sleep $i; done; "
+                f'echo "@nfs {path} nfs-cat $(printf \'%s\' "$r" | head -c 200 | head -n 1)"; '
+                f'else echo "@nfs {path} none"; fi'
+            )
     for user, name in clones:
         check_user(user)
-        lines.append(f"h=$(getent passwd {_q(user)} | cut -d: -f6); "
-                     f"if [ -n \"$h\" ] && [ -d \"$h/.conda/envs/{name}\" ]; then echo \"@du {user} {name} $(du -sm \"$h/.conda/envs/{name}\" | cut -f1)\"; "
-                     f"else echo \"@du {user} {name} absent\"; fi")
+        lines.append(
+            f"h=$(getent passwd {_q(user)} | cut -d: -f6); "
+            f'if [ -n "$h" ] && [ -d "$h/.conda/envs/{name}" ]; '
+            f'then echo "@du {user} {name} $(du -sm "$h/.conda/envs/{name}" | cut -f1)"; '
+            f'else echo "@du {user} {name} absent"; fi'
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -93,8 +100,12 @@ def nfs_verdict(host: str, path: str, how: str, read: str, token: str, missing: 
         return SummaryLine("nfs", host, f"{path}: mounted, but the marker read back {read[:80]!r}, not the server's", False)
     if how == "nfs-cat":
         if read == token:
-            return SummaryLine("nfs", host, f"{path}: {lacks}; read over NFS from this node with nfs-cat: same content "
-                                            "(the export serves this node)", True)
+            return SummaryLine(
+                "nfs",
+                host,
+                f"{path}: {lacks}; read over NFS from this node with nfs-cat: same content (the export serves this node)",
+                True,
+            )
         return SummaryLine("nfs", host, f"{path}: {lacks}; nfs-cat from this node failed: {read[:120]}", False)
     return SummaryLine("nfs", host, f"{path}: {lacks}; nfs-cat not installed (Debian libnfs-utils) to check the export", False)
 
@@ -109,8 +120,10 @@ def jupyter_lines(host: str, login: str, users: list[dict], listen: str) -> list
         if listen == "all":
             text = f"{user['name']}: https://{login}:{port}/ (TLS, password); start it as {user['name']} with `jupyter server`"
         else:
-            text = (f"{user['name']}: ssh -N -L {port}:localhost:{port} {user['name']}@{login}  then open "
-                    f"https://localhost:{port}/ (start it as {user['name']} with `jupyter server`)")
+            text = (
+                f"{user['name']}: ssh -N -L {port}:localhost:{port} {user['name']}@{login}  then open "
+                f"https://localhost:{port}/ (start it as {user['name']} with `jupyter server`)"
+            )
         out.append(SummaryLine("jupyter", host, text))
     return out
 
@@ -130,7 +143,10 @@ def role_summary(runs: dict[str, Any], variables: dict[str, dict], forks: int, p
     if token:
         run = healthy[server]
         kind = (run.registered.get("nfs_kind") or {}).get("server")
-        label = {"kernel": "the kernel's NFS server (exportfs)", "ganesha": "nfs-ganesha (userspace NFSv4; the kernel cannot serve NFS here)"}
+        label = {
+            "kernel": "the kernel's NFS server (exportfs)",
+            "ganesha": "nfs-ganesha (userspace NFSv4; the kernel cannot serve NFS here)",
+        }
         lines.append(SummaryLine("nfs", server, f"NFS server: {label.get(kind, 'unknown')}; exports {', '.join(exports)}"))
         info = run.facts.get(HOSTINFO) or {}
         server_address = variables[server].get("nfs_server_address") or (info.get("addresses") or [None])[0]
@@ -159,14 +175,22 @@ def role_summary(runs: dict[str, Any], variables: dict[str, dict], forks: int, p
                 nfs, du = parse_node(done.stdout)
             except HostFailure as failure:
                 return [SummaryLine("summary", name, f"unreachable: {failure}", False)]
-            mounts = {r.get("path"): r for r in (run.registered.get("nfs_mounts") or {}).get("results", []) if isinstance(r, dict)}
+            mounts = {
+                r.get("path"): r for r in (run.registered.get("nfs_mounts") or {}).get("results", []) if isinstance(r, dict)
+            }
             for path in paths:
                 how, read = nfs.get(path, ("none", ""))
                 out.append(nfs_verdict(name, path, how, read, token, list((mounts.get(path) or {}).get("missing") or [])))
             for user, env in clones:
                 size = du.get((user, env), "absent")
-                out.append(SummaryLine("anaconda", name, f"{user}: ~/.conda/envs/{env} " + (f"{size} MB" if size.isdigit() else "absent"),
-                                       size.isdigit()))
+                out.append(
+                    SummaryLine(
+                        "anaconda",
+                        name,
+                        f"{user}: ~/.conda/envs/{env} " + (f"{size} MB" if size.isdigit() else "absent"),
+                        size.isdigit(),
+                    )
+                )
         out += jupyter_lines(name, name, users, str(ctx.get("jupyter_listen") or "localhost"))
         return out
 
@@ -174,8 +198,6 @@ def role_summary(runs: dict[str, Any], variables: dict[str, dict], forks: int, p
         lines.extend(per_host)
     if token and server in healthy:
         cleanup = "\n".join(f"rm -f {_q(p + '/' + MARKER)}" for p in exports)
-        try:
+        with contextlib.suppress(HostFailure):  # the marker is harmless if it stays
             healthy[server].session.run(remote_command(True), stdin_for(cleanup + "\n", True, password))
-        except HostFailure:
-            pass
     return lines

@@ -18,11 +18,23 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from provision.operations.base import (
-    UNKNOWN, Arg, ArgumentError, FactKey, FileState, Operation, OperationError, Run, Write, check_path, parent_of, quote,
+    UNKNOWN,
+    Arg,
+    ArgumentError,
+    FactKey,
+    FileState,
+    Operation,
+    OperationError,
+    Run,
+    Write,
+    check_path,
+    parent_of,
+    quote,
     shell_path,
 )
 from provision.operations.files import _common, _current_text, _fix_attributes, content_changes, edit_block
@@ -70,8 +82,10 @@ def verify_local(args: dict) -> bytes:
     try:
         stat = path.stat()
         if stat.st_size > MAX_UPLOAD:
-            raise ArgumentError(f"anaconda installer {path}: {stat.st_size // 2**20} MiB is more than the "
-                                f"{MAX_UPLOAD // 2**20} MiB sent from the controller; give its URL (the nodes fetch it)")
+            raise ArgumentError(
+                f"anaconda installer {path}: {stat.st_size // 2**20} MiB is more than the "
+                f"{MAX_UPLOAD // 2**20} MiB sent from the controller; give its URL (the nodes fetch it)"
+            )
         key = (str(path), stat.st_size, stat.st_mtime_ns)
         with _READ_LOCK:  # hosts plan in parallel threads
             if key not in _READ:
@@ -115,41 +129,54 @@ def plan_install(args: dict, facts: Mapping[FactKey, Any]) -> list:
     if marker is not None and marker.content == stamp:
         return []
     if facts.get(FactKey("file", prefix)) is not None:
-        held = marker.content.decode(errors="replace").strip() if marker and marker.content else "an install provision did not make"
-        raise OperationError(f"{prefix} already exists and holds {held}; refusing to install over it "
-                             "(remove it, or choose another prefix)")
+        held = (
+            marker.content.decode(errors="replace").strip() if marker and marker.content else "an install provision did not make"
+        )
+        raise OperationError(
+            f"{prefix} already exists and holds {held}; refusing to install over it (remove it, or choose another prefix)"
+        )
     local = None if is_url(args["installer"]) else verify_local(args)
     needed = _size_needed_kib(args, len(local) if local is not None else 0)
     free = facts.get(FactKey("df", prefix))
     if free is not None and free < needed:
-        raise OperationError(f"not enough free disk space for {prefix}: {free // 1024} MiB free on its filesystem, "
-                             f"{needed // 1024} MiB needed (set min_free_mb to change the estimate)")
+        raise OperationError(
+            f"not enough free disk space for {prefix}: {free // 1024} MiB free on its filesystem, "
+            f"{needed // 1024} MiB needed (set min_free_mb to change the estimate)"
+        )
     upload = f"{UPLOAD_DIR}/provision-installer-{digest[:16]}.sh"
     tool = "sha256sum" if algorithm == "sha256" else "md5sum"
     fetch = []
     if local is None:
-        fetch.append(f"{{ if command -v curl >/dev/null; then curl -fsSL -o {quote(upload)} {quote(args['installer'])}; "
-                     f"else wget -q -O {quote(upload)} {quote(args['installer'])}; fi; }} || {{ echo 'download failed' >&2; exit 1; }}")
+        fetch.append(
+            f"{{ if command -v curl >/dev/null; then curl -fsSL -o {quote(upload)} {quote(args['installer'])}; "
+            f"else wget -q -O {quote(upload)} {quote(args['installer'])}; fi; }} || {{ echo 'download failed' >&2; exit 1; }}"
+        )
     changes: list = []
     if local is not None:
         changes.append(Write(upload, local, "root", "root", 0o600, None, f"upload installer to {upload}"))
-    script = " && ".join([
-        "umask 022",
-        *fetch,
-        f"got=$({tool} <{quote(upload)} | cut -d' ' -f1)",
-        f"{{ [ \"$got\" = {digest} ] || {{ echo \"installer {algorithm} mismatch on the node: got $got\" >&2; rm -f {quote(upload)}; exit 1; }}; }}",
-        f"mkdir -p {shell_path(parent_of(prefix))}",
-        f"bash {quote(upload)} -b -p {shell_path(prefix)} >/dev/null",
-        f"rm -f {quote(upload)}",
-        f"chown -R root:root {shell_path(prefix)}",
-        f"chmod -R go-w {shell_path(prefix)}",
-        f"printf '%s\\n' {quote(stamp.decode().strip())} >{shell_path(prefix + '/' + MARKER)}",
-    ])
-    effects = ((FactKey("file", f"{prefix}/{MARKER}"), FileState("f", 0o644, "root", "root",
-                                                                  hashlib.sha256(stamp).hexdigest(), stamp)),
-               (FactKey("file", prefix), FileState("d", 0o755)),
-               (FactKey("file", f"{prefix}/.condarc"), UNKNOWN))
-    changes.append(Run(f"( {script} ) || {{ rm -f {quote(upload)}; exit 1; }}", f"install {args['installer']} into {prefix}", effects))
+    script = " && ".join(
+        [
+            "umask 022",
+            *fetch,
+            f"got=$({tool} <{quote(upload)} | cut -d' ' -f1)",
+            f'{{ [ "$got" = {digest} ] || {{ echo "installer {algorithm} mismatch on the node: got $got" >&2; '
+            f"rm -f {quote(upload)}; exit 1; }}; }}",
+            f"mkdir -p {shell_path(parent_of(prefix))}",
+            f"bash {quote(upload)} -b -p {shell_path(prefix)} >/dev/null",
+            f"rm -f {quote(upload)}",
+            f"chown -R root:root {shell_path(prefix)}",
+            f"chmod -R go-w {shell_path(prefix)}",
+            f"printf '%s\\n' {quote(stamp.decode().strip())} >{shell_path(prefix + '/' + MARKER)}",
+        ]
+    )
+    effects = (
+        (FactKey("file", f"{prefix}/{MARKER}"), FileState("f", 0o644, "root", "root", hashlib.sha256(stamp).hexdigest(), stamp)),
+        (FactKey("file", prefix), FileState("d", 0o755)),
+        (FactKey("file", f"{prefix}/.condarc"), UNKNOWN),
+    )
+    changes.append(
+        Run(f"( {script} ) || {{ rm -f {quote(upload)}; exit 1; }}", f"install {args['installer']} into {prefix}", effects)
+    )
     return changes
 
 
@@ -180,9 +207,13 @@ def plan_clone(args: dict, facts: Mapping[FactKey, Any]) -> list:
     for prefix, path in clone_paths(args):
         if facts.get(FactKey("file", path + "/conda-meta")) is not None:
             continue
-        command = (f"umask 022 && mkdir -p {shell_path(parent_of(path))} && "
-                   f"{shell_path(prefix + '/bin/conda')} create -q -y -p {shell_path(path)} --clone {shell_path(prefix)} >/dev/null")
-        changes.append(Run(command, f"clone {prefix} to {path}", ((FactKey("file", path + "/conda-meta"), FileState("d", 0o755)),)))
+        command = (
+            f"umask 022 && mkdir -p {shell_path(parent_of(path))} && "
+            f"{shell_path(prefix + '/bin/conda')} create -q -y -p {shell_path(path)} --clone {shell_path(prefix)} >/dev/null"
+        )
+        changes.append(
+            Run(command, f"clone {prefix} to {path}", ((FactKey("file", path + "/conda-meta"), FileState("d", 0o755)),))
+        )
     return changes
 
 
@@ -213,14 +244,37 @@ _FILE = lambda args: [FactKey("file", check_path(args["path"]))]  # noqa: E731
 OPERATIONS = {
     "conda_install": Operation(
         "conda_install",
-        {"installer": Arg((str,), True, help="controller path or URL"), "sha256": Arg((str,)), "md5": Arg((str,)),
-         "prefix": Arg((str,), True), "min_free_mb": Arg((int,)), "base_dir": Arg((str,))},
-        _install_requests, plan_install, doc="an Anaconda installer run in batch mode into a root-owned prefix"),
+        {
+            "installer": Arg((str,), True, help="controller path or URL"),
+            "sha256": Arg((str,)),
+            "md5": Arg((str,)),
+            "prefix": Arg((str,), True),
+            "min_free_mb": Arg((int,)),
+            "base_dir": Arg((str,)),
+        },
+        _install_requests,
+        plan_install,
+        doc="an Anaconda installer run in batch mode into a root-owned prefix",
+    ),
     "conda_clone": Operation(
-        "conda_clone", {"user": Arg((str,), True), "prefixes": Arg((list,), True)},
-        _clone_requests, plan_clone, doc="a user's clone of a shared conda prefix (run it with become_user)"),
+        "conda_clone",
+        {"user": Arg((str,), True), "prefixes": Arg((list,), True)},
+        _clone_requests,
+        plan_clone,
+        doc="a user's clone of a shared conda prefix (run it with become_user)",
+    ),
     "block_top": Operation(
-        "block_top", {"path": Arg((str,), True), "block": Arg((str,), True), "owner": Arg((str,)), "group": Arg((str,)),
-                      "mode": Arg((str, int)), "marker": Arg((str,), default="# {mark} provision managed block")},
-        _FILE, plan_block_top, doc="a marked block at the top of a file"),
+        "block_top",
+        {
+            "path": Arg((str,), True),
+            "block": Arg((str,), True),
+            "owner": Arg((str,)),
+            "group": Arg((str,)),
+            "mode": Arg((str, int)),
+            "marker": Arg((str,), default="# {mark} provision managed block"),
+        },
+        _FILE,
+        plan_block_top,
+        doc="a marked block at the top of a file",
+    ),
 }

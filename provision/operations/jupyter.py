@@ -15,11 +15,18 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from provision.operations.base import (
-    Arg, ArgumentError, FactKey, Operation, OperationError, check_path, check_user,
+    Arg,
+    ArgumentError,
+    FactKey,
+    Operation,
+    OperationError,
+    check_path,
+    check_user,
 )
 from provision.operations.files import content_changes
 
@@ -67,7 +74,7 @@ def hash_matches(hashed: str, password: str) -> bool:
     if not hashed.startswith("argon2:"):
         return False
     try:
-        return argon2.PasswordHasher().verify(hashed[len("argon2:"):], password)
+        return argon2.PasswordHasher().verify(hashed[len("argon2:") :], password)
     except (argon2.exceptions.VerificationError, argon2.exceptions.InvalidHashError):
         return False
 
@@ -107,7 +114,9 @@ def _ports_requests(args: dict) -> list[FactKey]:
         name = check_user(user.get("name"))
         port = port_of(user)
         if port in seen:
-            raise ArgumentError(f"cluster_users: {name} and {seen[port]} both have jupyter_port {port} (one port per user on a node)")
+            raise ArgumentError(
+                f"cluster_users: {name} and {seen[port]} both have jupyter_port {port} (one port per user on a node)"
+            )
         seen[port] = name
     return [FactKey("listening")] + [FactKey("user", u["name"]) for u in _users(args)]
 
@@ -142,9 +151,15 @@ def render_config(args: dict, hashed: str) -> str:
     from provision.playbook.templating import render_template, template_loader
 
     env = template_loader(args["template_dirs"] or ())
-    context = {"ip": "localhost" if args["listen"] == "localhost" else "0.0.0.0", "port": args["port"],
-               "root_dir": args["root_dir"], "certfile": args["certfile"], "keyfile": args["keyfile"],
-               "hashed_password": hashed, "user": args["user"]}
+    context = {
+        "ip": "localhost" if args["listen"] == "localhost" else "0.0.0.0",
+        "port": args["port"],
+        "root_dir": args["root_dir"],
+        "certfile": args["certfile"],
+        "keyfile": args["keyfile"],
+        "hashed_password": hashed,
+        "user": args["user"],
+    }
     return render_template(env, args["template"], context)
 
 
@@ -163,15 +178,30 @@ def plan_config(args: dict, facts: Mapping[FactKey, Any]) -> list:
 
 OPERATIONS = {
     "jupyter_ports": Operation(
-        "jupyter_ports", {"users": Arg((list,), True, help="cluster_users")}, _ports_requests, plan_ports,
-        doc="each user's Jupyter port: unique on the node and not taken by another user"),
+        "jupyter_ports",
+        {"users": Arg((list,), True, help="cluster_users")},
+        _ports_requests,
+        plan_ports,
+        doc="each user's Jupyter port: unique on the node and not taken by another user",
+    ),
     "jupyter_config": Operation(
         "jupyter_config",
-        {"user": Arg((str,), True), "group": Arg((str,)), "path": Arg((str,), True), "port": Arg((int,), True),
-         "password_file": Arg((str,), True, help="controller file whose first line is the password"),
-         "base_dir": Arg((str,), help="folder relative password files are read from"),
-         "listen": Arg((str,), default="localhost"), "root_dir": Arg((str,), True),
-         "certfile": Arg((str,)), "keyfile": Arg((str,)),
-         "template": Arg((str,), default="jupyter_server_config.py.j2"), "template_dirs": Arg((list,))},
-        _config_requests, plan_config, doc="Jupyter Server 2 config with an argon2-hashed password"),
+        {
+            "user": Arg((str,), True),
+            "group": Arg((str,)),
+            "path": Arg((str,), True),
+            "port": Arg((int,), True),
+            "password_file": Arg((str,), True, help="controller file whose first line is the password"),
+            "base_dir": Arg((str,), help="folder relative password files are read from"),
+            "listen": Arg((str,), default="localhost"),
+            "root_dir": Arg((str,), True),
+            "certfile": Arg((str,)),
+            "keyfile": Arg((str,)),
+            "template": Arg((str,), default="jupyter_server_config.py.j2"),
+            "template_dirs": Arg((list,)),
+        },
+        _config_requests,
+        plan_config,
+        doc="Jupyter Server 2 config with an argon2-hashed password",
+    ),
 }

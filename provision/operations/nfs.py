@@ -15,10 +15,20 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from provision.operations.base import (
-    UNKNOWN, Arg, ArgumentError, FactKey, FileState, Operation, OperationError, Run, check_path, shell_path,
+    UNKNOWN,
+    Arg,
+    ArgumentError,
+    FactKey,
+    FileState,
+    Operation,
+    OperationError,
+    Run,
+    check_path,
+    shell_path,
 )
 from provision.operations.files import content_changes
 
@@ -76,8 +86,10 @@ def chosen_server(args: dict, facts: Mapping[FactKey, Any]) -> str:
     """``kernel`` or ``ganesha`` for this host."""
     kernel = facts.get(FactKey("nfsd")) == "kernel"
     if args["server"] == "kernel" and not kernel:
-        raise OperationError("nfs_server: kernel was asked for, but this kernel cannot serve NFS here "
-                             "(no nfsd, or no CAP_SYS_ADMIN); use nfs_server_kind: ganesha or auto")
+        raise OperationError(
+            "nfs_server: kernel was asked for, but this kernel cannot serve NFS here "
+            "(no nfsd, or no CAP_SYS_ADMIN); use nfs_server_kind: ganesha or auto"
+        )
     if args["server"] == "ganesha":
         return "ganesha"
     return "kernel" if kernel else "ganesha"
@@ -107,10 +119,17 @@ def plan_dataset(args: dict, facts: Mapping[FactKey, Any]) -> list:
             raise OperationError(f"dataset path {path} exists on the NFS server but is not a folder")
         return []
     if not args["create"]:
-        raise OperationError(f"dataset path {path} does not exist on the NFS server "
-                             "(create it, or set nfs_create_missing: true to let setup-cluster create it)")
-    return [Run(f"mkdir -p {shell_path(path)} && chmod 0755 {shell_path(path)}", f"create dataset folder {path}",
-                ((FactKey("file", path), FileState("d", 0o755)),))]
+        raise OperationError(
+            f"dataset path {path} does not exist on the NFS server "
+            "(create it, or set nfs_create_missing: true to let setup-cluster create it)"
+        )
+    return [
+        Run(
+            f"mkdir -p {shell_path(path)} && chmod 0755 {shell_path(path)}",
+            f"create dataset folder {path}",
+            ((FactKey("file", path), FileState("d", 0o755)),),
+        )
+    ]
 
 
 def fstab_line(args: dict) -> str:
@@ -158,7 +177,9 @@ def plan_mount(args: dict, facts: Mapping[FactKey, Any]) -> list:
     changes: list = []
     state = facts.get(FactKey("file", path))
     if state is None:
-        changes.append(Run(f"mkdir -p {shell_path(path)}", f"create mount point {path}", ((FactKey("file", path), FileState("d", 0o755)),)))
+        changes.append(
+            Run(f"mkdir -p {shell_path(path)}", f"create mount point {path}", ((FactKey("file", path), FileState("d", 0o755)),))
+        )
     elif state.kind != "d":
         raise OperationError(f"mount point {path} exists and is not a folder")
     fstab = facts.get(FactKey("file", "/etc/fstab"))
@@ -180,16 +201,36 @@ def result_mount(args: dict, facts: Mapping[FactKey, Any]) -> dict:
 
 
 OPERATIONS = {
-    "nfs_check": Operation("nfs_check", {"exports": Arg((list,), True), "server": Arg((str,)), "hosts": Arg((list,)),
-                                         "clients": Arg((list,))},
-                           _check_requests, lambda args, facts: [], doc="the NFS variables checked before any host is touched"),
-    "nfs_server_kind": Operation("nfs_server_kind", {"server": Arg((str,), default="auto"), "clients": Arg((list,), True)}, _kind_requests, plan_kind,
-                                 result=result_kind, result_requests=_kind_requests,
-                                 doc="kernel NFS server where possible, else nfs-ganesha (registered)"),
-    "nfs_dataset": Operation("nfs_dataset", {"path": Arg((str,), True), "create": Arg((bool,), default=False)},
-                             _dataset_requests, plan_dataset, doc="an exported folder exists (or is created on request)"),
-    "nfs_mount": Operation("nfs_mount", {"server": Arg((str,), True), "path": Arg((str,), True), "mode": Arg((str,), default="ro"),
-                                         "options": Arg((str,))},
-                           _mount_requests, plan_mount, result=result_mount, result_requests=lambda a: [FactKey("nfsmount")],
-                           doc="an NFS mount point, its fstab line, and the mount where possible"),
+    "nfs_check": Operation(
+        "nfs_check",
+        {"exports": Arg((list,), True), "server": Arg((str,)), "hosts": Arg((list,)), "clients": Arg((list,))},
+        _check_requests,
+        lambda args, facts: [],
+        doc="the NFS variables checked before any host is touched",
+    ),
+    "nfs_server_kind": Operation(
+        "nfs_server_kind",
+        {"server": Arg((str,), default="auto"), "clients": Arg((list,), True)},
+        _kind_requests,
+        plan_kind,
+        result=result_kind,
+        result_requests=_kind_requests,
+        doc="kernel NFS server where possible, else nfs-ganesha (registered)",
+    ),
+    "nfs_dataset": Operation(
+        "nfs_dataset",
+        {"path": Arg((str,), True), "create": Arg((bool,), default=False)},
+        _dataset_requests,
+        plan_dataset,
+        doc="an exported folder exists (or is created on request)",
+    ),
+    "nfs_mount": Operation(
+        "nfs_mount",
+        {"server": Arg((str,), True), "path": Arg((str,), True), "mode": Arg((str,), default="ro"), "options": Arg((str,))},
+        _mount_requests,
+        plan_mount,
+        result=result_mount,
+        result_requests=lambda a: [FactKey("nfsmount")],
+        doc="an NFS mount point, its fstab line, and the mount where possible",
+    ),
 }

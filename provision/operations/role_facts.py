@@ -23,7 +23,8 @@ _CAP_SYS_ADMIN = 21
 
 def _mount_command(path: str) -> str:
     # /proc/self/mountinfo field 5 is the mount point (octal escapes), after " - ": fstype source.
-    return f"awk -v p={shell_path(check_path(path))} '$5 == p {{ for (i = 7; i <= NF; i++) if ($i == \"-\") {{ print $(i+2), $(i+1) }} }}' /proc/self/mountinfo | tail -n 1"
+    program = "'$5 == p { for (i = 7; i <= NF; i++) if ($i == \"-\") { print $(i+2), $(i+1) } }'"
+    return f"awk -v p={shell_path(check_path(path))} {program} /proc/self/mountinfo | tail -n 1"
 
 
 def _parse_mount(path: str, text: str):
@@ -39,9 +40,11 @@ def _parse_mount(path: str, text: str):
 def _nfsd_command(_arg: str) -> str:
     # The kernel server needs the nfsd module (or filesystem) AND the privilege to run it: a
     # container shares the host's kernel but, unprivileged, lacks CAP_SYS_ADMIN.
-    return ("k=none; if grep -qw nfsd /proc/filesystems 2>/dev/null || modinfo nfsd >/dev/null 2>&1 || [ -d /proc/fs/nfsd ]; "
-            "then c=$(awk '/^CapEff:/ {print $2}' /proc/self/status); "
-            f"[ $(( 0x${{c:-0}} >> {_CAP_SYS_ADMIN} & 1 )) -eq 1 ] && k=kernel; fi; echo $k")
+    return (
+        "k=none; if grep -qw nfsd /proc/filesystems 2>/dev/null || modinfo nfsd >/dev/null 2>&1 || [ -d /proc/fs/nfsd ]; "
+        "then c=$(awk '/^CapEff:/ {print $2}' /proc/self/status); "
+        f"[ $(( 0x${{c:-0}} >> {_CAP_SYS_ADMIN} & 1 )) -eq 1 ] && k=kernel; fi; echo $k"
+    )
 
 
 def _parse_word(kind: str, words: tuple[str, ...]):
@@ -50,13 +53,17 @@ def _parse_word(kind: str, words: tuple[str, ...]):
         if word not in words:
             raise ParseError(kind, f"unexpected output {word[:40]!r}")
         return word
+
     return parse
 
 
 def _nfsmount_command(_arg: str) -> str:
-    return ("grep -qw nfs4 /proc/filesystems 2>/dev/null || grep -qw nfs /proc/filesystems 2>/dev/null || echo 'no kernel NFS client'; "
-            "command -v mount.nfs >/dev/null 2>&1 || [ -x /sbin/mount.nfs ] || echo 'no mount.nfs (nfs-common)'; "
-            "echo \"cap $(awk '/^CapEff:/ {print $2}' /proc/self/status)\"")
+    return (
+        "grep -qw nfs4 /proc/filesystems 2>/dev/null || grep -qw nfs /proc/filesystems 2>/dev/null "
+        "|| echo 'no kernel NFS client'; "
+        "command -v mount.nfs >/dev/null 2>&1 || [ -x /sbin/mount.nfs ] || echo 'no mount.nfs (nfs-common)'; "
+        "echo \"cap $(awk '/^CapEff:/ {print $2}' /proc/self/status)\""
+    )
 
 
 def _parse_nfsmount(_arg: str, text: str) -> tuple[str, ...]:
@@ -96,7 +103,7 @@ def parse_listening(_arg: str, text: str) -> dict[int, int]:
 
 def _df_command(path: str) -> str:
     word = shell_path(check_path(path))
-    return f"p={word}; while [ ! -e \"$p\" ] && [ \"$p\" != / ]; do p=$(dirname \"$p\"); done; df -Pk \"$p\" | tail -n 1"
+    return f'p={word}; while [ ! -e "$p" ] && [ "$p" != / ]; do p=$(dirname "$p"); done; df -Pk "$p" | tail -n 1'
 
 
 def _parse_df(path: str, text: str) -> int:
@@ -109,7 +116,7 @@ def _parse_df(path: str, text: str) -> int:
 
 def _pidfile_command(path: str) -> str:
     word = shell_path(check_path(path))
-    return f"if [ -r {word} ] && kill -0 \"$(cat {word})\" 2>/dev/null; then echo alive; else echo dead; fi"
+    return f'if [ -r {word} ] && kill -0 "$(cat {word})" 2>/dev/null; then echo alive; else echo dead; fi'
 
 
 register_fact_kind("mount", _mount_command, _parse_mount)
