@@ -78,7 +78,8 @@ def _check_requests(args: dict) -> list[FactKey]:
 def _kind_requests(args: dict) -> list[FactKey]:
     if args["server"] not in ("auto", "kernel", "ganesha"):
         raise ArgumentError(f"nfs_server_kind: server must be auto, kernel or ganesha, not {args['server']!r}")
-    check_clients(args["clients"])
+    if args.get("clients") is not None:  # None while the engine pre-reads the facts of a task not yet rendered
+        check_clients(args["clients"])
     return [FactKey("nfsd")]
 
 
@@ -147,7 +148,8 @@ def fstab_line(args: dict) -> str:
 
 def _mount_requests(args: dict) -> list[FactKey]:
     path = check_export_path(args["path"])
-    fstab_line(args)
+    if args.get("server") is not None:  # None while the engine pre-reads the facts of a task not yet rendered
+        fstab_line(args)
     return [FactKey("mount", path), FactKey("nfsmount"), FactKey("file", path), FactKey("file", "/etc/fstab")]
 
 
