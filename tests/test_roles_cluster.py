@@ -277,6 +277,20 @@ def test_roles_bad_input_on_hosts_fails_that_host_only(roles_cluster, tmp_path):
     assert failures(done) == {"r2": ["port 8889 of bob is already in use (by uid 0)"]}
     assert all(recap(done)[n]["failed"] == 0 for n in ("r1", "r3"))
 
+    # Too little free disk space for a new prefix: a clear error on every node, nothing installed.
+    sha = hashlib.sha256(open(STANDIN, "rb").read()).hexdigest()  # noqa: SIM115
+    (tmp_path / "big.yml").write_text(
+        "anaconda: [{installer: installers/Anaconda3-TEST-STAND-IN.sh, "
+        f"sha256: '{sha}', prefix: /opt/big, min_free_mb: 100000000}}]\n"
+    )
+    done = setup(files, "--tags", "anaconda", "-e", f"@{tmp_path / 'big.yml'}", "--no-verify")
+    assert done.returncode == 1
+    assert set(failures(done)) == set(NODES), problems(done)
+    assert all(
+        "not enough free disk space for /opt/big" in m[0] and "100000000 MiB needed" in m[0] for m in failures(done).values()
+    )
+    assert cluster.docker_exec("r2", "sh", "-c", "ls -d /opt/big 2>&1; true").startswith("ls: cannot access")
+
     # A cluster_users entry that cannot be created (its uid belongs to another user here) fails each node.
     (tmp_path / "carol.yml").write_text("cluster_users: [{name: carol, uid: 1000}]\n")
     done = setup(files, "--tags", "users", "-e", f"@{tmp_path / 'carol.yml'}", "--no-verify")
@@ -295,7 +309,9 @@ def test_nfs_export_serves_only_the_listed_clients(roles_cluster, tmp_path):
     conf = cluster.docker_exec("r1", "cat", "/etc/ganesha/provision-ganesha.conf")
     assert f"Clients = {r2};" in conf
     url = "nfs://$(getent hosts r1 | cut -d' ' -f1)/data/imagenet/train.txt?version=4"
-    assert cluster.docker_exec("r2", "sh", "-c", f"nfs-cat {url}", user="mpi") == "train-0001\n"
+    # ganesha was restarted with the new list: its grace period lasts a few seconds
+    retry = f"for i in 1 2 3 4 5 6 7 8; do nfs-cat {url} && exit 0; sleep 2; done; exit 1"
+    assert cluster.docker_exec("r2", "sh", "-c", retry, user="mpi") == "train-0001\n"
     refused = subprocess.run(
         ["docker", "exec", "-u", "mpi", cluster.container("r3"), "sh", "-c", f"timeout 30 nfs-cat {url}"],
         capture_output=True,

@@ -59,9 +59,10 @@ def node_script(exports: list[str], server_address: str | None, token: str | Non
                 f'if awk -v p={_q(path)} \'$5 == p {{ for (i = 7; i <= NF; i++) if ($i == "-" && $(i+1) ~ /^nfs/) f = 1 }} '
                 "END { exit !f }' /proc/self/mountinfo; "
                 f'then echo "@nfs {path} mount $(head -c 200 {_q(marker)} 2>&1 | head -n 1)"; '
-                # A retry: NFSv4 clients starting at the same moment can collide (NFS4ERR_STALE_CLIENTID).
+                # Retries: NFSv4 clients starting at the same moment can collide (NFS4ERR_STALE_CLIENTID),
+                # and a server that just (re)started is in its grace period for a few seconds.
                 "elif command -v nfs-cat >/dev/null 2>&1; then "
-                f"for i in 1 2 3; do r=$(timeout 20 nfs-cat {_q(url)} 2>&1) && break; sleep $i; done; "
+                f"for i in 1 2 3 4 5; do r=$(timeout 20 nfs-cat {_q(url)} 2>&1) && break; sleep $i; done; "
                 f'echo "@nfs {path} nfs-cat $(printf \'%s\' "$r" | head -c 200 | head -n 1)"; '
                 f'else echo "@nfs {path} none"; fi'
             )
