@@ -140,3 +140,24 @@ def test_two_users_with_one_port_is_bad_input():
 def test_bad_port(port):
     with pytest.raises(ArgumentError, match="jupyter_port"):
         OPERATIONS["jupyter_ports"].requests({"users": [{"name": "alice", "uid": 1, "jupyter_port": port}]})
+
+
+def test_prompted_password_when_no_file(monkeypatch):
+    import provision.operations.jupyter as jupyter
+
+    monkeypatch.setattr(jupyter, "PROMPTED", {})
+    args = {
+        "user": "bob",
+        "path": "~bob/.jupyter/jupyter_server_config.py",
+        "port": 8889,
+        "root_dir": "~",
+        "certfile": "~/.jupyter/c.crt",
+        "keyfile": "~/.jupyter/c.key",
+    }
+    with pytest.raises(ArgumentError, match="no password for bob: set jupyter_password_file, or run with --ask-jupyter-pass"):
+        plan("jupyter_config", args, {})
+    jupyter.remember_password("bob", "asked-at-the-prompt")
+    [write] = plan("jupyter_config", args, {FactKey("file", "~bob/.jupyter/jupyter_server_config.py"): None})
+    assert hash_matches(existing_hash(write.content), "asked-at-the-prompt")
+    with pytest.raises(ArgumentError, match="empty or more than one line"):
+        jupyter.remember_password("bob", "")

@@ -12,13 +12,13 @@ INSTALLER = b"#!/bin/bash\necho TEST installer\n"
 PASSWORD = "never-print-me"
 
 
-def run(tmp_path, variables: str, *extra):
+def run(tmp_path, variables: str, *extra, input=None):
     (tmp_path / "installers").mkdir(exist_ok=True)
     (tmp_path / "installers" / "A.sh").write_bytes(INSTALLER)
     (tmp_path / "pw").write_text(PASSWORD + "\n")
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(INVENTORY + "vars:\n" + variables)
-    done = run_cli("setup-cluster", "-i", str(inventory), "--known-hosts", str(tmp_path / "kh"), *extra)
+    done = run_cli("setup-cluster", "-i", str(inventory), "--known-hosts", str(tmp_path / "kh"), *extra, input=input)
     assert PASSWORD not in done.stdout + done.stderr
     return done
 
@@ -83,3 +83,13 @@ def test_password_file_that_cannot_be_read(tmp_path):
         (tmp_path / "locked").mkdir()
     done = run(tmp_path, "  cluster_users: [{name: alice, uid: 2001, jupyter_port: 8888, jupyter_password_file: locked}]\n")
     assert done.returncode == 2 and f"jupyter password file {tmp_path}/locked:" in done.stderr, done.stderr
+
+
+def test_no_password_file_needs_the_prompt(tmp_path):
+    users = "  cluster_users: [{name: bob, uid: 2002, jupyter_port: 8889}]\n"
+    done = run(tmp_path, users)
+    assert (
+        done.returncode == 2 and "no password for bob: set jupyter_password_file, or run with --ask-jupyter-pass" in done.stderr
+    )
+    asked = run(tmp_path, users, "--ask-jupyter-pass", "--no-verify", input=PASSWORD + "\n")
+    assert asked.returncode == 1 and "unreachable" in asked.stdout  # past the checks: only the hosts are missing

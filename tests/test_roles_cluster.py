@@ -19,6 +19,7 @@ import pytest
 from roles_support import ROLES_NODES, start_roles_cluster, stop_roles_cluster
 
 from conftest import run_cli
+from provision.operations.jupyter import existing_hash, hash_matches
 
 pytestmark = pytest.mark.cluster
 
@@ -55,7 +56,7 @@ def inventory(cluster, folder, extra: str = "") -> tuple:
         + f"""vars:
   cluster_users:
     - {{name: alice, uid: 2001, conda_clone: true, jupyter_port: 8888, jupyter_password_file: secrets/alice.jupyter}}
-    - {{name: bob, uid: 2002, jupyter_port: 8889, jupyter_password_file: secrets/bob.jupyter}}
+    - {{name: bob, uid: 2002, jupyter_port: 8889}}
   nfs_server: r1
   nfs_exports:
     - {{path: /data/imagenet}}
@@ -72,9 +73,25 @@ def inventory(cluster, folder, extra: str = "") -> tuple:
     return path, known
 
 
+BOB_PASSWORD = "bob-asked-at-the-prompt"
+
+
 def setup(files, *extra):
+    """setup-cluster on the roles nodes; bob's Jupyter password is asked at the prompt (stdin)."""
     path, known = files
-    return run_cli("setup-cluster", "-i", str(path), "--known-hosts", str(known), "--json", *extra)
+    done = run_cli(
+        "setup-cluster",
+        "-i",
+        str(path),
+        "--known-hosts",
+        str(known),
+        "--json",
+        "--ask-jupyter-pass",
+        *extra,
+        input=BOB_PASSWORD + "\n",
+    )
+    assert PASSWORD not in done.stdout + done.stderr and BOB_PASSWORD not in done.stdout + done.stderr
+    return done
 
 
 def problems(done) -> list:
@@ -182,6 +199,8 @@ def test_roles_check_converge_idempotent_and_work(roles_cluster, tmp_path):
     # Jupyter: the real Jupyter Server 2 with alice's generated config, over HTTPS from r2.
     config = cluster.docker_exec("r1", "stat", "-c", "%U %a", "/home/alice/.jupyter/jupyter_server_config.py")
     assert config == "alice 600\n"
+    bob = cluster.docker_exec("r3", "cat", "/home/bob/.jupyter/jupyter_server_config.py").encode()
+    assert hash_matches(existing_hash(bob), BOB_PASSWORD)  # the prompted password, hashed on the controller
     subprocess.run(
         [
             "docker",

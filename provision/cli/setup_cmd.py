@@ -18,7 +18,9 @@ from provision.cli import options as opt
 from provision.engine.runner import BadInput, Runner, RunOptions
 from provision.engine.roles_summary import role_summary
 from provision.engine.verify import verify_pairs
+from provision.errors import ProvisionError
 from provision.inventory import open_inventory
+from provision.operations.jupyter import remember_password
 from provision.playbook.model import load_playbook
 from provision.playbook.variables import Variables, check_cluster_users, parse_extra_vars
 from provision.resources import resource_dir
@@ -75,6 +77,9 @@ def setup_cluster(
     playbook: Path = typer.Option(None, "--playbook", help="Run this playbook instead of setup-cluster.yml."),
     templates: list[Path] = typer.Option(None, "--templates", help="Folder whose templates override the built-in ones."),
     ask_become_pass: bool = typer.Option(False, "--ask-become-pass", "-K", help="Ask once for the sudo password (sent on stdin)."),
+    ask_jupyter_pass: bool = typer.Option(
+        False, "--ask-jupyter-pass", help="Ask for the Jupyter password of each user without jupyter_password_file."
+    ),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check BatchMode SSH between every pair of nodes afterwards."),
     as_json: bool = typer.Option(False, "--json", help="Print per-task results as JSON."),
     forks: int = opt.FORKS,
@@ -93,6 +98,13 @@ def setup_cluster(
     password = None
     if ask_become_pass:
         password = getpass.getpass("BECOME password: ")
+    if ask_jupyter_pass:  # issue 8: hashed on this machine, never sent, logged or shown
+        for user in users:
+            if user.get("jupyter_port") is not None and not user.get("jupyter_password_file"):
+                try:
+                    remember_password(user["name"], getpass.getpass(f"Jupyter password for {user['name']}: "))
+                except ProvisionError as error:
+                    raise fail(str(error))
     options = RunOptions(
         check=check, diff=diff, forks=forks, become_password=password, template_dirs=tuple(templates or ()),
         tags=frozenset(t.strip() for t in tags.split(",") if t.strip()) if tags else None,

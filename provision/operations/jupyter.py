@@ -6,7 +6,7 @@
 - ``jupyter_config``: ``~USER/.jupyter/jupyter_server_config.py`` rendered from the template
   ``jupyter_server_config.py.j2`` with a password hashed **on the controller** with argon2 in
   Jupyter Server's ``argon2:`` format (``jupyter_server.auth.security.passwd``). The password is
-  read from a file on the controller; it never appears in an argument, a command line, a log or
+  read from a file on the controller (or asked once at a prompt); it never appears in an argument, a command line, a log or
   a diff. An existing hash that still verifies the password is kept (a fresh salt would make
   every run a change), so the second run changes nothing. Mode 0600, the old file backed up.
 """
@@ -34,6 +34,7 @@ from provision.operations.files import content_changes
 ARGON2_PARAMETERS = {"memory_cost": 10240, "time_cost": 10, "parallelism": 8}
 _HASH_LINE = re.compile(r"^c\.PasswordIdentityProvider\.hashed_password\s*=\s*'(argon2:\$argon2[^']{1,400})'\s*$", re.MULTILINE)
 MAX_PASSWORD_FILE = 4096
+PROMPTED: dict[str, str] = {}  # user -> password asked at the prompt (--ask-jupyter-pass), this process only
 
 
 class PasswordFileError(ArgumentError):
@@ -58,6 +59,22 @@ def read_password(path: str) -> str:
     if not password:
         raise PasswordFileError(f"jupyter password file {path}: empty (the first line is the password)")
     return password
+
+
+def remember_password(user: str, password: str) -> None:
+    """Keep a password asked at the prompt for ``user`` (never written anywhere)."""
+    if not password or "\n" in password or "\r" in password:
+        raise PasswordFileError(f"jupyter password for {user}: empty or more than one line")
+    PROMPTED[user] = password
+
+
+def password_for(args: dict) -> str:
+    """The user's password: from the controller file, else the one asked at the prompt."""
+    if args["password_file"]:
+        return read_password(_resolve(args["password_file"], args["base_dir"]))
+    if args["user"] in PROMPTED:
+        return PROMPTED[args["user"]]
+    raise PasswordFileError(f"jupyter: no password for {args['user']}: set jupyter_password_file, or run with --ask-jupyter-pass")
 
 
 def hash_password(password: str) -> str:
@@ -138,7 +155,7 @@ def plan_ports(args: dict, facts: Mapping[FactKey, Any]) -> list:
 
 def _config_requests(args: dict) -> list[FactKey]:
     check_user(args["user"])
-    read_password(_resolve(args["password_file"], args["base_dir"]))  # bad input before any host is touched
+    password_for(args)  # bad input before any host is touched
     if args["listen"] not in ("localhost", "all"):
         raise ArgumentError(f"jupyter_config: listen must be localhost or all, not {args['listen']!r}")
     if args["listen"] == "all" and not (args["certfile"] and args["keyfile"]):
@@ -167,7 +184,7 @@ def plan_config(args: dict, facts: Mapping[FactKey, Any]) -> list:
     """Write the config when it differs; keep a still-valid hash so a converged host is ok."""
     path = check_path(args["path"])
     state = facts.get(FactKey("file", path))
-    password = read_password(_resolve(args["password_file"], args["base_dir"]))
+    password = password_for(args)
     hashed = existing_hash(state.content if state else None)
     if hashed is None or not hash_matches(hashed, password):
         hashed = hash_password(password)
@@ -191,7 +208,7 @@ OPERATIONS = {
             "group": Arg((str,)),
             "path": Arg((str,), True),
             "port": Arg((int,), True),
-            "password_file": Arg((str,), True, help="controller file whose first line is the password"),
+            "password_file": Arg((str,), help="controller file whose first line is the password (else --ask-jupyter-pass)"),
             "base_dir": Arg((str,), help="folder relative password files are read from"),
             "listen": Arg((str,), default="localhost"),
             "root_dir": Arg((str,), True),
