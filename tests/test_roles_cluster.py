@@ -339,5 +339,9 @@ def test_nfs_export_serves_only_the_listed_clients(roles_cluster, tmp_path):
     # ganesha hides an export from a client not in its list: the server answers NFS4ERR_NOENT
     assert refused.returncode != 0 and "train-0001" not in refused.stdout, refused
     assert "failed with NFS4ERR" in refused.stdout + refused.stderr, refused
-    # back to every node's address
-    assert setup(files, "--tags", "nfs", "--no-verify").returncode == 0
+    # back to every node's address; --tags nfs alone verifies NFS only (no SSH pairs, no other role)
+    back = setup(files, "--tags", "nfs")
+    assert back.returncode == 0, json.dumps(problems(back))[:3000]
+    data = json.loads(back.stdout)
+    assert data["verify"] == [] and {s["role"] for s in data["summary"]} == {"nfs"}
+    assert sum("same content" in s["text"] for s in data["summary"]) == 2

@@ -129,12 +129,14 @@ def setup_cluster(
             live.live.stop()
     pairs, summary = [], []
     try:
-        if verify and not check and users:
+        selected = options.tags  # the pair check and each role's summary only for what this run did
+        if verify and not check and users and (selected is None or {"users", "ssh"} & selected):
             healthy = {n: r for n, r in report.runs.items() if not r.failed and not r.unreachable}
             names = {n: (r.facts_hostname() or n) for n, r in healthy.items()}
             pairs = verify_pairs({n: r.session for n, r in healthy.items()}, names, [u["name"] for u in users], forks, password)
         if verify and not check:  # issue 8's roles: NFS same path/content, clone sizes, Jupyter access
-            summary = role_summary(report.runs, {n: runner.variables.for_host(h) for n, h in runner.hosts.items()}, forks, password)
+            variables = {n: runner.variables.for_host(h) for n, h in runner.hosts.items()}
+            summary = role_summary(report.runs, variables, forks, password, roles=selected)
     finally:
         for run in report.runs.values():
             run.session.close()

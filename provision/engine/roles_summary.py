@@ -129,16 +129,22 @@ def jupyter_lines(host: str, login: str, users: list[dict], listen: str) -> list
     return out
 
 
-def role_summary(runs: dict[str, Any], variables: dict[str, dict], forks: int, password: str | None = None) -> list[SummaryLine]:
+def role_summary(
+    runs: dict[str, Any], variables: dict[str, dict], forks: int, password: str | None = None, roles: frozenset | None = None
+) -> list[SummaryLine]:
     """Summary lines for every healthy host. ``runs``: host -> HostRun (open session, registered
-    results); ``variables``: host -> its variables."""
+    results); ``variables``: host -> its variables; ``roles``: the --tags of the run (None: all)."""
+
+    def wanted(role: str) -> bool:
+        return roles is None or role in roles
+
     healthy = {n: r for n, r in runs.items() if not r.failed and not r.unreachable}
     if not healthy:
         return []
     any_vars = next(iter(variables.values()), {})
     server = any_vars.get("nfs_server")
     exports = [check_export_path(e["path"]) for e in (any_vars.get("nfs_exports") or []) if isinstance(e, dict) and "path" in e]
-    token = secrets.token_hex(16) if server in healthy and exports else None
+    token = secrets.token_hex(16) if server in healthy and exports and wanted("nfs") else None
     lines: list[SummaryLine] = []
     server_address = None
     if token:
@@ -166,7 +172,9 @@ def role_summary(runs: dict[str, Any], variables: dict[str, dict], forks: int, p
         ctx = variables[name]
         users = [u for u in (ctx.get("cluster_users") or []) if isinstance(u, dict)]
         prefixes = [a["prefix"] for a in (ctx.get("anaconda") or []) if isinstance(a, dict) and a.get("prefix")]
-        clones = [(u["name"], clone_name(p)) for u in users if u.get("conda_clone") for p in prefixes]
+        clones = (
+            [(u["name"], clone_name(p)) for u in users if u.get("conda_clone") for p in prefixes] if wanted("anaconda") else []
+        )
         paths = exports if token and name != server else []
         out: list[SummaryLine] = []
         if paths or clones:
@@ -192,7 +200,8 @@ def role_summary(runs: dict[str, Any], variables: dict[str, dict], forks: int, p
                         size.isdigit(),
                     )
                 )
-        out += jupyter_lines(name, name, users, str(ctx.get("jupyter_listen") or "localhost"))
+        if wanted("jupyter"):
+            out += jupyter_lines(name, name, users, str(ctx.get("jupyter_listen") or "localhost"))
         return out
 
     for per_host in fan_out(list(healthy), one, forks):
