@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from roles_support import ROLES_NODES, start_roles_cluster, stop_roles_cluster  # noqa: E402
-from test_roles_cluster import inventory  # noqa: E402
+from test_roles_cluster import BOB_PASSWORD, inventory  # noqa: E402
 
 
 def provision(files, *extra) -> tuple[float, dict]:
@@ -38,10 +38,11 @@ def provision(files, *extra) -> tuple[float, dict]:
         str(known),
         "--json",
         "--no-verify",
+        "--ask-jupyter-pass",
         *extra,
     ]
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = subprocess.run(command, capture_output=True, text=True, input=BOB_PASSWORD + "\n")
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"setup-cluster failed ({done.returncode}): {done.stdout[-2000:]} {done.stderr[-2000:]}")
