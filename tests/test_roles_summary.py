@@ -38,3 +38,15 @@ def test_jupyter_tunnel_or_url():
     assert "ssh -N -L 8888:localhost:8888 alice@s1" in line.text and "https://localhost:8888/" in line.text
     [line] = jupyter_lines("s1", "s1", users, "all")
     assert "https://s1:8888/" in line.text
+
+
+def test_failed_nfs_server_is_said_not_hidden():
+    from types import SimpleNamespace
+
+    from provision.engine.roles_summary import role_summary
+
+    runs = {"r1": SimpleNamespace(failed=True, unreachable=None), "r2": SimpleNamespace(failed=False, unreachable="timeout")}
+    variables = {n: {"nfs_server": "r1", "nfs_exports": [{"path": "/data/x"}]} for n in runs}
+    [line] = role_summary(runs, variables, forks=2)
+    assert not line.ok and line.host == "r1" and "no node's dataset paths were verified" in line.text
+    assert role_summary(runs, variables, forks=2, roles=frozenset({"jupyter"})) == []

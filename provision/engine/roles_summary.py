@@ -139,13 +139,17 @@ def role_summary(
         return roles is None or role in roles
 
     healthy = {n: r for n, r in runs.items() if not r.failed and not r.unreachable}
-    if not healthy:
-        return []
     any_vars = next(iter(variables.values()), {})
     server = any_vars.get("nfs_server")
     exports = [check_export_path(e["path"]) for e in (any_vars.get("nfs_exports") or []) if isinstance(e, dict) and "path" in e]
     token = secrets.token_hex(16) if server in healthy and exports and wanted("nfs") else None
     lines: list[SummaryLine] = []
+    if exports and wanted("nfs") and server in runs and server not in healthy:
+        lines.append(
+            SummaryLine("nfs", server, "the NFS server failed or was unreachable: no node's dataset paths were verified", False)
+        )
+    if not healthy:
+        return lines
     server_address = None
     if token:
         run = healthy[server]
