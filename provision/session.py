@@ -81,8 +81,7 @@ class Session:
             channel.shutdown_write()
             out, err = bytearray(), bytearray()
             deadline = time.monotonic() + timeout
-            # Until EOF as well as the exit status: sshd may send the status before the last output.
-            while not (channel.exit_status_ready() and channel.eof_received) or channel.recv_ready() or channel.recv_stderr_ready():
+            while not channel.exit_status_ready() or channel.recv_ready() or channel.recv_stderr_ready():
                 if channel.recv_ready():
                     out += channel.recv(65536)
                 elif channel.recv_stderr_ready():
