@@ -16,8 +16,10 @@ def write(tmp_path, text, name="pb.yml"):
 
 def test_setup_cluster_playbook_loads():
     plays = load_playbook(resource_dir("playbooks") / "setup-cluster.yml")
-    assert [p.hosts for p in plays] == [("all",), ("all",)]
+    assert [p.hosts for p in plays][:2] == [("all",), ("all",)]
     assert plays[0].tasks[-1].register == "user_keys" and plays[0].become
+    # issue 8's roles, included after users and SSH, each selectable by its tag
+    assert [sorted({t for task in p.tasks for t in task.tags}) for p in plays[2:]] == [["nfs"], ["nfs"], ["anaconda"], ["jupyter"]]
 
 
 BAD = [

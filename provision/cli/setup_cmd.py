@@ -16,8 +16,11 @@ from rich.table import Table
 from provision.cli import app, fail, stderr
 from provision.cli import options as opt
 from provision.engine.runner import BadInput, Runner, RunOptions
+from provision.engine.roles_summary import role_summary
 from provision.engine.verify import verify_pairs
+from provision.errors import ProvisionError
 from provision.inventory import open_inventory
+from provision.operations.jupyter import remember_password
 from provision.playbook.model import load_playbook
 from provision.playbook.variables import Variables, check_cluster_users, parse_extra_vars
 from provision.resources import resource_dir
@@ -76,6 +79,9 @@ def setup_cluster(
     playbook: Path = typer.Option(None, "--playbook", help="Run this playbook instead of setup-cluster.yml."),
     templates: list[Path] = typer.Option(None, "--templates", help="Folder whose templates override the built-in ones."),
     ask_become_pass: bool = typer.Option(False, "--ask-become-pass", "-K", help="Ask once for the sudo password (sent on stdin)."),
+    ask_jupyter_pass: bool = typer.Option(
+        False, "--ask-jupyter-pass", help="Ask for the Jupyter password of each user without jupyter_password_file."
+    ),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check BatchMode SSH between every pair of nodes afterwards."),
     as_json: bool = typer.Option(False, "--json", help="Print per-task results as JSON."),
     forks: int = opt.FORKS,
@@ -94,6 +100,13 @@ def setup_cluster(
     password = None
     if ask_become_pass:
         password = getpass.getpass("BECOME password: ")
+    if ask_jupyter_pass:  # issue 8: hashed on this machine, never sent, logged or shown
+        for user in users:
+            if user.get("jupyter_port") is not None and not user.get("jupyter_password_file"):
+                try:
+                    remember_password(user["name"], getpass.getpass(f"Jupyter password for {user['name']}: "))
+                except ProvisionError as error:
+                    raise fail(str(error))
     options = RunOptions(
         check=check, diff=diff, forks=forks, become_password=password, template_dirs=tuple(templates or ()),
         tags=frozenset(t.strip() for t in tags.split(",") if t.strip()) if tags else None,
@@ -116,12 +129,16 @@ def setup_cluster(
     finally:
         if live.live:
             live.live.stop()
-    pairs = []
+    pairs, summary = [], []
     try:
-        if verify and not check and users:
+        selected = options.tags  # the pair check and each role's summary only for what this run did
+        if verify and not check and users and (selected is None or {"users", "ssh"} & selected):
             healthy = {n: r for n, r in report.runs.items() if not r.failed and not r.unreachable}
             names = {n: (r.facts_hostname() or n) for n, r in healthy.items()}
             pairs = verify_pairs({n: r.session for n, r in healthy.items()}, names, [u["name"] for u in users], forks, password)
+        if verify and not check:  # issue 8's roles: NFS same path/content, clone sizes, Jupyter access
+            variables = {n: runner.variables.for_host(h) for n, h in runner.hosts.items()}
+            summary = role_summary(report.runs, variables, forks, password, roles=selected)
     finally:
         for run in report.runs.values():
             run.session.close()
@@ -131,6 +148,7 @@ def setup_cluster(
             "results": [r.as_dict() for r in report.results],
             "recap": [vars(r) for r in report.recap],
             "verify": [vars(p) for p in pairs],
+            "summary": [vars(line) for line in summary],
         }, indent=2))
     else:
         width = max((len(r.host) for r in report.recap), default=0)
@@ -144,5 +162,8 @@ def setup_cluster(
             console.print(f"BatchMode SSH: {len(pairs) - len(bad_pairs)}/{len(pairs)} ordered pairs connect", highlight=False)
             for pair in bad_pairs:
                 console.print(f"  FAILED {pair.user}@{pair.source} -> {pair.target}: {pair.message}", style="red", highlight=False)
-    if not report.ok or bad_pairs:
+        for line in summary:
+            console.print(f"{line.role} {line.host}: {line.text}", style=None if line.ok else "red", highlight=False,
+                          markup=False, soft_wrap=True)
+    if not report.ok or bad_pairs or any(not line.ok for line in summary):
         raise typer.Exit(1)

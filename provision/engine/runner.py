@@ -13,7 +13,7 @@ from provision.errors import ProvisionError
 from provision.parallel import fan_out
 from provision.inventory import Host, Inventory
 from provision.operations import OPERATIONS
-from provision.operations.base import FactKey, Write, check_user
+from provision.operations.base import FactKey, Write, check_path, check_user
 from provision.playbook.model import Play, Task
 from provision.playbook.templating import evaluate_when, render_template, render_value, template_loader, variables_in
 from provision.playbook.variables import Variables
@@ -192,6 +192,11 @@ class Runner:
     def _partial_requests(self, task: Task, ctx: dict) -> list[FactKey]:
         """Facts of a task whose arguments are only partly known yet (e.g. a path known, the
         keys from other hosts not): enough to read its state in the first round trip."""
+        if task.op == "template":  # its file, when the path is known already (issue 8's role templates)
+            try:
+                return [FactKey("file", check_path(render_value(task.args["path"], ctx)))]
+            except Exception:  # noqa: BLE001 - not known yet
+                return []
         if task.op not in OPERATIONS:
             return []
         operation = OPERATIONS[task.op]

@@ -19,6 +19,15 @@ from provision.operations.base import (
 CONTENT_LIMIT = 4 * 1024 * 1024  # files larger than this are compared by sha256 only
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 
+# Fact kinds added by other modules (the roles of issue 8): kind -> (command(arg), parse(arg, text)).
+EXTRA_KINDS: dict[str, tuple[Any, Any]] = {}
+
+
+def register_fact_kind(kind: str, command, parse) -> None:
+    """Add a fact kind: ``command(arg)`` returns its POSIX sh, ``parse(arg, text)`` its value
+    (raising :class:`ParseError` on output that command cannot print)."""
+    EXTRA_KINDS[kind] = (command, parse)
+
 
 def _file_command(path: str) -> str:
     word = shell_path(check_path(path))
@@ -37,6 +46,8 @@ def _file_command(path: str) -> str:
 def fact_command(key: FactKey) -> str:
     """The POSIX sh that prints ``key``'s raw state (values quoted; never raw)."""
     kind, arg = key.kind, key.arg
+    if kind in EXTRA_KINDS:
+        return EXTRA_KINDS[kind][0](arg)
     if kind == "file":
         return _file_command(arg)
     if kind == "user":
@@ -83,6 +94,8 @@ def parse_fact(key: FactKey, text: str) -> Any:
     kind = key.kind
     lines = _lines(text)
     source = f"{kind} {key.arg}".strip()
+    if kind in EXTRA_KINDS:
+        return EXTRA_KINDS[kind][1](key.arg, text)
     if kind == "file":
         if not lines or lines[0] == "absent":
             return None

@@ -78,6 +78,7 @@ class Variables:
         merged.update(play_vars or {})
         merged.update(self.extra)
         merged["inventory_hostname"] = host.name
+        merged["inventory_dir"] = str(self.inventory.path.parent) if self.inventory.path else "."  # controller files of roles
         merged["groups"] = {"all": list(self.inventory.hosts), **{g: list(m) for g, m in self.inventory.groups.items()}}
         return merged
 

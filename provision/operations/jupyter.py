@@ -1,0 +1,224 @@
+"""Jupyter Server 2 for each cluster user, secure by default.
+
+- ``jupyter_ports``: checks the users' ports before any host is touched (two users with one
+  port on a node is bad input) and, on each host, that no other user's process listens on a
+  user's port (the port is named in the error).
+- ``jupyter_config``: ``~USER/.jupyter/jupyter_server_config.py`` rendered from the template
+  ``jupyter_server_config.py.j2`` with a password hashed **on the controller** with argon2 in
+  Jupyter Server's ``argon2:`` format (``jupyter_server.auth.security.passwd``). The password is
+  read from a file on the controller (or asked once at a prompt); it never appears in an argument, a command line, a log or
+  a diff. An existing hash that still verifies the password is kept (a fresh salt would make
+  every run a change), so the second run changes nothing. Mode 0600, the old file backed up.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from provision.operations.base import (
+    Arg,
+    ArgumentError,
+    FactKey,
+    Operation,
+    OperationError,
+    check_path,
+    check_user,
+)
+from provision.operations.files import content_changes
+
+# jupyter_server.auth.security.passwd(algorithm="argon2"): argon2-cffi's PasswordHasher with these.
+ARGON2_PARAMETERS = {"memory_cost": 10240, "time_cost": 10, "parallelism": 8}
+_HASH_LINE = re.compile(r"^c\.PasswordIdentityProvider\.hashed_password\s*=\s*'(argon2:\$argon2[^']{1,400})'\s*$", re.MULTILINE)
+MAX_PASSWORD_FILE = 4096
+PROMPTED: dict[str, str] = {}  # user -> password asked at the prompt (--ask-jupyter-pass), this process only
+
+
+class PasswordFileError(ArgumentError):
+    """The password file cannot be read or holds no password (bad input)."""
+
+
+def read_password(path: str) -> str:
+    """The first line of the controller file ``path`` (stripped of its newline); the file must be
+    readable and the password non-empty. The message names the file, never its content."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_PASSWORD_FILE + 1)
+    except OSError as error:
+        raise PasswordFileError(f"jupyter password file {path}: {error.strerror or error}") from None
+    if len(data) > MAX_PASSWORD_FILE:
+        raise PasswordFileError(f"jupyter password file {path}: larger than {MAX_PASSWORD_FILE} bytes")
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        raise PasswordFileError(f"jupyter password file {path}: not UTF-8 text") from None
+    password = text.splitlines()[0] if text.splitlines() else ""
+    if not password:
+        raise PasswordFileError(f"jupyter password file {path}: empty (the first line is the password)")
+    return password
+
+
+def remember_password(user: str, password: str) -> None:
+    """Keep a password asked at the prompt for ``user`` (never written anywhere)."""
+    if not password or "\n" in password or "\r" in password:
+        raise PasswordFileError(f"jupyter password for {user}: empty or more than one line")
+    PROMPTED[user] = password
+
+
+def password_for(args: dict) -> str:
+    """The user's password: from the controller file, else the one asked at the prompt."""
+    if args["password_file"]:
+        return read_password(_resolve(args["password_file"], args["base_dir"]))
+    if args["user"] in PROMPTED:
+        return PROMPTED[args["user"]]
+    raise PasswordFileError(f"jupyter: no password for {args['user']}: set jupyter_password_file, or run with --ask-jupyter-pass")
+
+
+def hash_password(password: str) -> str:
+    """``argon2:$argon2id$...``, what ``jupyter_server.auth.passwd(password)`` returns."""
+    import argon2
+
+    return "argon2:" + argon2.PasswordHasher(**ARGON2_PARAMETERS).hash(password)
+
+
+def hash_matches(hashed: str, password: str) -> bool:
+    """Whether ``hashed`` (Jupyter's ``argon2:`` format) verifies ``password``."""
+    import argon2
+
+    if not hashed.startswith("argon2:"):
+        return False
+    try:
+        return argon2.PasswordHasher().verify(hashed[len("argon2:") :], password)
+    except (argon2.exceptions.VerificationError, argon2.exceptions.InvalidHashError):
+        return False
+
+
+def existing_hash(content: bytes | None) -> str | None:
+    """The hashed password of an existing config file, if it holds one in our format."""
+    if not content:
+        return None
+    match = _HASH_LINE.search(content.decode(errors="replace"))
+    return match.group(1) if match else None
+
+
+def _resolve(path: str, base: str | None) -> str:
+    return path if os.path.isabs(path) or not base else str(Path(base) / path)
+
+
+def _users(args: dict) -> list[dict]:
+    users = args["users"]
+    if not isinstance(users, list) or not all(isinstance(u, dict) for u in users):
+        raise ArgumentError("jupyter_ports: users must be the list cluster_users")
+    return [u for u in users if u.get("jupyter_port") is not None]
+
+
+def port_of(user: dict) -> int:
+    """A user's ``jupyter_port``, checked (1024-65535)."""
+    port = user.get("jupyter_port")
+    if isinstance(port, str) and port.isdigit():
+        port = int(port)
+    if isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65535:
+        raise ArgumentError(f"cluster_users: jupyter_port {port!r} of {user.get('name')} must be a number from 1024 to 65535")
+    return port
+
+
+def _ports_requests(args: dict) -> list[FactKey]:
+    seen: dict[int, str] = {}
+    for user in _users(args):
+        name = check_user(user.get("name"))
+        port = port_of(user)
+        if port in seen:
+            raise ArgumentError(
+                f"cluster_users: {name} and {seen[port]} both have jupyter_port {port} (one port per user on a node)"
+            )
+        seen[port] = name
+    return [FactKey("listening")] + [FactKey("user", u["name"]) for u in _users(args)]
+
+
+def plan_ports(args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """No change; fails when a user's port is taken by a process of another user on this host."""
+    listening = facts.get(FactKey("listening")) or {}
+    taken = []
+    for user in _users(args):
+        port = port_of(user)
+        entry = facts.get(FactKey("user", user["name"]))
+        owner = listening.get(port)
+        if owner is not None and (entry is None or owner != entry.uid):
+            taken.append(f"port {port} of {user['name']} is already in use (by uid {owner})")
+    if taken:
+        raise OperationError("; ".join(taken))
+    return []
+
+
+def _config_requests(args: dict) -> list[FactKey]:
+    check_user(args["user"])
+    password_for(args)  # bad input before any host is touched
+    if args["listen"] not in ("localhost", "all"):
+        raise ArgumentError(f"jupyter_config: listen must be localhost or all, not {args['listen']!r}")
+    if args["listen"] == "all" and not (args["certfile"] and args["keyfile"]):
+        raise ArgumentError("jupyter_config: listening on all interfaces needs TLS (certfile and keyfile)")
+    return [FactKey("file", check_path(args["path"]))]
+
+
+def render_config(args: dict, hashed: str) -> str:
+    """The config file's text from the template (built-in ``templates/``)."""
+    from provision.playbook.templating import render_template, template_loader
+
+    env = template_loader(args["template_dirs"] or ())
+    context = {
+        "ip": "localhost" if args["listen"] == "localhost" else "0.0.0.0",
+        "port": args["port"],
+        "root_dir": args["root_dir"],
+        "certfile": args["certfile"],
+        "keyfile": args["keyfile"],
+        "hashed_password": hashed,
+        "user": args["user"],
+    }
+    return render_template(env, args["template"], context)
+
+
+def plan_config(args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """Write the config when it differs; keep a still-valid hash so a converged host is ok."""
+    path = check_path(args["path"])
+    state = facts.get(FactKey("file", path))
+    password = password_for(args)
+    hashed = existing_hash(state.content if state else None)
+    if hashed is None or not hash_matches(hashed, password):
+        hashed = hash_password(password)
+    content = render_config(args, hashed).encode()
+    attrs = {"owner": args["user"], "group": args["group"] or args["user"], "mode": 0o600}
+    return content_changes(path, content, attrs, state)
+
+
+OPERATIONS = {
+    "jupyter_ports": Operation(
+        "jupyter_ports",
+        {"users": Arg((list,), True, help="cluster_users")},
+        _ports_requests,
+        plan_ports,
+        doc="each user's Jupyter port: unique on the node and not taken by another user",
+    ),
+    "jupyter_config": Operation(
+        "jupyter_config",
+        {
+            "user": Arg((str,), True),
+            "group": Arg((str,)),
+            "path": Arg((str,), True),
+            "port": Arg((int,), True),
+            "password_file": Arg((str,), help="controller file whose first line is the password (else --ask-jupyter-pass)"),
+            "base_dir": Arg((str,), help="folder relative password files are read from"),
+            "listen": Arg((str,), default="localhost"),
+            "root_dir": Arg((str,), True),
+            "certfile": Arg((str,)),
+            "keyfile": Arg((str,)),
+            "template": Arg((str,), default="jupyter_server_config.py.j2"),
+            "template_dirs": Arg((list,)),
+        },
+        _config_requests,
+        plan_config,
+        doc="Jupyter Server 2 config with an argon2-hashed password",
+    ),
+}

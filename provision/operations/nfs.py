@@ -1,0 +1,238 @@
+"""Shared dataset paths over NFS.
+
+- ``nfs_server_kind``: which server the NFS server node uses: the kernel's (``exportfs``) where
+  the kernel can serve NFS here, else nfs-ganesha (userspace, e.g. in an unprivileged container);
+  registered, so the playbook's next tasks pick the matching template.
+- ``nfs_dataset``: the exported folder exists on the server; a missing one is created only with
+  ``create: true`` (inventory ``nfs_create_missing``), else refused.
+- ``nfs_mount``: on a client, the mount point created, one ``/etc/fstab`` line
+  (``server:/path /path nfs ro,_netdev,... 0 0``, never duplicated; another source for that
+  mount point is refused) and the mount attempted where this node can mount NFS at all (kernel
+  client, ``mount.nfs`` and CAP_SYS_ADMIN); what it lacks is registered for the summary. A mount
+  point that is already a mount of something else is refused, never mounted over.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from provision.operations.base import (
+    UNKNOWN,
+    Arg,
+    ArgumentError,
+    FactKey,
+    FileState,
+    Operation,
+    OperationError,
+    Run,
+    check_path,
+    shell_path,
+)
+from provision.operations.files import content_changes
+
+_OPTIONS = re.compile(r"^[A-Za-z0-9_=.,-]{1,200}$")
+_SERVER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$")
+
+
+def check_export_path(path: Any) -> str:
+    """An exported path: absolute, no home shortcut, no whitespace (exports and fstab are split on it)."""
+    path = check_path(path)
+    if path.startswith("~") or path == "/" or re.search(r"\s", path):
+        raise ArgumentError(f"nfs: export path {path!r} must be an absolute folder without spaces, not /")
+    return path
+
+
+_CLIENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}(/[0-9]{1,3})?$")
+
+
+def check_clients(clients: Any) -> list[str]:
+    """The export's client list: host names, addresses or networks; never ``*``, never empty."""
+    if not isinstance(clients, list) or not clients:
+        raise ArgumentError("nfs: no client addresses to export to (set nfs_clients, or let the nodes' facts give them)")
+    for client in clients:
+        if not isinstance(client, str) or not _CLIENT.match(client):
+            raise ArgumentError(f"nfs: client {client!r} is not a host name, address or network (and * is never allowed)")
+    return list(dict.fromkeys(clients))
+
+
+def _check_requests(args: dict) -> list[FactKey]:
+    """Validate the NFS variables as a whole (no facts needed): bad input before any host."""
+    exports = args["exports"]
+    if not isinstance(exports, list):
+        raise ArgumentError("nfs_exports must be a list of {path, mode}")
+    for index, export in enumerate(exports):
+        if not isinstance(export, dict) or "path" not in export or set(export) - {"path", "mode"}:
+            raise ArgumentError(f"nfs_exports[{index}]: expected {{path, mode?}}, got {export!r}")
+        check_export_path(export["path"])
+        if export.get("mode", "ro") not in ("ro", "rw"):
+            raise ArgumentError(f"nfs_exports[{index}]: mode must be ro or rw, not {export['mode']!r}")
+    if exports and args["server"] not in (args["hosts"] or []):
+        raise ArgumentError(f"nfs_server {args['server']!r} is not a host of the inventory")
+    if args["clients"] is not None:
+        check_clients(args["clients"])
+    return []
+
+
+def _kind_requests(args: dict) -> list[FactKey]:
+    if args["server"] not in ("auto", "kernel", "ganesha"):
+        raise ArgumentError(f"nfs_server_kind: server must be auto, kernel or ganesha, not {args['server']!r}")
+    if args.get("clients") is not None:  # None while the engine pre-reads the facts of a task not yet rendered
+        check_clients(args["clients"])
+    return [FactKey("nfsd")]
+
+
+def chosen_server(args: dict, facts: Mapping[FactKey, Any]) -> str:
+    """``kernel`` or ``ganesha`` for this host."""
+    kernel = facts.get(FactKey("nfsd")) == "kernel"
+    if args["server"] == "kernel" and not kernel:
+        raise OperationError(
+            "nfs_server: kernel was asked for, but this kernel cannot serve NFS here "
+            "(no nfsd, or no CAP_SYS_ADMIN); use nfs_server_kind: ganesha or auto"
+        )
+    if args["server"] == "ganesha":
+        return "ganesha"
+    return "kernel" if kernel else "ganesha"
+
+
+def plan_kind(args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """No change; fails only when the kernel server is required and unusable."""
+    chosen_server(args, facts)
+    return []
+
+
+def result_kind(args: dict, facts: Mapping[FactKey, Any]) -> dict:
+    """``{"server": "kernel"|"ganesha", "clients": [...]}`` for the next tasks (the templates)."""
+    return {"server": chosen_server(args, facts), "clients": check_clients(args["clients"])}
+
+
+def _dataset_requests(args: dict) -> list[FactKey]:
+    return [FactKey("file", check_export_path(args["path"]))]
+
+
+def plan_dataset(args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """The folder exists (ok), is created (``create``), or the task fails naming the variable."""
+    path = check_export_path(args["path"])
+    state = facts.get(FactKey("file", path))
+    if state is not None:
+        if state.kind != "d":
+            raise OperationError(f"dataset path {path} exists on the NFS server but is not a folder")
+        return []
+    if not args["create"]:
+        raise OperationError(
+            f"dataset path {path} does not exist on the NFS server "
+            "(create it, or set nfs_create_missing: true to let setup-cluster create it)"
+        )
+    return [
+        Run(
+            f"mkdir -p {shell_path(path)} && chmod 0755 {shell_path(path)}",
+            f"create dataset folder {path}",
+            ((FactKey("file", path), FileState("d", 0o755)),),
+        )
+    ]
+
+
+def fstab_line(args: dict) -> str:
+    """``server:/path /path nfs OPTIONS 0 0``."""
+    path = check_export_path(args["path"])
+    server = args["server"]
+    if not isinstance(server, str) or not _SERVER.match(server):
+        raise ArgumentError(f"nfs_mount: server {server!r} is not a host name or address")
+    options = args["options"] or ("rw" if args["mode"] == "rw" else "ro") + ",_netdev,nofail,vers=4"
+    if not _OPTIONS.match(options):
+        raise ArgumentError(f"nfs_mount: options {options!r} hold characters fstab cannot take")
+    source = f"[{server}]" if ":" in server else server
+    return f"{source}:{path} {path} nfs {options} 0 0"
+
+
+def _mount_requests(args: dict) -> list[FactKey]:
+    path = check_export_path(args["path"])
+    if args.get("server") is not None:  # None while the engine pre-reads the facts of a task not yet rendered
+        fstab_line(args)
+    return [FactKey("mount", path), FactKey("nfsmount"), FactKey("file", path), FactKey("file", "/etc/fstab")]
+
+
+def _fstab_edit(text: str, line: str) -> tuple[str, str | None]:
+    """The new fstab text and, when another source already claims the mount point, that line."""
+    source, path = line.split()[:2]
+    lines = text.splitlines()
+    for old in lines:
+        fields = old.split()
+        if len(fields) >= 2 and not old.lstrip().startswith("#") and fields[1] == path:
+            if fields[0] == source:
+                return text, None  # ours (maybe with the user's own options): kept, never duplicated
+            return text, old
+    return "\n".join([*lines, line]) + "\n", None
+
+
+def plan_mount(args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """Mount point, fstab line, mount attempt (where possible); refuse a foreign mount."""
+    path = check_export_path(args["path"])
+    line = fstab_line(args)
+    source = line.split()[0]
+    mounted = facts.get(FactKey("mount", path))
+    if mounted is not None:
+        if mounted[0] == source and mounted[1].startswith("nfs"):
+            return []
+        raise OperationError(f"{path} is already a mount of {mounted[0]} ({mounted[1]}); refusing to mount {source} over it")
+    changes: list = []
+    state = facts.get(FactKey("file", path))
+    if state is None:
+        changes.append(
+            Run(f"mkdir -p {shell_path(path)}", f"create mount point {path}", ((FactKey("file", path), FileState("d", 0o755)),))
+        )
+    elif state.kind != "d":
+        raise OperationError(f"mount point {path} exists and is not a folder")
+    fstab = facts.get(FactKey("file", "/etc/fstab"))
+    text = fstab.content.decode(errors="replace") if fstab is not None and fstab.content is not None else ""
+    new, conflict = _fstab_edit(text, line)
+    if conflict:
+        raise OperationError(f"/etc/fstab already mounts something else at {path}: {conflict.strip()!r}; refusing to change it")
+    if new != text:
+        changes += content_changes("/etc/fstab", new.encode(), {"mode": fstab.mode if fstab else 0o644}, fstab)
+    if not facts.get(FactKey("nfsmount")):  # nothing missing: try the mount
+        changes.append(Run(f"mount {shell_path(path)}", f"mount {source} at {path}", ((FactKey("mount", path), UNKNOWN),)))
+    return changes
+
+
+def result_mount(args: dict, facts: Mapping[FactKey, Any]) -> dict:
+    """``{"path", "mountable", "missing"}``: what this node lacks to mount NFS, for the summary."""
+    missing = list(facts.get(FactKey("nfsmount")) or ())
+    return {"path": check_export_path(args["path"]), "mountable": not missing, "missing": missing}
+
+
+OPERATIONS = {
+    "nfs_check": Operation(
+        "nfs_check",
+        {"exports": Arg((list,), True), "server": Arg((str,)), "hosts": Arg((list,)), "clients": Arg((list,))},
+        _check_requests,
+        lambda args, facts: [],
+        doc="the NFS variables checked before any host is touched",
+    ),
+    "nfs_server_kind": Operation(
+        "nfs_server_kind",
+        {"server": Arg((str,), default="auto"), "clients": Arg((list,), True)},
+        _kind_requests,
+        plan_kind,
+        result=result_kind,
+        result_requests=_kind_requests,
+        doc="kernel NFS server where possible, else nfs-ganesha (registered)",
+    ),
+    "nfs_dataset": Operation(
+        "nfs_dataset",
+        {"path": Arg((str,), True), "create": Arg((bool,), default=False)},
+        _dataset_requests,
+        plan_dataset,
+        doc="an exported folder exists (or is created on request)",
+    ),
+    "nfs_mount": Operation(
+        "nfs_mount",
+        {"server": Arg((str,), True), "path": Arg((str,), True), "mode": Arg((str,), default="ro"), "options": Arg((str,))},
+        _mount_requests,
+        plan_mount,
+        result=result_mount,
+        result_requests=lambda a: [FactKey("nfsmount")],
+        doc="an NFS mount point, its fstab line, and the mount where possible",
+    ),
+}

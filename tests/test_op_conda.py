@@ -1,0 +1,155 @@
+"""Anaconda operations as data: checksums checked on the controller before any host is touched,
+installs skipped/refused/planned from the facts, clones per user, a block at a file's top."""
+
+import hashlib
+
+import pytest
+
+from provision.operations import OPERATIONS
+from provision.operations.base import ArgumentError, FactKey, FileState, OperationError, Run, Write
+from provision.operations.conda import MARKER, edit_block_top
+
+
+def plan(op, args, facts):
+    operation = OPERATIONS[op]
+    checked = operation.check_args(args)
+    operation.requests(checked)
+    return operation.plan(checked, facts)
+
+
+def stamp(text: bytes) -> FileState:
+    return FileState("f", 0o644, "root", "root", hashlib.sha256(text).hexdigest(), text)
+
+
+@pytest.fixture
+def installer(tmp_path):
+    path = tmp_path / "Anaconda3.sh"
+    path.write_bytes(b"#!/bin/bash\necho installer\n")
+    return path, hashlib.sha256(path.read_bytes()).hexdigest(), hashlib.md5(path.read_bytes()).hexdigest()
+
+
+P = "/opt/anaconda3"
+PREFIX, MARK, DF = FactKey("file", P), FactKey("file", f"{P}/{MARKER}"), FactKey("df", P)
+
+
+def test_fresh_install_uploads_checks_and_runs_in_batch_mode(installer):
+    path, sha, _md5 = installer
+    changes = plan("conda_install", {"installer": str(path), "sha256": sha, "prefix": P}, {PREFIX: None, MARK: None, DF: 10**8})
+    assert [type(c) for c in changes] == [Write, Run]
+    upload = changes[0]
+    assert upload.content == path.read_bytes() and upload.mode == 0o600 and upload.path.startswith("/var/tmp/")
+    command = changes[1].command
+    for part in (
+        "umask 022",
+        f'[ "$got" = {sha} ]',
+        f"bash {upload.path} -b -p /opt/anaconda3",
+        "chown -R root:root /opt/anaconda3",
+        "chmod -R go-w /opt/anaconda3",
+        MARKER,
+    ):
+        assert part in command
+    assert command.index("got=") < command.index("bash /var/tmp")  # verified before it runs
+
+
+def test_relative_installer_is_read_from_base_dir_and_md5_accepted(installer):
+    path, _sha, md5 = installer
+    changes = plan(
+        "conda_install",
+        {"installer": path.name, "md5": md5, "prefix": P, "base_dir": str(path.parent)},
+        {PREFIX: None, MARK: None, DF: 10**8},
+    )
+    assert "md5sum" in changes[1].command
+
+
+def test_same_install_is_skipped(installer):
+    path, sha, _md5 = installer
+    facts = {PREFIX: FileState("d"), MARK: stamp(f"sha256:{sha}\n".encode()), DF: 0}
+    assert plan("conda_install", {"installer": str(path), "sha256": sha, "prefix": P}, facts) == []
+
+
+def test_prefix_holding_something_else_is_refused(installer):
+    path, sha, _md5 = installer
+    with pytest.raises(OperationError, match="already exists and holds an install provision did not make"):
+        plan(
+            "conda_install", {"installer": str(path), "sha256": sha, "prefix": P}, {PREFIX: FileState("d"), MARK: None, DF: 10**8}
+        )
+    with pytest.raises(OperationError, match="holds sha256:0000"):
+        plan(
+            "conda_install",
+            {"installer": str(path), "sha256": sha, "prefix": P},
+            {PREFIX: FileState("d"), MARK: stamp(b"sha256:" + b"0" * 64 + b"\n"), DF: 10**8},
+        )
+
+
+def test_free_space_checked_first(installer):
+    path, sha, _md5 = installer
+    with pytest.raises(OperationError, match=r"not enough free disk space for /opt/anaconda3: 10 MiB free .* 6000 MiB needed"):
+        plan(
+            "conda_install",
+            {"installer": str(path), "sha256": sha, "prefix": P, "min_free_mb": 6000},
+            {PREFIX: None, MARK: None, DF: 10 * 1024},
+        )
+
+
+def test_url_installer_is_checked_on_the_node():
+    sha = "a" * 64
+    [change] = plan(
+        "conda_install",
+        {"installer": "https://repo.example.org/A.sh", "sha256": sha, "prefix": P},
+        {PREFIX: None, MARK: None, DF: 10**8},
+    )
+    assert "curl -fsSL -o /var/tmp/provision-installer-aaaaaaaaaaaaaaaa.sh https://repo.example.org/A.sh" in change.command
+    assert change.command.index("curl") < change.command.index("got=") < change.command.index("bash /var/tmp")
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        ({"sha256": "0" * 64}, "sha256 is [0-9a-f]{64}, expected 0{64} \\(wrong or damaged file\\)"),
+        ({}, "a checksum is required"),
+        ({"sha256": "xyz"}, "is not a sha256 digest"),
+        ({"installer": "/nonexistent/Anaconda.sh", "sha256": "0" * 64}, "No such file or directory"),
+        ({"prefix": "/"}, "must be an absolute folder below /"),
+        ({"installer": "https://x/a b.sh", "sha256": "0" * 64}, "not an http"),
+    ],
+)
+def test_bad_input_before_any_host(installer, args, message):
+    path, sha, _md5 = installer
+    full = {"installer": str(path), "prefix": P, **args}
+    operation = OPERATIONS["conda_install"]
+    with pytest.raises(ArgumentError, match=message):
+        operation.requests(operation.check_args(full))
+
+
+def test_clones_per_prefix_skipped_when_present():
+    args = {"user": "alice", "prefixes": ["/opt/anaconda2", "/opt/anaconda3/"]}
+    facts = {
+        FactKey("file", "~alice/.conda/envs/anaconda2/conda-meta"): FileState("d"),
+        FactKey("file", "~alice/.conda/envs/anaconda3/conda-meta"): None,
+    }
+    [change] = plan("conda_clone", args, facts)
+    assert change.command == (
+        'umask 022 && mkdir -p "${H_616c696365}"/.conda/envs && /opt/anaconda3/bin/conda create -q -y '
+        '-p "${H_616c696365}"/.conda/envs/anaconda3 --clone /opt/anaconda3 >/dev/null'
+    )
+
+
+def test_block_top_goes_before_the_early_return_and_is_replaced_in_place():
+    bashrc = "# System-wide .bashrc\n[ -z \"$PS1\" ] && return\nPS1='x'\n"
+    once = edit_block_top(bashrc, ". /etc/profile.d/provision-conda.sh", "# {mark} conda")
+    assert once.splitlines()[:3] == ["# BEGIN conda", ". /etc/profile.d/provision-conda.sh", "# END conda"]
+    assert once.endswith(bashrc)
+    assert edit_block_top(once, ". /etc/profile.d/provision-conda.sh", "# {mark} conda") == once
+    again = edit_block_top(once, ". /other", "# {mark} conda")
+    assert again.splitlines()[1] == ". /other" and again.count("BEGIN conda") == 1
+
+
+def test_installer_too_large_for_the_script_must_be_a_url(installer, monkeypatch):
+    import provision.operations.conda as conda
+
+    path, sha, _md5 = installer
+    monkeypatch.setattr(conda, "MAX_UPLOAD", 10)
+    with pytest.raises(ArgumentError, match="give its URL"):
+        OPERATIONS["conda_install"].requests(
+            {"installer": str(path), "sha256": sha, "prefix": P, "md5": None, "base_dir": None, "min_free_mb": None}
+        )

@@ -1,0 +1,163 @@
+"""Jupyter operations as data: the argon2 hash in Jupyter Server's format made on the controller,
+a valid existing hash kept (idempotence), the password never in a change's description or diff,
+ports unique per node and free, bad input before any host is touched."""
+
+import pytest
+
+from provision.engine.hostrun import unified_diff
+from provision.operations import OPERATIONS
+from provision.operations.base import ArgumentError, FactKey, FileState, OperationError, UserEntry, Write
+from provision.operations.jupyter import existing_hash, hash_matches, hash_password, read_password
+
+SECRET = "correct horse battery staple"
+
+
+@pytest.fixture
+def password_file(tmp_path):
+    path = tmp_path / "alice.jupyter"
+    path.write_text(SECRET + "\n")
+    return path
+
+
+def config_args(password_file, **extra):
+    return {
+        "user": "alice",
+        "path": "~alice/.jupyter/jupyter_server_config.py",
+        "port": 8888,
+        "password_file": password_file.name,
+        "base_dir": str(password_file.parent),
+        "root_dir": "~",
+        "certfile": "~/.jupyter/c.crt",
+        "keyfile": "~/.jupyter/c.key",
+        **extra,
+    }
+
+
+def plan(op, args, facts):
+    operation = OPERATIONS[op]
+    checked = operation.check_args(args)
+    operation.requests(checked)
+    return operation.plan(checked, facts)
+
+
+def test_hash_is_jupyter_servers_argon2_format():
+    hashed = hash_password(SECRET)
+    assert hashed.startswith("argon2:$argon2id$v=19$m=10240,t=10,p=8$")
+    assert hash_matches(hashed, SECRET) and not hash_matches(hashed, "wrong")
+    assert not hash_matches("sha1:abc:def", SECRET)
+
+
+def test_config_written_0600_with_hash_and_secure_defaults(password_file):
+    key = FactKey("file", "~alice/.jupyter/jupyter_server_config.py")
+    [write] = plan("jupyter_config", config_args(password_file), {key: None})
+    assert isinstance(write, Write) and write.mode == 0o600 and write.owner == "alice" and write.group == "alice"
+    text = write.content.decode()
+    assert 'c.ServerApp.ip = "localhost"' in text and "c.ServerApp.open_browser = False" in text
+    assert "c.ServerApp.port = 8888" in text and "c.ServerApp.certfile" in text
+    assert hash_matches(existing_hash(write.content), SECRET)
+    assert SECRET not in text and SECRET not in write.describe
+    diff = unified_diff(write)
+    assert "argon2" not in diff and "hashed_password = ********" in diff
+
+
+def test_existing_valid_hash_is_kept_so_a_converged_host_is_ok(password_file):
+    key = FactKey("file", "~alice/.jupyter/jupyter_server_config.py")
+    [write] = plan("jupyter_config", config_args(password_file), {key: None})
+    state = FileState("f", 0o600, "alice", "alice", __import__("hashlib").sha256(write.content).hexdigest(), write.content)
+    assert plan("jupyter_config", config_args(password_file), {key: state}) == []
+
+
+def test_changed_password_rewrites_the_config_with_a_backup(password_file):
+    key = FactKey("file", "~alice/.jupyter/jupyter_server_config.py")
+    [write] = plan("jupyter_config", config_args(password_file), {key: None})
+    state = FileState("f", 0o600, "alice", "alice", __import__("hashlib").sha256(write.content).hexdigest(), write.content)
+    password_file.write_text("another one\n")
+    [again] = plan("jupyter_config", config_args(password_file), {key: state})
+    assert again.old == write.content and hash_matches(existing_hash(again.content), "another one")
+
+
+def test_all_interfaces_needs_tls(password_file):
+    with pytest.raises(ArgumentError, match="needs TLS"):
+        plan("jupyter_config", config_args(password_file, listen="all", certfile=None), {})
+    [write] = plan(
+        "jupyter_config",
+        config_args(password_file, listen="all"),
+        {FactKey("file", "~alice/.jupyter/jupyter_server_config.py"): None},
+    )
+    assert 'c.ServerApp.ip = "0.0.0.0"' in write.content.decode()
+
+
+@pytest.mark.parametrize("content,message", [(None, "No such file"), ("", "empty"), ("\nx\n", "empty")])
+def test_unreadable_or_empty_password_file_is_bad_input(tmp_path, content, message):
+    path = tmp_path / "pw"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ArgumentError, match=message):
+        read_password(str(path))
+    with pytest.raises(ArgumentError, match=f"jupyter password file {path}"):
+        plan("jupyter_config", config_args(path), {})
+
+
+def test_unreadable_password_file_message_never_holds_content(tmp_path):
+    path = tmp_path / "pw"
+    path.write_bytes(b"\xff\xfe" + SECRET.encode())
+    with pytest.raises(ArgumentError) as error:
+        read_password(str(path))
+    assert SECRET not in str(error.value)
+
+
+USERS = [
+    {"name": "alice", "uid": 2001, "jupyter_port": 8888},
+    {"name": "bob", "uid": 2002, "jupyter_port": 8889},
+    {"name": "carol", "uid": 2003},
+]
+
+
+def user_facts(listening):
+    return {
+        FactKey("listening"): listening,
+        FactKey("user", "alice"): UserEntry("alice", 2001, 2001, "/home/alice", "/bin/bash"),
+        FactKey("user", "bob"): UserEntry("bob", 2002, 2002, "/home/bob", "/bin/bash"),
+    }
+
+
+def test_ports_free_or_held_by_the_user_itself():
+    assert plan("jupyter_ports", {"users": USERS}, user_facts({22: 0, 8888: 2001})) == []
+
+
+def test_port_taken_by_another_user_is_named():
+    with pytest.raises(OperationError, match=r"port 8889 of bob is already in use \(by uid 0\)"):
+        plan("jupyter_ports", {"users": USERS}, user_facts({8889: 0}))
+
+
+def test_two_users_with_one_port_is_bad_input():
+    users = [*USERS[:1], {"name": "bob", "uid": 2002, "jupyter_port": 8888}]
+    with pytest.raises(ArgumentError, match="alice both have jupyter_port 8888|bob and alice both have jupyter_port 8888"):
+        OPERATIONS["jupyter_ports"].requests({"users": users})
+
+
+@pytest.mark.parametrize("port", [80, 70000, "x", True])
+def test_bad_port(port):
+    with pytest.raises(ArgumentError, match="jupyter_port"):
+        OPERATIONS["jupyter_ports"].requests({"users": [{"name": "alice", "uid": 1, "jupyter_port": port}]})
+
+
+def test_prompted_password_when_no_file(monkeypatch):
+    import provision.operations.jupyter as jupyter
+
+    monkeypatch.setattr(jupyter, "PROMPTED", {})
+    args = {
+        "user": "bob",
+        "path": "~bob/.jupyter/jupyter_server_config.py",
+        "port": 8889,
+        "root_dir": "~",
+        "certfile": "~/.jupyter/c.crt",
+        "keyfile": "~/.jupyter/c.key",
+    }
+    with pytest.raises(ArgumentError, match="no password for bob: set jupyter_password_file, or run with --ask-jupyter-pass"):
+        plan("jupyter_config", args, {})
+    jupyter.remember_password("bob", "asked-at-the-prompt")
+    [write] = plan("jupyter_config", args, {FactKey("file", "~bob/.jupyter/jupyter_server_config.py"): None})
+    assert hash_matches(existing_hash(write.content), "asked-at-the-prompt")
+    with pytest.raises(ArgumentError, match="empty or more than one line"):
+        jupyter.remember_password("bob", "")

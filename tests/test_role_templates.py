@@ -1,0 +1,59 @@
+"""The roles' templates render from the documented variables (exactly what a node gets)."""
+
+from provision.playbook.templating import render_template, template_loader
+
+ENV = template_loader([])
+
+
+def render(name, **context):
+    return render_template(ENV, name, context)
+
+
+def test_kernel_exports_only_cluster_clients_sync_root_squash_ro_unless_rw():
+    text = render(
+        "nfs-exports.j2",
+        nfs_exports=[{"path": "/data/imagenet"}, {"path": "/data/scratch", "mode": "rw"}],
+        nfs_kind={"clients": ["10.0.0.1", "10.0.0.2"]},
+    )
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert lines == [
+        "/data/imagenet 10.0.0.1(ro,sync,root_squash,no_subtree_check) 10.0.0.2(ro,sync,root_squash,no_subtree_check)",
+        "/data/scratch 10.0.0.1(rw,sync,root_squash,no_subtree_check) 10.0.0.2(rw,sync,root_squash,no_subtree_check)",
+    ]
+
+
+def test_ganesha_export_blocks():
+    text = render("ganesha.conf.j2", nfs_exports=[{"path": "/data/imagenet"}], nfs_kind={"clients": ["10.0.0.1", "10.0.0.2"]})
+    assert 'Path = "/data/imagenet";' in text and 'Pseudo = "/data/imagenet";' in text
+    assert "Clients = 10.0.0.1, 10.0.0.2;" in text and "Squash = Root_Squash;" in text and "Access_Type = RO;" in text
+    assert "Protocols = 4;" in text and "Access_Type = None;" in text  # nobody outside the client list
+
+
+def test_condarc_and_profile():
+    condarc = render("condarc.j2", item={"prefix": "/opt/anaconda3", "channels": ["defaults"]})
+    assert "envs_dirs:\n  - ~/.conda/envs\n" in condarc and "channels:\n  - defaults\n" in condarc
+    assert "channels" not in render("condarc.j2", item={"prefix": "/opt/anaconda3"}).split("auto_update_conda")[1]
+    profile = render("conda-profile.sh.j2", item={"prefix": "/opt/anaconda3"})
+    assert 'PATH="/opt/anaconda3/bin:$PATH"' in profile
+
+
+def test_jupyter_config_is_valid_python_with_secure_settings():
+    text = render(
+        "jupyter_server_config.py.j2",
+        user="alice",
+        ip="localhost",
+        port=8888,
+        root_dir="~",
+        certfile="~/.jupyter/c.crt",
+        keyfile="~/.jupyter/c.key",
+        hashed_password="argon2:$argon2id$x",
+    )
+    compile(text, "jupyter_server_config.py", "exec")
+    for line in (
+        'c.ServerApp.ip = "localhost"',
+        "c.ServerApp.open_browser = False",
+        "c.ServerApp.port = 8888",
+        "c.PasswordIdentityProvider.hashed_password = 'argon2:$argon2id$x'",
+        "c.ServerApp.port_retries = 0",
+    ):
+        assert line in text

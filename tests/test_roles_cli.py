@@ -1,0 +1,95 @@
+"""Bad input to the roles: one line, exit 2, before any host is touched (the inventory's hosts are
+unreachable, so touching one would give exit 1 instead); the password never printed."""
+
+import hashlib
+
+import pytest
+
+from conftest import run_cli
+
+INVENTORY = "hosts:\n  n1: {address: 127.0.0.1, port: 1}\n  n2: {address: 127.0.0.1, port: 1}\n"
+INSTALLER = b"#!/bin/bash\necho TEST installer\n"
+PASSWORD = "never-print-me"
+
+
+def run(tmp_path, variables: str, *extra, input=None):
+    (tmp_path / "installers").mkdir(exist_ok=True)
+    (tmp_path / "installers" / "A.sh").write_bytes(INSTALLER)
+    (tmp_path / "pw").write_text(PASSWORD + "\n")
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(INVENTORY + "vars:\n" + variables)
+    done = run_cli("setup-cluster", "-i", str(inventory), "--known-hosts", str(tmp_path / "kh"), *extra, input=input)
+    assert PASSWORD not in done.stdout + done.stderr
+    return done
+
+
+SHA = hashlib.sha256(INSTALLER).hexdigest()
+USER = "  cluster_users: [{name: alice, uid: 2001, jupyter_port: 8888, jupyter_password_file: pw}]\n"
+
+CASES = [
+    (
+        "wrong-checksum",
+        f"  anaconda: [{{installer: installers/A.sh, sha256: '{'0' * 64}', prefix: /opt/a3}}]\n",
+        f"installers/A.sh: sha256 is {SHA}, expected {'0' * 64} (wrong or damaged file)",
+    ),
+    (
+        "wrong-md5",
+        "  anaconda: [{installer: installers/A.sh, md5: 'ffffffffffffffffffffffffffffffff', prefix: /opt/a3}]\n",
+        "md5 is",
+    ),
+    ("no-checksum", "  anaconda: [{installer: installers/A.sh, prefix: /opt/a3}]\n", "a checksum is required"),
+    (
+        "missing-installer",
+        f"  anaconda: [{{installer: installers/nope.sh, sha256: '{SHA}', prefix: /opt/a3}}]\n",
+        "installers/nope.sh: No such file or directory",
+    ),
+    (
+        "unreadable-password-file",
+        "  cluster_users: [{name: alice, uid: 2001, jupyter_port: 8888, jupyter_password_file: secrets/none}]\n",
+        "jupyter password file",
+    ),
+    (
+        "same-port-two-users",
+        "  cluster_users: [{name: alice, uid: 2001, jupyter_port: 8888, jupyter_password_file: pw},"
+        " {name: bob, uid: 2002, jupyter_port: 8888, jupyter_password_file: pw}]\n",
+        "bob and alice both have jupyter_port 8888",
+    ),
+    ("all-interfaces-without-tls", USER + "  jupyter_listen: everywhere\n", "listen must be localhost or all"),
+    ("star-client", "  nfs_server: n1\n  nfs_exports: [{path: /data/x}]\n  nfs_clients: ['*']\n", "* is never allowed"),
+    ("bad-export-path", "  nfs_server: n1\n  nfs_exports: [{path: 'data/x'}]\n  nfs_clients: [10.0.0.1]\n", "must be absolute"),
+    (
+        "unknown-nfs-server",
+        "  nfs_server: n7\n  nfs_exports: [{path: /data/x}]\n",
+        "nfs_server 'n7' is not a host of the inventory",
+    ),
+]
+
+
+@pytest.mark.parametrize("variables,message", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_exit_2_before_any_host(tmp_path, variables, message):
+    done = run(tmp_path, variables)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in " ".join(done.stderr.split()), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_password_file_that_cannot_be_read(tmp_path):
+    (tmp_path / "locked").write_text(PASSWORD)
+    (tmp_path / "locked").chmod(0)
+    import os
+
+    if os.geteuid() == 0:  # root reads anything: a folder stands in for an unreadable file
+        (tmp_path / "locked").unlink()
+        (tmp_path / "locked").mkdir()
+    done = run(tmp_path, "  cluster_users: [{name: alice, uid: 2001, jupyter_port: 8888, jupyter_password_file: locked}]\n")
+    assert done.returncode == 2 and f"jupyter password file {tmp_path}/locked:" in done.stderr, done.stderr
+
+
+def test_no_password_file_needs_the_prompt(tmp_path):
+    users = "  cluster_users: [{name: bob, uid: 2002, jupyter_port: 8889}]\n"
+    done = run(tmp_path, users)
+    assert (
+        done.returncode == 2 and "no password for bob: set jupyter_password_file, or run with --ask-jupyter-pass" in done.stderr
+    )
+    asked = run(tmp_path, users, "--ask-jupyter-pass", "--no-verify", input=PASSWORD + "\n")
+    assert asked.returncode == 1 and "unreachable" in asked.stdout  # past the checks: only the hosts are missing

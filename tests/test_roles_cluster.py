@@ -1,0 +1,347 @@
+"""The NFS, Anaconda and Jupyter roles on real containers (tests/cluster/roles-compose.yml):
+--check --diff on a fresh cluster shows every file and changes nothing (no password, no hash);
+the first run converges; the second changes nothing; NFS served by the real nfs-ganesha and read
+from every node with the real nfs-cat (the containers cannot mount); Anaconda from the TEST
+STAND-IN installer, conda found by login shells and by non-interactive SSH, per-user clones made
+as the user; the real Jupyter Server 2 started with the generated config, reached over HTTPS
+from another container, the password accepted and a wrong one refused."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+from roles_support import ROLES_NODES, start_roles_cluster, stop_roles_cluster
+
+from conftest import run_cli
+from provision.operations.jupyter import existing_hash, hash_matches
+
+pytestmark = pytest.mark.cluster
+
+STANDIN = os.path.join(os.path.dirname(__file__), "standins", "anaconda", "Anaconda-TEST-STAND-IN-Linux.sh")
+PASSWORD = "s3cret-Jupyter-pass"
+NODES = ROLES_NODES
+
+
+@pytest.fixture(scope="module")
+def roles_cluster(tmp_path_factory):
+    project = f"provroles{os.getpid()}"
+    material = tmp_path_factory.mktemp("roles-material")
+    try:
+        cluster = start_roles_cluster(project, material)
+        cluster.docker_exec("r1", "sh", "-c", "mkdir -p /data/imagenet && echo train-0001 >/data/imagenet/train.txt")
+        yield cluster
+    finally:
+        stop_roles_cluster(project, material)
+
+
+def inventory(cluster, folder, extra: str = "") -> tuple:
+    """Inventory + known_hosts + secrets/ and installers/ beside it, as a site would keep them."""
+    (folder / "secrets").mkdir(exist_ok=True)
+    (folder / "secrets" / "alice.jupyter").write_text(PASSWORD + "\n")
+    (folder / "secrets" / "alice.jupyter").chmod(0o600)
+    (folder / "secrets" / "bob.jupyter").write_text("bob-pass\n")
+    (folder / "installers").mkdir(exist_ok=True)
+    shutil.copy(STANDIN, folder / "installers" / "Anaconda3-TEST-STAND-IN.sh")
+    with open(STANDIN, "rb") as handle:
+        data = handle.read()
+    sha, md5 = hashlib.sha256(data).hexdigest(), hashlib.md5(data).hexdigest()
+    text = (
+        cluster.inventory_yaml(NODES)
+        + f"""vars:
+  cluster_users:
+    - {{name: alice, uid: 2001, conda_clone: true, jupyter_port: 8888, jupyter_password_file: secrets/alice.jupyter}}
+    - {{name: bob, uid: 2002, jupyter_port: 8889}}
+  nfs_server: r1
+  nfs_exports:
+    - {{path: /data/imagenet}}
+  anaconda:
+    - {{installer: installers/Anaconda3-TEST-STAND-IN.sh, sha256: "{sha}", prefix: /opt/anaconda3}}
+    - {{installer: installers/Anaconda3-TEST-STAND-IN.sh, md5: "{md5}", prefix: /opt/anaconda2}}
+  jupyter_listen: all
+{extra}"""
+    )
+    path = folder / "hosts.yml"
+    path.write_text(text)
+    known = folder / "known_hosts"
+    known.write_text("".join(cluster.known_hosts_line(n) for n in NODES))
+    return path, known
+
+
+BOB_PASSWORD = "bob-asked-at-the-prompt"
+
+
+def setup(files, *extra):
+    """setup-cluster on the roles nodes; bob's Jupyter password is asked at the prompt (stdin)."""
+    path, known = files
+    done = run_cli(
+        "setup-cluster",
+        "-i",
+        str(path),
+        "--known-hosts",
+        str(known),
+        "--json",
+        "--ask-jupyter-pass",
+        *extra,
+        input=BOB_PASSWORD + "\n",
+    )
+    assert PASSWORD not in done.stdout + done.stderr and BOB_PASSWORD not in done.stdout + done.stderr
+    return done
+
+
+def problems(done) -> list:
+    """Failed tasks and summary lines that are not ok, for assertion messages."""
+    try:
+        data = json.loads(done.stdout)
+    except ValueError:
+        return [done.stdout[-2000:], done.stderr[-2000:]]
+    return (
+        [(r["host"], r["task"], r["message"]) for r in data["results"] if r["status"] == "failed"]
+        + [(s["host"], s["text"]) for s in data.get("summary", []) if not s["ok"]]
+        + [r for r in data["recap"] if r["failed"] or r["unreachable"]]
+        + [p for p in data.get("verify", []) if not p["ok"]]
+        + [done.stderr[-1000:]]
+    )
+
+
+def recap(done) -> dict:
+    return {r["host"]: r for r in json.loads(done.stdout)["recap"]}
+
+
+def state(cluster, node) -> str:
+    script = (
+        "ls -la /opt /home /etc/ganesha /etc/profile.d 2>&1; head -3 /etc/bash.bashrc; cat /etc/fstab; "
+        "ls -la /home/alice/.jupyter 2>&1; ls /data 2>&1; find / -xdev -name '*.provision-tmp.*' 2>/dev/null"
+    )
+    return cluster.docker_exec(node, "sh", "-c", script + "; true")
+
+
+def test_roles_check_converge_idempotent_and_work(roles_cluster, tmp_path):
+    cluster = roles_cluster
+    files = inventory(cluster, tmp_path)
+    before = {n: state(cluster, n) for n in NODES}
+    checked = setup(files, "--check", "--diff")
+    assert checked.returncode == 0, problems(checked)
+    assert {n: state(cluster, n) for n in NODES} == before  # --check changed nothing
+    diffs = "".join(d for r in json.loads(checked.stdout)["results"] for d in r["diff"])
+    for path in (
+        "/etc/ganesha/provision-ganesha.conf",
+        "/etc/fstab",
+        "/etc/profile.d/provision-conda.sh",
+        "/etc/bash.bashrc",
+        "/opt/anaconda3/.condarc",
+        "jupyter_server_config.py",
+    ):
+        assert path in diffs, path
+    assert "hashed_password = ********" in diffs
+    assert PASSWORD not in checked.stdout + checked.stderr and "argon2:" not in checked.stdout + checked.stderr
+
+    first = setup(files)
+    assert first.returncode == 0, json.dumps(problems(first))
+    assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in recap(first).values()), recap(first)
+    assert PASSWORD not in first.stdout + first.stderr
+    summary = [f"{s['role']} {s['host']}: {s['text']}" for s in json.loads(first.stdout)["summary"]]
+    print("\n".join(summary))
+    assert any("r1: NFS server: nfs-ganesha" in s for s in summary)
+    for node in ("r2", "r3"):
+        assert any(
+            s.startswith(f"nfs {node}: /data/imagenet: not mounted (")
+            and "no privilege to mount (CAP_SYS_ADMIN)" in s
+            and "read over NFS from this node with nfs-cat: same content" in s
+            for s in summary
+        ), summary
+    for node in NODES:
+        assert any(s.startswith(f"anaconda {node}: alice: ~/.conda/envs/anaconda3 ") and s.endswith(" MB") for s in summary)
+        assert any(s.startswith(f"anaconda {node}: alice: ~/.conda/envs/anaconda2 ") for s in summary)
+
+    second = setup(files)
+    assert second.returncode == 0, problems(second)
+    # changed=0, in one round trip per host (every fact the roles need read at once)
+    assert {h: (r["changed"], r["round_trips"]) for h, r in recap(second).items()} == {n: (0, 1) for n in NODES}, [
+        r for r in json.loads(second.stdout)["results"] if r["status"] == "changed"
+    ]
+
+    # NFS: exports only to the cluster's addresses, root squashed, read-only; the fstab line on clients.
+    conf = cluster.docker_exec("r1", "cat", "/etc/ganesha/provision-ganesha.conf")
+    assert "*" not in conf.split("EXPORT", 1)[1] and "Squash = Root_Squash;" in conf and "Access_Type = RO;" in conf
+    fstab = cluster.docker_exec("r2", "cat", "/etc/fstab")
+    assert fstab.count(" /data/imagenet nfs ro,_netdev,nofail,vers=4 0 0") == 1
+    assert (
+        cluster.docker_exec(
+            "r2", "sh", "-c", "nfs-cat nfs://$(getent hosts r1 | cut -d' ' -f1)/data/imagenet/train.txt?version=4", user="mpi"
+        )
+        == "train-0001\n"
+    )
+
+    # Anaconda: root-owned, nobody else writes; the system .condarc replaced the installer's.
+    node = "r2"
+    assert cluster.docker_exec(node, "stat", "-c", "%U %a", "/opt/anaconda3") == "root 755\n"
+    assert cluster.docker_exec(node, "find", "/opt/anaconda3", "/opt/anaconda2", "-perm", "/022", "!", "-type", "l") == ""
+    assert "envs_dirs" in cluster.docker_exec(node, "cat", "/opt/anaconda3/.condarc")
+    assert cluster.docker_exec(node, "stat", "-c", "%U", "/home/alice/.conda/envs/anaconda3") == "alice\n"
+    login = cluster.docker_exec(node, "runuser", "-l", "alice", "-c", "command -v conda")
+    assert login.strip() == "/opt/anaconda3/bin/conda"
+    # non-interactive SSH, as mpirun starts its daemons: alice on r1 runs a command on r2
+    over_ssh = cluster.docker_exec("r1", "runuser", "-u", "alice", "--", "ssh", "-o", "BatchMode=yes", "r2", "command -v conda")
+    assert over_ssh.strip() == "/opt/anaconda3/bin/conda"
+    refused = subprocess.run(
+        ["docker", "exec", "-u", "alice", cluster.container(node), "/opt/anaconda3/bin/conda", "install", "x"],
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 1 and "Missing write permissions in: /opt/anaconda3" in refused.stderr
+
+    # Jupyter: the real Jupyter Server 2 with alice's generated config, over HTTPS from r2.
+    config = cluster.docker_exec("r1", "stat", "-c", "%U %a", "/home/alice/.jupyter/jupyter_server_config.py")
+    assert config == "alice 600\n"
+    bob = cluster.docker_exec("r3", "cat", "/home/bob/.jupyter/jupyter_server_config.py").encode()
+    assert hash_matches(existing_hash(bob), BOB_PASSWORD)  # the prompted password, hashed on the controller
+    subprocess.run(
+        [
+            "docker",
+            "exec",
+            "-d",
+            "-u",
+            "alice",
+            "-w",
+            "/home/alice",
+            "-e",
+            "HOME=/home/alice",
+            cluster.container("r1"),
+            "sh",
+            "-c",
+            "/opt/jupyter/bin/jupyter server >/tmp/jupyter-alice.log 2>&1",
+        ],
+        check=True,
+    )
+    for _ in range(600):  # a loaded 2-core machine may take a minute to start it
+        if ":22B8 " in cluster.docker_exec("r1", "cat", "/proc/net/tcp"):
+            break
+        time.sleep(0.2)
+    login_script = """
+c=$(mktemp); url=https://r1:8888
+for i in $(seq 1 120); do curl -sk -o /dev/null "$url/login" && break; sleep 0.5; done
+curl -sk -c "$c" -b "$c" -o /dev/null "$url/login"
+x=$(awk '$6 == "_xsrf" {print $7}' "$c")
+curl -sk -c "$c" -b "$c" -o /dev/null -w '%{http_code} %{redirect_url}\n' --data-urlencode "password@-" \\
+  --data-urlencode "_xsrf=$x" "$url/login?next=%2Fapi%2Fstatus"
+curl -sk -b "$c" -o /dev/null -w 'api %{http_code}\n' "$url/api/status"
+"""
+
+    def attempt(password):
+        done = subprocess.run(
+            ["docker", "exec", "-i", "-u", "mpi", cluster.container("r2"), "sh", "-c", login_script],
+            input=password,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return done.stdout.split("\n")
+
+    good = attempt(PASSWORD)
+    assert good[0].startswith("302 ") and good[1] == "api 200", (
+        good,
+        cluster.docker_exec("r1", "tail", "-20", "/tmp/jupyter-alice.log"),
+    )
+    bad = attempt("wrong-password")
+    assert not bad[0].startswith("302 ") and bad[1] == "api 403", bad
+
+
+def failures(done) -> dict:
+    """host -> messages of its failed tasks."""
+    out: dict = {}
+    for result in json.loads(done.stdout)["results"]:
+        if result["status"] == "failed":
+            out.setdefault(result["host"], []).append(result["message"])
+    return out
+
+
+def test_roles_bad_input_on_hosts_fails_that_host_only(roles_cluster, tmp_path):
+    cluster = roles_cluster
+    files = inventory(cluster, tmp_path)
+    assert setup(files, "--tags", "users", "--no-verify").returncode == 0  # the users exist (also when run alone)
+
+    # A dataset path missing on the server is refused (unless nfs_create_missing), naming the variable.
+    (tmp_path / "missing.yml").write_text("nfs_exports: [{path: /data/missing}]\n")
+    done = setup(files, "--tags", "nfs", "-e", f"@{tmp_path / 'missing.yml'}")
+    assert done.returncode == 1
+    assert list(failures(done)) == ["r1"], problems(done)
+    assert "dataset path /data/missing does not exist on the NFS server" in failures(done)["r1"][0]
+    assert "nfs_create_missing: true" in failures(done)["r1"][0]
+
+    # A mount point that is already a mount of something else (r3's tmpfs) is refused, never mounted over.
+    (tmp_path / "busy.yml").write_text("nfs_exports: [{path: /data/busy}]\nnfs_create_missing: true\n")
+    before = cluster.docker_exec("r3", "cat", "/etc/fstab")
+    done = setup(files, "--tags", "nfs", "-e", f"@{tmp_path / 'busy.yml'}")
+    assert done.returncode == 1
+    assert list(failures(done)) == ["r3"], problems(done)
+    assert "/data/busy is already a mount of tmpfs (tmpfs); refusing to mount" in failures(done)["r3"][0]
+    assert cluster.docker_exec("r3", "cat", "/etc/fstab") == before
+    assert "tmpfs" in cluster.docker_exec("r3", "sh", "-c", "grep ' /data/busy ' /proc/mounts")
+    assert " /data/busy " in cluster.docker_exec("r2", "cat", "/etc/fstab")  # the other client went on
+
+    # A Jupyter port taken by another user's process on r2 is an error naming it, on r2 only.
+    subprocess.run(["docker", "exec", "-d", cluster.container("r2"), "python3", "-m", "http.server", "8889"], check=True)
+    for _ in range(50):
+        if ":22B9 " in cluster.docker_exec("r2", "cat", "/proc/net/tcp"):
+            break
+        time.sleep(0.2)
+    done = setup(files, "--tags", "jupyter")
+    assert done.returncode == 1
+    assert failures(done) == {"r2": ["port 8889 of bob is already in use (by uid 0)"]}
+    assert all(recap(done)[n]["failed"] == 0 for n in ("r1", "r3"))
+
+    # Too little free disk space for a new prefix: a clear error on every node, nothing installed.
+    sha = hashlib.sha256(open(STANDIN, "rb").read()).hexdigest()  # noqa: SIM115
+    (tmp_path / "big.yml").write_text(
+        "anaconda: [{installer: installers/Anaconda3-TEST-STAND-IN.sh, "
+        f"sha256: '{sha}', prefix: /opt/big, min_free_mb: 100000000}}]\n"
+    )
+    done = setup(files, "--tags", "anaconda", "-e", f"@{tmp_path / 'big.yml'}", "--no-verify")
+    assert done.returncode == 1
+    assert set(failures(done)) == set(NODES), problems(done)
+    assert all(
+        "not enough free disk space for /opt/big" in m[0] and "100000000 MiB needed" in m[0] for m in failures(done).values()
+    )
+    assert cluster.docker_exec("r2", "sh", "-c", "ls -d /opt/big 2>&1; true").startswith("ls: cannot access")
+
+    # A cluster_users entry that cannot be created (its uid belongs to another user here) fails each node.
+    (tmp_path / "carol.yml").write_text("cluster_users: [{name: carol, uid: 1000}]\n")
+    done = setup(files, "--tags", "users", "-e", f"@{tmp_path / 'carol.yml'}", "--no-verify")
+    assert done.returncode == 1
+    assert set(failures(done)) == set(NODES) and all("1000" in m[0] for m in failures(done).values()), failures(done)
+
+
+def test_nfs_export_serves_only_the_listed_clients(roles_cluster, tmp_path):
+    cluster = roles_cluster
+    files = inventory(cluster, tmp_path)
+    r2 = cluster.docker_exec("r2", "hostname", "-I").split()[0]
+    (tmp_path / "only-r2.yml").write_text(f"nfs_clients: ['{r2}']\n")
+    done = setup(files, "--tags", "nfs", "-e", f"@{tmp_path / 'only-r2.yml'}", "--no-verify")
+    # --no-verify: no summary; read the marker-free dataset file directly with the real nfs-cat
+    assert done.returncode == 0, problems(done)
+    conf = cluster.docker_exec("r1", "cat", "/etc/ganesha/provision-ganesha.conf")
+    assert f"Clients = {r2};" in conf
+    url = "nfs://$(getent hosts r1 | cut -d' ' -f1)/data/imagenet/train.txt?version=4"
+    # ganesha was restarted with the new list: its grace period lasts a few seconds
+    retry = f"for i in 1 2 3 4 5 6 7 8; do nfs-cat {url} && exit 0; sleep 2; done; exit 1"
+    assert cluster.docker_exec("r2", "sh", "-c", retry, user="mpi") == "train-0001\n"
+    refused = subprocess.run(
+        ["docker", "exec", "-u", "mpi", cluster.container("r3"), "sh", "-c", f"timeout 30 nfs-cat {url}"],
+        capture_output=True,
+        text=True,
+    )
+    # ganesha hides an export from a client not in its list: the server answers NFS4ERR_NOENT
+    assert refused.returncode != 0 and "train-0001" not in refused.stdout, refused
+    assert "failed with NFS4ERR" in refused.stdout + refused.stderr, refused
+    # back to every node's address; --tags nfs alone verifies NFS only (no SSH pairs, no other role)
+    back = setup(files, "--tags", "nfs")
+    assert back.returncode == 0, json.dumps(problems(back))[:3000]
+    data = json.loads(back.stdout)
+    assert data["verify"] == [] and {s["role"] for s in data["summary"]} == {"nfs"}
+    assert sum("same content" in s["text"] for s in data["summary"]) == 2

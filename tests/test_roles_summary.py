@@ -1,0 +1,52 @@
+"""The roles' summary: node scripts quote what they use, parsing ignores stray lines, verdicts say
+"same path, same content" or exactly what is missing."""
+
+from provision.engine.roles_summary import jupyter_lines, nfs_verdict, node_script, parse_node
+
+
+def test_node_script_reads_marker_by_mount_else_nfs_cat_and_sizes_clones():
+    script = node_script(["/data/imagenet"], "172.18.0.2", "tok", [("alice", "anaconda3")])
+    assert "nfs://172.18.0.2/data/imagenet/.provision-nfs-check?version=4" in script
+    assert "head -c 200 /data/imagenet/.provision-nfs-check" in script
+    assert "getent passwd alice" in script and "du -sm" in script
+
+
+def test_parse_ignores_stray_lines():
+    text = "junk\n@nfs /data/imagenet mount tok\n@du alice anaconda3 1135\n@du bob anaconda3 absent\n@@ forged\n"
+    nfs, du = parse_node(text)
+    assert nfs == {"/data/imagenet": ("mount", "tok")}
+    assert du == {("alice", "anaconda3"): "1135", ("bob", "anaconda3"): "absent"}
+
+
+def test_verdicts():
+    assert nfs_verdict("s2", "/d", "mount", "tok", "tok", []).text == "/d: same path, same content (NFS mount)"
+    line = nfs_verdict("s2", "/d", "nfs-cat", "tok", "tok", ["no privilege to mount (CAP_SYS_ADMIN)"])
+    assert (
+        line.ok
+        and "not mounted (no privilege to mount (CAP_SYS_ADMIN)); read over NFS from this node with nfs-cat: same content"
+        in line.text
+    )
+    bad = nfs_verdict("s2", "/d", "nfs-cat", "nfs-cat: Permission denied", "tok", [])
+    assert not bad.ok and "Permission denied" in bad.text
+    assert not nfs_verdict("s2", "/d", "mount", "old", "tok", []).ok
+    assert not nfs_verdict("s2", "/d", "none", "", "tok", []).ok
+
+
+def test_jupyter_tunnel_or_url():
+    users = [{"name": "alice", "jupyter_port": 8888}, {"name": "bob"}]
+    [line] = jupyter_lines("s1", "s1", users, "localhost")
+    assert "ssh -N -L 8888:localhost:8888 alice@s1" in line.text and "https://localhost:8888/" in line.text
+    [line] = jupyter_lines("s1", "s1", users, "all")
+    assert "https://s1:8888/" in line.text
+
+
+def test_failed_nfs_server_is_said_not_hidden():
+    from types import SimpleNamespace
+
+    from provision.engine.roles_summary import role_summary
+
+    runs = {"r1": SimpleNamespace(failed=True, unreachable=None), "r2": SimpleNamespace(failed=False, unreachable="timeout")}
+    variables = {n: {"nfs_server": "r1", "nfs_exports": [{"path": "/data/x"}]} for n in runs}
+    [line] = role_summary(runs, variables, forks=2)
+    assert not line.ok and line.host == "r1" and "no node's dataset paths were verified" in line.text
+    assert role_summary(runs, variables, forks=2, roles=frozenset({"jupyter"})) == []
