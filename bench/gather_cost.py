@@ -51,13 +51,22 @@ def seconds(field: str) -> float:
 
 def cost(container: str, script: str, runs: int) -> tuple[float, str]:
     """(ms of CPU per run, "execs/forks" of one run) of ``script`` run ``runs`` times."""
-    subprocess.run(["docker", "exec", "-i", container, "sh", "-c", "cat >/tmp/bench.sh; chmod 644 /tmp/bench.sh"],
-                   input=script, text=True, check=True)
-    out = subprocess.run(["docker", "exec", "-u", "mpi", container, "sh", "-c", DRIVER, "sh", "/tmp/bench.sh", str(runs)],
-                         capture_output=True, text=True, check=True).stdout.splitlines()
+    subprocess.run(
+        ["docker", "exec", "-i", container, "sh", "-c", "cat >/tmp/bench.sh; chmod 644 /tmp/bench.sh"],
+        input=script,
+        text=True,
+        check=True,
+    )
+    out = subprocess.run(
+        ["docker", "exec", "-u", "mpi", container, "sh", "-c", DRIVER, "sh", "/tmp/bench.sh", str(runs)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     user, system = (seconds(field) for field in out[1].split())
-    traced = subprocess.run(["docker", "exec", "-u", "mpi", container, "sh", "-c", TRACE],
-                            capture_output=True, text=True).stdout.split()
+    traced = subprocess.run(
+        ["docker", "exec", "-u", "mpi", container, "sh", "-c", TRACE], capture_output=True, text=True
+    ).stdout.split()
     # The traced `sh` itself is one exec; the counts are the script's own.
     counts = f"{int(traced[0]) - 1}/{traced[1]}" if len(traced) == 2 else "-"
     return (user + system) * 1000 / runs, counts
@@ -66,12 +75,21 @@ def cost(container: str, script: str, runs: int) -> tuple[float, str]:
 def script_at(revision: str) -> str:
     """The gather script as git revision ``revision`` rendered it (its files unpacked in a scratch folder)."""
     with tempfile.TemporaryDirectory() as scratch:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "provision", "templates"],
-                                 capture_output=True, check=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", revision, "provision", "templates"], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", scratch], input=archive, check=True)
-        return subprocess.run([sys.executable, "-c", "from provision.gather import gather_script; "
-                               "print(gather_script('0123456789abcdef'), end='')"],
-                              cwd=scratch, capture_output=True, text=True, check=True).stdout
+        return subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from provision.gather import gather_script; print(gather_script('0123456789abcdef'), end='')",
+            ],
+            cwd=scratch,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
 
 
 def main() -> None:
@@ -84,8 +102,11 @@ def main() -> None:
     started = None
     if container is None:
         started = container = f"gathercost{os.getpid()}"
-        subprocess.run(["docker", "run", "-d", "--rm", "--name", container, "--entrypoint", "sleep", IMAGE, "3600"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["docker", "run", "-d", "--rm", "--name", container, "--entrypoint", "sleep", IMAGE, "3600"],
+            check=True,
+            capture_output=True,
+        )
     try:
         prologue = render("gather.sh.j2", mode="stream", steps=(), nonce="0" * 16, version=__version__)
         empty, _ = cost(container, "", args.runs)

@@ -62,17 +62,24 @@ def main() -> None:
     job = json.dumps({"with": with_hwloc, "without": without, "rounds": args.rounds, "step": STEP})
     inner = subprocess.run(
         ["docker", "run", "--rm", "-i", "--entrypoint", "python3", IMAGE, "-c", INNER],
-        input=job, capture_output=True, text=True, check=True,
+        input=job,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     result = json.loads(inner.stdout)
-    cpus = subprocess.run(["docker", "run", "--rm", "--entrypoint", "nproc", IMAGE], capture_output=True, text=True).stdout.strip()
+    cpus = subprocess.run(
+        ["docker", "run", "--rm", "--entrypoint", "nproc", IMAGE], capture_output=True, text=True
+    ).stdout.strip()
     print(f"node container ({cpus} CPUs), medians of {args.rounds} interleaved rounds:")
     for name, (wall, cpu, size) in result.items():
         print(f"  {name:40s} wall {wall * 1000:6.1f} ms  cpu {cpu * 1000:6.1f} ms  stdout {size} B")
     with_, without_ = result["gather, all steps"], result["gather, no hwloc-xml"]
     default, tuned = result["lstopo --of xml (hwloc defaults)"], result["the hwloc-xml step"]
-    print(f"gather with / without hwloc-xml: wall {with_[0] / without_[0]:.2f}x, cpu {with_[1] / without_[1]:.2f}x "
-          f"(+{(with_[0] - without_[0]) * 1000:.1f} ms wall per node)")
+    print(
+        f"gather with / without hwloc-xml: wall {with_[0] / without_[0]:.2f}x, cpu {with_[1] / without_[1]:.2f}x "
+        f"(+{(with_[0] - without_[0]) * 1000:.1f} ms wall per node)"
+    )
     print(f"lstopo with hwloc's defaults / the step: wall {default[0] / tuned[0]:.2f}x, cpu {default[1] / tuned[1]:.2f}x")
 
 

@@ -95,9 +95,26 @@ class Nodes:
 
         def start(name: str) -> None:
             subprocess.run(
-                ["docker", "run", "-d", "--rm", "--init", "--name", name, "--hostname", name, "-p", "127.0.0.1::22",
-                 "-v", f"{self.work}/authorized_keys:/cluster/authorized_keys:ro", "-v", f"{self.work}/host:/cluster/host:ro", IMAGE],
-                check=True, capture_output=True,
+                [
+                    "docker",
+                    "run",
+                    "-d",
+                    "--rm",
+                    "--init",
+                    "--name",
+                    name,
+                    "--hostname",
+                    name,
+                    "-p",
+                    "127.0.0.1::22",
+                    "-v",
+                    f"{self.work}/authorized_keys:/cluster/authorized_keys:ro",
+                    "-v",
+                    f"{self.work}/host:/cluster/host:ro",
+                    IMAGE,
+                ],
+                check=True,
+                capture_output=True,
             )
 
         with ThreadPoolExecutor(8) as pool:
@@ -112,7 +129,7 @@ class Nodes:
 
     def close(self) -> None:
         for start in range(0, len(self.names), 64):
-            subprocess.run(["docker", "rm", "-f", *self.names[start:start + 64]], capture_output=True)
+            subprocess.run(["docker", "rm", "-f", *self.names[start : start + 64]], capture_output=True)
 
     def files(self, count: int) -> dict[str, Path]:
         """Inventory, known_hosts and an OpenSSH config for the first ``count`` nodes."""
@@ -126,7 +143,7 @@ class Nodes:
         )
         paths["ssh_config"].write_text(
             "".join(f"Host {n}\n  HostName 127.0.0.1\n  Port {self.ports[n]}\n" for n in names)
-            + f"Host *\n  User mpi\n  IdentityFile {self.key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {paths['known_hosts']}\n"
+            + f"Host *\n  User mpi\n  IdentityFile {self.key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {paths['known_hosts']}\n"  # noqa: E501 - one literal, kept whole to be read or grepped
             "  GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking yes\n  BatchMode yes\n  ControlMaster no\n"
         )
         return paths
@@ -149,22 +166,49 @@ def run_tools(nodes: Nodes, count: int, forks: int, workers: str) -> dict[str, t
     paths = nodes.files(count)
     names = nodes.names[:count]
     ports = [str(nodes.ports[n]) for n in names]
-    script = subprocess.run([sys.executable, "-c", "from provision.gather import gather_script, new_nonce; "
-                             "print(gather_script(new_nonce()), end='')"], check=True, capture_output=True, text=True).stdout
+    script = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from provision.gather import gather_script, new_nonce; print(gather_script(new_nonce()), end='')",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     results = {}
 
-    wall, cpu, out = measured([tool("provision"), "probe", "-i", str(paths["hosts.yml"]), "--known-hosts", str(paths["known_hosts"]),
-                               "--ssh-config", "/dev/null", "--forks", str(forks), "--workers", workers, "--json", "--no-save"])
+    wall, cpu, out = measured(
+        [
+            tool("provision"),
+            "probe",
+            "-i",
+            str(paths["hosts.yml"]),
+            "--known-hosts",
+            str(paths["known_hosts"]),
+            "--ssh-config",
+            "/dev/null",
+            "--forks",
+            str(forks),
+            "--workers",
+            workers,
+            "--json",
+            "--no-save",
+        ]
+    )
     ok = sum(h["status"] == "ok" for h in json.loads(out)["hosts"])
     assert ok == count, f"provision reached {ok}/{count} hosts"
     results["provision"] = (wall, cpu)
 
-    wall, cpu, out = measured([sys.executable, "-c", PARAMIKO_SCRIPT, str(nodes.key), str(paths["known_hosts"]), str(forks), *ports])
+    wall, cpu, out = measured(
+        [sys.executable, "-c", PARAMIKO_SCRIPT, str(nodes.key), str(paths["known_hosts"]), str(forks), *ports]
+    )
     assert int(out) == count, f"paramiko reached {out.strip()}/{count} hosts"
     results["paramiko"] = (wall, cpu)
 
-    wall, cpu, out = measured([tool("clush"), "-f", str(forks), "-o", f"-F {paths['ssh_config']}", "-S", "-w", ",".join(names),
-                               "--", script])
+    wall, cpu, out = measured(
+        [tool("clush"), "-f", str(forks), "-o", f"-F {paths['ssh_config']}", "-S", "-w", ",".join(names), "--", script]
+    )
     reached = {line.split(":", 1)[0] for line in out.splitlines()} & set(names)
     assert reached == set(names), f"clush reached {len(reached)}/{count} hosts"
     results["clush"] = (wall, cpu)
@@ -188,8 +232,10 @@ def main() -> None:
             nodes.grow(min(args.sizes))
             run_tools(nodes, min(args.sizes), args.forks, args.workers)  # warm-up: page cache, byte-compiling
             print(f"forks {args.forks}, {len(os.sched_getaffinity(0))} cores; CPU = user+sys of the tool's processes per host")
-            print(f"{'hosts':>5} {'load':>5} | {'provision s':>11} {'ms/host':>7} | {'paramiko s':>10} {'ms/host':>7} | "
-                  f"{'clush s':>7} {'ms/host':>7} | {'prov/paramiko':>13} {'prov/clush':>10}")
+            print(
+                f"{'hosts':>5} {'load':>5} | {'provision s':>11} {'ms/host':>7} | {'paramiko s':>10} {'ms/host':>7} | "
+                f"{'clush s':>7} {'ms/host':>7} | {'prov/paramiko':>13} {'prov/clush':>10}"
+            )
             totals = {}  # size -> {tool: CPU seconds}
             for count in sorted(args.sizes):
                 nodes.grow(count)
@@ -198,11 +244,14 @@ def main() -> None:
                 r = {name: tuple(statistics.median(run[name][i] for run in runs) for i in (0, 1)) for name in runs[0]}
                 ms = {name: 1000 * cpu / count for name, (_, cpu) in r.items()}
                 totals[count] = {name: cpu for name, (_, cpu) in r.items()}
-                print(f"{count:>5} {load:>5.1f} | {r['provision'][0]:>11.2f} {ms['provision']:>7.1f} | {r['paramiko'][0]:>10.2f} "
-                      f"{ms['paramiko']:>7.1f} | {r['clush'][0]:>7.2f} {ms['clush']:>7.1f} | "
-                      f"{r['provision'][0] / r['paramiko'][0]:>12.2f}x {r['provision'][0] / r['clush'][0]:>9.2f}x", flush=True)
+                print(
+                    f"{count:>5} {load:>5.1f} | {r['provision'][0]:>11.2f} {ms['provision']:>7.1f} | {r['paramiko'][0]:>10.2f} "
+                    f"{ms['paramiko']:>7.1f} | {r['clush'][0]:>7.2f} {ms['clush']:>7.1f} | "
+                    f"{r['provision'][0] / r['paramiko'][0]:>12.2f}x {r['provision'][0] / r['clush'][0]:>9.2f}x",
+                    flush=True,
+                )
             sizes = sorted(totals)
-            for small, big in zip(sizes, sizes[1:]):  # start-up cost cancels out: the cost of one more host
+            for small, big in zip(sizes, sizes[1:], strict=False):  # start-up cost cancels out: the cost of one more host
                 slope = {name: 1000 * (totals[big][name] - totals[small][name]) / (big - small) for name in totals[big]}
                 print(f"marginal CPU per host {small}->{big}: " + ", ".join(f"{n} {v:.1f} ms" for n, v in slope.items()))
             print("goals: prov/paramiko <= 1.1x, prov/clush < 1x at every size, provision ms/host <= 20 and flat")

@@ -54,7 +54,10 @@ FABRIC_SCRIPT = """
 import json, sys, fabric
 from provision.gather import gather_script, new_nonce, split_output
 key, what, pairs = sys.argv[1], sys.argv[2], [p.split("=") for p in sys.argv[3:]]
-conns = {name: fabric.Connection("127.0.0.1", user="mpi", port=int(port), connect_kwargs={"key_filename": [key]}) for name, port in pairs}
+conns = {
+    name: fabric.Connection("127.0.0.1", user="mpi", port=int(port), connect_kwargs={"key_filename": [key]})
+    for name, port in pairs
+}
 nonce = new_nonce()
 command = gather_script(nonce) if what == "gather" else "hostname"
 results = fabric.ThreadingGroup.from_connections(list(conns.values())).run(command, hide=True, warn=True)
@@ -76,9 +79,24 @@ def start_nodes(count: int, work: Path) -> tuple[list[str], dict[str, int], Path
     names = [f"bench{index:03d}" for index in range(count)]
     for name in names:
         subprocess.run(
-            ["docker", "run", "-d", "--rm", "--init", "--name", name, "--hostname", name, "-p", "127.0.0.1::22",
-             "-v", f"{work}/authorized_keys:/cluster/authorized_keys:ro", IMAGE],
-            check=True, capture_output=True,
+            [
+                "docker",
+                "run",
+                "-d",
+                "--rm",
+                "--init",
+                "--name",
+                name,
+                "--hostname",
+                name,
+                "-p",
+                "127.0.0.1::22",
+                "-v",
+                f"{work}/authorized_keys:/cluster/authorized_keys:ro",
+                IMAGE,
+            ],
+            check=True,
+            capture_output=True,
         )
     ports = {}
     for name in names:
@@ -89,7 +107,9 @@ def start_nodes(count: int, work: Path) -> tuple[list[str], dict[str, int], Path
     lines = []
     for name, port in ports.items():
         for _ in range(50):
-            host_key = subprocess.run(["docker", "exec", name, "cat", "/etc/ssh/ssh_host_ed25519_key.pub"], capture_output=True, text=True)
+            host_key = subprocess.run(
+                ["docker", "exec", name, "cat", "/etc/ssh/ssh_host_ed25519_key.pub"], capture_output=True, text=True
+            )
             if host_key.returncode == 0:
                 break
             time.sleep(0.1)
@@ -133,7 +153,8 @@ def reached_fabric(stdout: str, names: list[str]) -> int:
 def write_ansible_files(work: Path, ports: dict[str, int], key: Path) -> tuple[Path, Path]:
     inventory = work / "ansible.ini"
     inventory.write_text(
-        "[all]\n" + "".join(f"{n} ansible_host=127.0.0.1 ansible_port={p}\n" for n, p in ports.items())
+        "[all]\n"
+        + "".join(f"{n} ansible_host=127.0.0.1 ansible_port={p}\n" for n, p in ports.items())
         + f"[all:vars]\nansible_user=mpi\nansible_ssh_private_key_file={key}\nansible_python_interpreter=/usr/bin/python3\n"
     )
     config = work / "ansible.cfg"
@@ -158,7 +179,9 @@ def bench_size(count: int, repeat: int, work: Path) -> tuple[dict[str, float], d
     try:
         inventory = work / "hosts.yml"
         inventory.write_text(
-            "defaults: {user: mpi, key: " + str(key) + "}\nhosts:\n"
+            "defaults: {user: mpi, key: "
+            + str(key)
+            + "}\nhosts:\n"
             + "".join(f"  {n}: {{address: 127.0.0.1, port: {p}}}\n" for n, p in ports.items())
         )
         ansible_inventory, ansible_cfg = write_ansible_files(work, ports, key)
@@ -171,13 +194,42 @@ def bench_size(count: int, repeat: int, work: Path) -> tuple[dict[str, float], d
                 current_dir["path"] = work / f"cp{next(control_dirs)}"
                 current_dir["path"].mkdir()
             env = {**ansible_base, "ANSIBLE_SSH_CONTROL_PATH_DIR": str(current_dir["path"])}
-            return run([tool("ansible"), "all", "-i", str(ansible_inventory), "-m", "setup", "-a", "gather_subset=hardware",
-                        "-f", str(count), "-o"], env=env)
+            return run(
+                [
+                    tool("ansible"),
+                    "all",
+                    "-i",
+                    str(ansible_inventory),
+                    "-m",
+                    "setup",
+                    "-a",
+                    "gather_subset=hardware",
+                    "-f",
+                    str(count),
+                    "-o",
+                ],
+                env=env,
+            )
 
         pairs = [f"{n}={p}" for n, p in ports.items()]
         runs = {
-            "provision": (lambda: run([tool("provision"), "probe", "-i", str(inventory), "--known-hosts", str(work / "known_hosts"),
-                                       "--forks", str(count), "--json", "--no-save"]), reached_provision),
+            "provision": (
+                lambda: run(
+                    [
+                        tool("provision"),
+                        "probe",
+                        "-i",
+                        str(inventory),
+                        "--known-hosts",
+                        str(work / "known_hosts"),
+                        "--forks",
+                        str(count),
+                        "--json",
+                        "--no-save",
+                    ]
+                ),
+                reached_provision,
+            ),
             "ansible-cold": (lambda: ansible(fresh=True), reached_ansible),
             "ansible-warm": (lambda: ansible(fresh=False), reached_ansible),  # right after ansible-cold: masters alive
             "fabric-gather": (lambda: run([sys.executable, "-c", FABRIC_SCRIPT, str(key), "gather", *pairs]), reached_fabric),
@@ -213,8 +265,10 @@ def main() -> None:
         load_before = os.getloadavg()[0]
         with tempfile.TemporaryDirectory(prefix="provision-bench.") as tmp:
             times, reached = bench_size(count, args.repeat, Path(tmp))
-        print(f"\n{count} hosts (1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, "
-              f"{os.cpu_count()} CPUs: all containers and tools share them)")
+        print(
+            f"\n{count} hosts (1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, "
+            f"{os.cpu_count()} CPUs: all containers and tools share them)"
+        )
         for label in LABELS:
             print(f"  {label:<16} {times[label]:>7.2f} s   reached {reached[label]}/{count}")
         p = times["provision"]

@@ -34,8 +34,10 @@ def main() -> None:
         text = render_rankfile(plan_rankfile(dims, facts), "bench")
         timings.append(time.perf_counter() - started)
     ranks = sum(1 for line in text.splitlines() if line.startswith("rank "))
-    print(f"rank file 8x64x64: {dims.hosts} hosts, {ranks} ranks, {len(text) / 1e6:.1f} MB; "
-          f"median {statistics.median(timings):.3f} s, best {min(timings):.3f} s (target < 1 s)")
+    print(
+        f"rank file 8x64x64: {dims.hosts} hosts, {ranks} ranks, {len(text) / 1e6:.1f} MB; "
+        f"median {statistics.median(timings):.3f} s, best {min(timings):.3f} s (target < 1 s)"
+    )
 
 
 if __name__ == "__main__":

@@ -29,28 +29,56 @@ def other_fact(other, fact, **kwargs):
             _CACHE["facts"][key] = other.get_fact(fact, **kwargs)
     return _CACHE["facts"][key]
 
+
 if host.data.stage == "keys":
     for user in USERS:
         server.group(name=f"group {user['name']}", group=user["name"], gid=user["uid"], _sudo=True)
-        server.user(name=f"user {user['name']}", user=user["name"], uid=user["uid"], group=user["name"], shell="/bin/bash",
-                    create_home=True, _sudo=True)
-        files.directory(name=f"~/.ssh {user['name']}", path=f"/home/{user['name']}/.ssh", user=user["name"],
-                        group=user["name"], mode="700", _sudo=True)
+        server.user(
+            name=f"user {user['name']}",
+            user=user["name"],
+            uid=user["uid"],
+            group=user["name"],
+            shell="/bin/bash",
+            create_home=True,
+            _sudo=True,
+        )
+        files.directory(
+            name=f"~/.ssh {user['name']}",
+            path=f"/home/{user['name']}/.ssh",
+            user=user["name"],
+            group=user["name"],
+            mode="700",
+            _sudo=True,
+        )
         key = f"/home/{user['name']}/.ssh/id_ed25519"
         if not host.get_fact(File, path=key, _sudo=True):
-            server.shell(name=f"key pair {user['name']}",
-                         commands=[f"ssh-keygen -q -t ed25519 -N '' -C {user['name']}@$(hostname) -f {key}"],
-                         _sudo=True, _sudo_user=user["name"])
+            server.shell(
+                name=f"key pair {user['name']}",
+                commands=[f"ssh-keygen -q -t ed25519 -N '' -C {user['name']}@$(hostname) -f {key}"],
+                _sudo=True,
+                _sudo_user=user["name"],
+            )
 else:
     for user in USERS:
         keys = []
         for other in sorted(inventory.get_active_hosts(), key=lambda h: h.name):
             lines = other_fact(other, FileContents, path=f"/home/{user['name']}/.ssh/id_ed25519.pub", _sudo=True) or []
             keys.extend(line for line in lines if line.strip())
-        files.block(name=f"authorized_keys {user['name']}", path=f"/home/{user['name']}/.ssh/authorized_keys",
-                    content="\n".join(keys), marker="# {mark} pyinfra cluster keys", _sudo=True)
-        files.file(name=f"authorized_keys mode {user['name']}", path=f"/home/{user['name']}/.ssh/authorized_keys",
-                   user=user["name"], group=user["name"], mode="600", _sudo=True)
+        files.block(
+            name=f"authorized_keys {user['name']}",
+            path=f"/home/{user['name']}/.ssh/authorized_keys",
+            content="\n".join(keys),
+            marker="# {mark} pyinfra cluster keys",
+            _sudo=True,
+        )
+        files.file(
+            name=f"authorized_keys mode {user['name']}",
+            path=f"/home/{user['name']}/.ssh/authorized_keys",
+            user=user["name"],
+            group=user["name"],
+            mode="600",
+            _sudo=True,
+        )
     entries = []
     for other in sorted(inventory.get_active_hosts(), key=lambda h: h.name):
         public = other_fact(other, FileContents, path="/etc/ssh/ssh_host_ed25519_key.pub") or []
@@ -58,5 +86,10 @@ else:
         if public:
             kind, blob = public[0].split()[:2]
             entries.append(f"{other.name},[127.0.0.1]:{other.data.ssh_port},{name} {kind} {blob}")
-    files.block(name="ssh_known_hosts", path="/etc/ssh/ssh_known_hosts", content="\n".join(entries),
-                marker="# {mark} pyinfra known hosts", _sudo=True)
+    files.block(
+        name="ssh_known_hosts",
+        path="/etc/ssh/ssh_known_hosts",
+        content="\n".join(entries),
+        marker="# {mark} pyinfra known hosts",
+        _sudo=True,
+    )

@@ -48,8 +48,26 @@ def start_nodes(count: int, work: Path) -> tuple[dict[str, int], Path, Path]:
     (work / "authorized_keys").write_text(write_ed25519(key, "bench") + "\n")
     names = [f"sbench{index:03d}" for index in range(count)]
     for name in names:
-        subprocess.run(["docker", "run", "-d", "--rm", "--init", "--name", name, "--hostname", name, "-p", "127.0.0.1::22",
-                        "-v", f"{work}/authorized_keys:/cluster/authorized_keys:ro", IMAGE], check=True, capture_output=True)
+        subprocess.run(
+            [
+                "docker",
+                "run",
+                "-d",
+                "--rm",
+                "--init",
+                "--name",
+                name,
+                "--hostname",
+                name,
+                "-p",
+                "127.0.0.1::22",
+                "-v",
+                f"{work}/authorized_keys:/cluster/authorized_keys:ro",
+                IMAGE,
+            ],
+            check=True,
+            capture_output=True,
+        )
     ports = {}
     for name in names:
         out = subprocess.run(["docker", "port", name, "22"], check=True, capture_output=True, text=True).stdout
@@ -58,7 +76,9 @@ def start_nodes(count: int, work: Path) -> tuple[dict[str, int], Path, Path]:
     lines = []
     for name, port in ports.items():
         for _ in range(100):
-            found = subprocess.run(["docker", "exec", name, "cat", "/etc/ssh/ssh_host_ed25519_key.pub"], capture_output=True, text=True)
+            found = subprocess.run(
+                ["docker", "exec", name, "cat", "/etc/ssh/ssh_host_ed25519_key.pub"], capture_output=True, text=True
+            )
             if found.returncode == 0:
                 break
             time.sleep(0.1)
@@ -89,8 +109,11 @@ def timed(command: list[str], env: dict | None = None, cwd: Path | None = None) 
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
-        errors = [line for line in (done.stdout + done.stderr).splitlines()
-                  if "rror" in line or "unreachable=1" in line or "failed=1" in line or '"message": "' in line][:10]
+        errors = [
+            line
+            for line in (done.stdout + done.stderr).splitlines()
+            if "rror" in line or "unreachable=1" in line or "failed=1" in line or '"message": "' in line
+        ][:10]
         raise ToolFailed(f"{Path(command[0]).name} exit {done.returncode} after {elapsed:.1f}s: " + " | ".join(errors)[:1500])
     return elapsed, done
 
@@ -101,10 +124,25 @@ def provision_runs(ports, key, known, work, repeat) -> tuple[float, float]:
 
     inventory = work / "provision.yml"
     hosts = {name: {"address": "127.0.0.1", "port": port} for name, port in ports.items()}
-    inventory.write_text(yaml.safe_dump({"defaults": {"user": "mpi", "key": str(key)}, "hosts": hosts,
-                                         "vars": {"cluster_users": users("pu", 3000)}}))
-    command = [tool("provision"), "setup-cluster", "-i", str(inventory), "--known-hosts", str(known), "--no-verify",
-               "--forks", str(len(ports)), "--connect-timeout", str(CONNECT_TIMEOUT), "--json"]
+    inventory.write_text(
+        yaml.safe_dump(
+            {"defaults": {"user": "mpi", "key": str(key)}, "hosts": hosts, "vars": {"cluster_users": users("pu", 3000)}}
+        )
+    )
+    command = [
+        tool("provision"),
+        "setup-cluster",
+        "-i",
+        str(inventory),
+        "--known-hosts",
+        str(known),
+        "--no-verify",
+        "--forks",
+        str(len(ports)),
+        "--connect-timeout",
+        str(CONNECT_TIMEOUT),
+        "--json",
+    ]
     first, _ = timed(command)
     times = []
     for _ in range(repeat):
@@ -117,19 +155,27 @@ def provision_runs(ports, key, known, work, repeat) -> tuple[float, float]:
 
 def ansible_runs(ports, key, known, work, repeat) -> tuple[float, float]:
     """First run and median no-change run of ansible-playbook; checks changed=0."""
-    (work / "ansible.ini").write_text("[all]\n" + "".join(
-        f"{name} ansible_host=127.0.0.1 ansible_port={port}\n" for name, port in ports.items()))
+    (work / "ansible.ini").write_text(
+        "[all]\n" + "".join(f"{name} ansible_host=127.0.0.1 ansible_port={port}\n" for name, port in ports.items())
+    )
     (work / "vars.json").write_text(json.dumps({"cluster_users": users("au", 3100)}))
     control = Path(tempfile.mkdtemp(prefix="acp", dir="/tmp"))
     (work / "ansible.cfg").write_text(
-        f"[defaults]\ninterpreter_python = /usr/bin/python3\nhost_key_checking = True\nstdout_callback = default\ntimeout = {CONNECT_TIMEOUT}\n"
+        f"[defaults]\ninterpreter_python = /usr/bin/python3\nhost_key_checking = True\nstdout_callback = default\ntimeout = {CONNECT_TIMEOUT}\n"  # noqa: E501 - one literal, kept whole to be read or grepped
         f"forks = {len(ports)}\nremote_user = mpi\nprivate_key_file = {key}\n"
         "[ssh_connection]\npipelining = True\n"
         f"ssh_args = -o ControlMaster=auto -o ControlPersist=60s -o UserKnownHostsFile={known}\n"
-        f"control_path_dir = {control}\n")
+        f"control_path_dir = {control}\n"
+    )
     env = {**os.environ, "ANSIBLE_CONFIG": str(work / "ansible.cfg")}
-    command = [tool("ansible-playbook"), "-i", str(work / "ansible.ini"), "-e", f"@{work / 'vars.json'}",
-               str(ROOT / "bench" / "setup-cluster-ansible.yml")]
+    command = [
+        tool("ansible-playbook"),
+        "-i",
+        str(work / "ansible.ini"),
+        "-e",
+        f"@{work / 'vars.json'}",
+        str(ROOT / "bench" / "setup-cluster-ansible.yml"),
+    ]
     try:
         first, _ = timed(command, env)
         times = []
@@ -145,8 +191,14 @@ def ansible_runs(ports, key, known, work, repeat) -> tuple[float, float]:
 
 def pyinfra_runs(ports, key, known, work, repeat) -> tuple[float, float]:
     """First run and median no-change run of pyinfra (two stages each)."""
-    data = {"ssh_user": "mpi", "ssh_key": str(key), "ssh_known_hosts_file": str(known), "ssh_connect_timeout": CONNECT_TIMEOUT,
-            "ssh_strict_host_key_checking": "yes", "cluster_users": users("yu", 3200)}
+    data = {
+        "ssh_user": "mpi",
+        "ssh_key": str(key),
+        "ssh_known_hosts_file": str(known),
+        "ssh_connect_timeout": CONNECT_TIMEOUT,
+        "ssh_strict_host_key_checking": "yes",
+        "cluster_users": users("yu", 3200),
+    }
     hosts = [(name, {**data, "ssh_hostname": "127.0.0.1", "ssh_port": port}) for name, port in ports.items()]
     (work / "pyinfra_inventory.py").write_text(f"hosts = {hosts!r}\n")
     deploy = ROOT / "bench" / "setup_cluster_pyinfra.py"
@@ -154,8 +206,19 @@ def pyinfra_runs(ports, key, known, work, repeat) -> tuple[float, float]:
     def both() -> tuple[float, str]:
         total, out = 0.0, ""
         for stage in ("keys", "trust"):
-            elapsed, done = timed([tool("pyinfra"), "-y", "--parallel", str(len(ports)), "--data", f"stage={stage}",
-                                   str(work / "pyinfra_inventory.py"), str(deploy)], cwd=work)
+            elapsed, done = timed(
+                [
+                    tool("pyinfra"),
+                    "-y",
+                    "--parallel",
+                    str(len(ports)),
+                    "--data",
+                    f"stage={stage}",
+                    str(work / "pyinfra_inventory.py"),
+                    str(deploy),
+                ],
+                cwd=work,
+            )
             total, out = total + elapsed, out + done.stdout + done.stderr
         return total, out
 
@@ -209,8 +272,10 @@ def print_row(row: dict) -> None:
             print(f"  {name:<10} first {row[name][0]:7.2f}   no-change {row[name][1]:7.2f}")
     for name in ("ansible", "pyinfra"):
         if name in row:
-            print(f"  no-change: {name} / provision = {row[name][1] / steady:5.1f}x   "
-                  f"first run: {name} / provision = {row[name][0] / first:5.1f}x")
+            print(
+                f"  no-change: {name} / provision = {row[name][1] / steady:5.1f}x   "
+                f"first run: {name} / provision = {row[name][0] / first:5.1f}x"
+            )
     sys.stdout.flush()
 
 

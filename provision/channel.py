@@ -129,8 +129,9 @@ def _read_until_eof(channel: paramiko.Channel, deadline: float) -> tuple[bytes, 
         wakeup.wait(remaining)
 
 
-def run_on_channel(transport: paramiko.Transport, command: str, stdin: bytes, timeout: float,
-                   open_timeout: float) -> tuple[bytes, bytes, int]:
+def run_on_channel(
+    transport: paramiko.Transport, command: str, stdin: bytes, timeout: float, open_timeout: float
+) -> tuple[bytes, bytes, int]:
     """Run ``command`` in a new session channel of ``transport``: write ``stdin`` and close it
     (closed at once when empty, like ``ssh -n``), read stdout and stderr to the end, return them
     with the exit status (-1 when the server sent none, e.g. the command was killed by a signal).

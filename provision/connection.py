@@ -33,7 +33,6 @@ from provision.channel import ChannelFailure, CommandTimeout, run_on_channel
 from provision.hostkeys import HostKeyError, make_client
 from provision.inventory import Host
 
-
 # paramiko's transport thread logs a traceback for each failed handshake (no handler: Python
 # prints it on stderr); every failure reaches the user as one HostFailure line instead.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -164,7 +163,11 @@ def _secure_hop(hop: fabric.Connection, options: SshOptions) -> None:
     # Fabric would pass int(connect_timeout) (0.5 -> 0 -> no limit) and gives a ProxyJump hop none
     # at all; our own float limits go straight to SSHClient.connect instead.
     hop.connect_timeout = None
-    hop.connect_kwargs = {**_use_cached_key(hop.connect_kwargs), **_connect_limits(options), "transport_factory": policy.transport_factory}
+    hop.connect_kwargs = {
+        **_use_cached_key(hop.connect_kwargs),
+        **_connect_limits(options),
+        "transport_factory": policy.transport_factory,
+    }
 
 
 def open_connection(host: Host, options: SshOptions) -> fabric.Connection:

@@ -60,7 +60,9 @@ def load_host(facts_dir: Path, host: str) -> HostFacts:
             raise FactsError(f"{path}: {problem}; run `provision probe {host}` again")
         return HostFacts.from_dict(data)
     except (ValueError, KeyError, TypeError) as error:
-        raise FactsError(f"{path}: corrupt facts file ({type(error).__name__}: {error}); run `provision probe {host}` again") from None
+        raise FactsError(
+            f"{path}: corrupt facts file ({type(error).__name__}: {error}); run `provision probe {host}` again"
+        ) from None
 
 
 # Line breaks (every one str.splitlines() honours) may be in no field: facts end up in rank files,
@@ -106,8 +108,4 @@ def cached_hosts(facts_dir: Path) -> list[str]:
 
 def read_capture_dir(host_dir: Path) -> dict[str, str]:
     """``<name>.txt`` files of one host folder -> {name: text}; unknown names are ignored."""
-    return {
-        path.stem: path.read_text(errors="replace")
-        for path in sorted(host_dir.glob("*.txt"))
-        if path.stem in CAPTURE_NAMES
-    }
+    return {path.stem: path.read_text(errors="replace") for path in sorted(host_dir.glob("*.txt")) if path.stem in CAPTURE_NAMES}

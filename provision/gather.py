@@ -19,8 +19,18 @@ from provision.facts import hwloc, lscpu, numactl, nvidia, openmpi, ppc64_cpu, s
 from provision.facts.source import Step
 from provision.resources import render
 
-__all__ = ["CAPTURE_NAMES", "Capture", "NOT_INSTALLED", "REMOTE_COMMAND", "STEPS", "Step", "capture_script",
-           "gather_script", "new_nonce", "split_output"]
+__all__ = [
+    "CAPTURE_NAMES",
+    "Capture",
+    "NOT_INSTALLED",
+    "REMOTE_COMMAND",
+    "STEPS",
+    "Step",
+    "capture_script",
+    "gather_script",
+    "new_nonce",
+    "split_output",
+]
 
 NOT_INSTALLED = 127
 STDERR_KEPT = 2000  # characters of a failed step's stderr kept (the first line names the cause)
@@ -99,7 +109,7 @@ def _frames(text: str, nonce: str) -> list[tuple[str, str | None, str]]:
     frames = []
     for position, match in enumerate(matches):
         end = matches[position + 1].start() if position + 1 < len(matches) else len(text)
-        body = text[match.end():end]
+        body = text[match.end() : end]
         body = body[:-1] if body.endswith("\n") else body  # the newline the frame added
         frames.append((match.group(1), match.group(2), body))
     return frames

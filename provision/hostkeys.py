@@ -21,8 +21,8 @@ import fcntl
 import hashlib
 import os
 import threading
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 
 import paramiko
 
@@ -165,8 +165,9 @@ class KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
         return transport
 
 
-def make_client(host: str, port: int, ssh_config: Mapping[str, object], known_hosts: Path | None,
-                accept_new: bool) -> tuple[paramiko.SSHClient, KnownHostsPolicy]:
+def make_client(
+    host: str, port: int, ssh_config: Mapping[str, object], known_hosts: Path | None, accept_new: bool
+) -> tuple[paramiko.SSHClient, KnownHostsPolicy]:
     """An SSHClient for ``host:port`` that trusts only the host's known_hosts entries.
 
     The files come from ``ssh_config`` (the host's lookup), ``known_hosts`` (``--known-hosts``)

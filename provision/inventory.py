@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.errors import InventoryError
-from provision.yaml_lines import LineDict, LineList, load_yaml_with_lines
+from provision.yaml_lines import LineDict, load_yaml_with_lines
 
 DEFAULT_INVENTORY = Path("inventory/hosts.yml")
 LOCALHOST = "localhost"
@@ -128,7 +128,9 @@ def _host_fields(path: Path, name: str, raw: Any, line: int, defaults: dict[str,
     unknown = set(raw) - _HOST_KEYS
     if unknown:
         bad = sorted(map(str, unknown))[0]
-        raise _fail(path, key_lines.get(bad, line), f"host {name}: unknown field {bad!r} (allowed: {', '.join(sorted(_HOST_KEYS))})")
+        raise _fail(
+            path, key_lines.get(bad, line), f"host {name}: unknown field {bad!r} (allowed: {', '.join(sorted(_HOST_KEYS))})"
+        )
     merged = {**defaults, **raw}
 
     def where(key: str) -> int:
@@ -181,7 +183,7 @@ def load_inventory(path: Path) -> Inventory:
         if not isinstance(value, list):
             raise _fail(path, line, f"{what}: expected a list of host names")
         item_lines = getattr(value, "item_lines", [line] * len(value))
-        for item, item_line in zip(value, item_lines):
+        for item, item_line in zip(value, item_lines, strict=False):
             if item not in hosts:
                 raise _fail(path, item_line, f"{what}: {item!r} is not a host in hosts:")
         if len(set(value)) != len(value):
@@ -239,7 +241,11 @@ def inventory_to_yaml(inventory: Inventory) -> str:
 
     hosts = {}
     for host in inventory.hosts.values():
-        fields = {k: v for k, v in (("address", host.address), ("user", host.user), ("port", host.port), ("key", host.key)) if v is not None}
+        fields = {
+            k: v
+            for k, v in (("address", host.address), ("user", host.user), ("port", host.port), ("key", host.key))
+            if v is not None
+        }
         if host.vars:
             fields["vars"] = host.vars
         hosts[host.name] = fields or None

@@ -34,7 +34,7 @@ def expand_host_range(pattern: str) -> list[str]:
     match = _RANGE.search(pattern)
     if not match:
         return [pattern]
-    head, tail = pattern[: match.start()], pattern[match.end():]
+    head, tail = pattern[: match.start()], pattern[match.end() :]
     if match.group(1) is not None:
         first, last = match.group(1), match.group(2)
         width = len(first) if first.startswith("0") else 0

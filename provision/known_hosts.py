@@ -20,10 +20,10 @@ import re
 import shlex
 import struct
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from collections.abc import Mapping
 
 DEFAULT_USER_FILES = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 DEFAULT_GLOBAL_FILES = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
@@ -92,7 +92,11 @@ def known_hosts_files(ssh_config: Mapping[str, object], override: Path | None = 
 
     ``override`` (``--known-hosts``) replaces the user files; the global files still apply.
     """
-    user = (Path(override).expanduser(),) if override is not None else _paths(ssh_config.get("userknownhostsfile"), DEFAULT_USER_FILES)
+    user = (
+        (Path(override).expanduser(),)
+        if override is not None
+        else _paths(ssh_config.get("userknownhostsfile"), DEFAULT_USER_FILES)
+    )
     global_ = _paths(ssh_config.get("globalknownhostsfile"), DEFAULT_GLOBAL_FILES)
     hash_new = str(ssh_config.get("hashknownhosts", "no")).lower() == "yes"
     return KnownHostsFiles(user, global_, hash_new)
@@ -107,7 +111,7 @@ def hash_name(name: str, salt: bytes | None = None) -> str:
 
 def _hash_parts(field: str) -> tuple[bytes, bytes] | None:
     """(salt, digest) of a ``|1|salt|hash`` field; None if malformed."""
-    parts = field[len(_HASH_MAGIC):].split("|")
+    parts = field[len(_HASH_MAGIC) :].split("|")
     if len(parts) != 2:
         return None
     try:
@@ -152,7 +156,7 @@ def _blob_type(blob: bytes) -> str | None:
     if not 0 < length <= 64 or len(blob) < 4 + length:
         return None
     try:
-        return blob[4:4 + length].decode("ascii")
+        return blob[4 : 4 + length].decode("ascii")
     except UnicodeDecodeError:
         return None
 

@@ -11,11 +11,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import shlex
 import shutil
-import socket
 import sys
 from collections.abc import Callable
 
@@ -45,7 +45,9 @@ def login_user(host: Host, options: SshOptions) -> str | None:
 def _make_run_dir(connection, dims: str) -> str:
     """``mktemp -d .provision/DIMS.XXXXXXXXXX`` on the host; the answer is checked, not trusted."""
     template = f".provision/{dims}.XXXXXXXXXX"
-    result = connection.run(f"mkdir -p .provision && chmod 700 .provision && mktemp -d {shlex.quote(template)}", hide=True, warn=True, in_stream=False)
+    result = connection.run(
+        f"mkdir -p .provision && chmod 700 .provision && mktemp -d {shlex.quote(template)}", hide=True, warn=True, in_stream=False
+    )
     path = result.stdout.strip()
     if result.exited != 0 or not _RUN_DIR.match(path):
         raise LaunchError(f"mktemp -d {template} failed: {(result.stderr.strip() or path)[:200]!r}")
@@ -89,7 +91,7 @@ def _stream(channel, scanner: _BindingScanner | None, out) -> int:
         try:
             try:
                 data = channel.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             if not data:
                 break
@@ -163,8 +165,7 @@ def run_from_first_host(
     finally:
         if connection is not None:
             if run_dir is not None:
-                try:
+                # The connection may be gone; the directory is private.
+                with contextlib.suppress(Exception, KeyboardInterrupt):
                     connection.run(f"rm -rf -- {shlex.quote(run_dir)}", hide=True, warn=True, in_stream=False, timeout=30)
-                except (Exception, KeyboardInterrupt):  # noqa: BLE001 - the connection may be gone; the directory is private
-                    pass
             connection.close()

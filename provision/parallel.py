@@ -137,7 +137,9 @@ def _sendable_error(error: BaseException) -> BaseException:
         return WorkerError(f"{type(error).__name__}: {error}")
 
 
-def _worker(sender: multiprocessing.connection.Connection, share: list[tuple[int, T]], work: Callable[[T], R], forks: int) -> None:
+def _worker(
+    sender: multiprocessing.connection.Connection, share: list[tuple[int, T]], work: Callable[[T], R], forks: int
+) -> None:
     """A worker process: its share of the items over ``forks`` threads, each result sent as it is done."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it ends the workers
     lock = threading.Lock()
@@ -151,8 +153,13 @@ def _worker(sender: multiprocessing.connection.Connection, share: list[tuple[int
             try:
                 sender.send(message)
             except Exception:  # noqa: BLE001 - an unpicklable result
-                sender.send((index, False, WorkerError(f"result of item {index} cannot be sent back: "
-                                                       f"{traceback.format_exc(limit=-1).strip()}")))
+                sender.send(
+                    (
+                        index,
+                        False,
+                        WorkerError(f"result of item {index} cannot be sent back: {traceback.format_exc(limit=-1).strip()}"),
+                    )
+                )
 
     with ThreadPoolExecutor(max_workers=min(forks, len(share)), thread_name_prefix="fan-out") as pool:
         for index, item in share:

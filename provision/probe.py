@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from provision.connection import HostFailure, SshOptions, run_command
 from provision.errors import ParseError
@@ -53,8 +53,15 @@ def facts_from_captures(host: str, captures: dict[str, Capture]) -> ProbeResult:
     except ParseError as error:
         return ProbeResult(host, None, "parse", str(error), captures)
     except Exception as error:  # noqa: BLE001 - a parser defect must cost this host only, never the run
-        return ProbeResult(host, None, "parse", f"cannot derive facts (a defect in provision: please report it "
-                           f"with the captures): {type(error).__name__}: {error}"[:500], captures)
+        return ProbeResult(
+            host,
+            None,
+            "parse",
+            f"cannot derive facts (a defect in provision: please report it with the captures): {type(error).__name__}: {error}"[
+                :500
+            ],
+            captures,
+        )
     return ProbeResult(host, facts, captures=captures)
 
 
@@ -84,11 +91,18 @@ def probe_hosts(
     """Probe ``hosts`` with at most ``forks`` at once in all, over ``workers`` processes (None:
     one per core above a few hundred hosts; see :mod:`provision.parallel`); ``on_done`` is called
     in this process as each host finishes; results come back in input order."""
+
     def defect(host: Host, error: BaseException) -> ProbeResult:  # a defect costs this host only, never the run
         return ProbeResult(host.name, None, "parse", f"{type(error).__name__}: {error}"[:500])
 
-    return fan_out(hosts, lambda host: probe_host(host, options), forks,
-                   on_done=(lambda _host, result: on_done(result)) if on_done else None, on_error=defect, workers=workers)
+    return fan_out(
+        hosts,
+        lambda host: probe_host(host, options),
+        forks,
+        on_done=(lambda _host, result: on_done(result)) if on_done else None,
+        on_error=defect,
+        workers=workers,
+    )
 
 
 def replay(capture_root: Path, hosts: list[str] | None = None) -> list[ProbeResult]:

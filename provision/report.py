@@ -45,12 +45,16 @@ def heterogeneity(results: list[ProbeResult]) -> list[str]:
             continue
         differences = [
             f"{label} {mine} (majority {theirs})"
-            for label, mine, theirs in zip(("arch", "sockets×cores×threads", "GPUs", "GPU model"), signature, majority)
+            for label, mine, theirs in zip(
+                ("arch", "sockets×cores×threads", "GPUs", "GPU model"), signature, majority, strict=False
+            )
             if mine != theirs
         ]
         lines.append(f"{facts.host}: " + "; ".join(differences))
     if lines:
-        lines.insert(0, f"{len(lines)} of {len(ok)} hosts differ from the majority ({size} hosts): launchers refuse mixed clusters")
+        lines.insert(
+            0, f"{len(lines)} of {len(ok)} hosts differ from the majority ({size} hosts): launchers refuse mixed clusters"
+        )
     return lines
 
 
@@ -61,7 +65,12 @@ def status_of(result: ProbeResult) -> str:
 
 def print_table(results: list[ProbeResult], console: Console) -> None:
     """A table of hosts, then notes, then the heterogeneity summary."""
-    table = Table(title="provision probe", title_justify="left", caption="S×C×T: sockets × usable cores per socket × threads per core", caption_justify="left")
+    table = Table(
+        title="provision probe",
+        title_justify="left",
+        caption="S×C×T: sockets × usable cores per socket × threads per core",
+        caption_justify="left",
+    )
     for column in ("host", "arch", "S×C×T", "GPUs", "memory", "OpenMPI", "status"):
         table.add_column(column, overflow="fold")
     for result in results:
@@ -104,7 +113,12 @@ def results_json(results: list[ProbeResult]) -> str:
     return json.dumps(
         {
             "hosts": [
-                {"host": r.host, "status": "ok" if r.ok else r.error_kind, "error": r.error, "facts": r.facts.to_dict() if r.facts else None}
+                {
+                    "host": r.host,
+                    "status": "ok" if r.ok else r.error_kind,
+                    "error": r.error,
+                    "facts": r.facts.to_dict() if r.facts else None,
+                }
                 for r in results
             ],
             "heterogeneity": heterogeneity(results),

@@ -16,6 +16,7 @@ import threading
 from provision.connection import CommandResult, HostFailure, SshOptions, describe_failure, open_connection, run_on_connection
 from provision.inventory import Host
 
+
 class Session:
     """One host's connection, opened on first use and closed by :meth:`close` (or ``with``)."""
 
@@ -25,7 +26,7 @@ class Session:
         self.round_trips = 0
         self._lock = threading.Lock()
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:
         return self
 
     def __exit__(self, *exc) -> None:

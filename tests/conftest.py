@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cluster_support import ALL_NODES, COMPOSE_FILE, CLUSTER_DIR, NODES, Cluster, ensure_docker, prepare_material, wait_for_ssh  # noqa: E402
+from cluster_support import ALL_NODES, CLUSTER_DIR, COMPOSE_FILE, Cluster, ensure_docker, prepare_material, wait_for_ssh  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

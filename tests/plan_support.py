@@ -12,7 +12,10 @@ from provision.facts.model import Gpu, HostFacts
 def minsky(name: str, gpus: int = 4, gpu_sockets=(0, 0, 1, 1)) -> HostFacts:
     """The seed's Minsky (2 × 10-core POWER8, SMT8) named ``name``, with P100s on the given sockets."""
     facts = derive_facts(name, capture_dir("minsky"))
-    devices = tuple(Gpu(i, "Tesla P100-SXM2-16GB", f"000{i}:01:00.0", 16280, None, gpu_sockets[i] if gpu_sockets else None, "test") for i in range(gpus))
+    devices = tuple(
+        Gpu(i, "Tesla P100-SXM2-16GB", f"000{i}:01:00.0", 16280, None, gpu_sockets[i] if gpu_sockets else None, "test")
+        for i in range(gpus)
+    )
     return dataclasses.replace(facts, hostname=name, gpus=devices)
 
 
@@ -31,4 +34,4 @@ def seed_rankfile_body(dims: str) -> list[str]:
     from conftest import read_fixture
 
     lines = read_fixture("outputs", "rank_gen", f"{dims}.rf").splitlines()
-    return lines[next(i for i, line in enumerate(lines) if line.startswith("rank ")):]
+    return lines[next(i for i, line in enumerate(lines) if line.startswith("rank ")) :]

@@ -18,8 +18,9 @@ SETUP_NODES = ("s1", "s2", "s3")
 def compose(project: str, material: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run docker-compose for the setup cluster."""
     env = {**os.environ, "SETUP_DIR": str(material)}
-    return subprocess.run(["docker-compose", "-f", str(SETUP_COMPOSE), "-p", project, *args],
-                          env=env, capture_output=True, text=True, check=check)
+    return subprocess.run(
+        ["docker-compose", "-f", str(SETUP_COMPOSE), "-p", project, *args], env=env, capture_output=True, text=True, check=check
+    )
 
 
 def start_setup_cluster(project: str, material: Path, nodes=SETUP_NODES) -> Cluster:

@@ -2,8 +2,7 @@
 
 import dataclasses
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from plan_support import minsky
 from provision.plans.bindings import Binding, check_bindings, parse_binding_line
@@ -29,7 +28,10 @@ V5_LINES = """\
 def test_openmpi_4_lines():
     parsed = [parse_binding_line(line) for line in V4_LINES.splitlines()]
     assert parsed == [
-        Binding("node1", 0, ((0, 0),)), Binding("node2", 1, ((0, 1),)), Binding("44b1a2aad66d", 0, ()), None,
+        Binding("node1", 0, ((0, 0),)),
+        Binding("node2", 1, ((0, 1),)),
+        Binding("44b1a2aad66d", 0, ()),
+        None,
     ]
     # Several cores, several threads each (a POWER8 rank of 2 cores at SMT8).
     line = "[c1:01] MCW rank 3 bound to socket 1[core 10[hwt 0-7]], socket 1[core 11[hwt 0-7]]: [........][BBBBBBBB]"
@@ -39,7 +41,9 @@ def test_openmpi_4_lines():
 def test_openmpi_5_lines():
     parsed = [parse_binding_line(line) for line in V5_LINES.splitlines()]
     assert parsed == [
-        Binding("m51", 0, ((0, 0),)), Binding("m52", 1, ((0, 1),)), Binding("5a06ea86edf6", 0, ((0, 0), (0, 1))),
+        Binding("m51", 0, ((0, 0),)),
+        Binding("m52", 1, ((0, 1),)),
+        Binding("5a06ea86edf6", 0, ((0, 0), (0, 1))),
         Binding("ac1128e72474", 1, ()),
     ]
     assert parse_binding_line("[m:1] Rank 2 bound to package[1][core:0,4-5]") == Binding("m", 2, ((1, 0), (1, 4), (1, 5)))
@@ -62,7 +66,9 @@ def two_hosts(dims="2x2x1"):
 
 
 def planned_bindings(plan):
-    return {s.rank: Binding(s.host, s.rank, tuple((s.socket, c) for c in range(s.first_core, s.last_core + 1))) for s in plan.slots()}
+    return {
+        s.rank: Binding(s.host, s.rank, tuple((s.socket, c) for c in range(s.first_core, s.last_core + 1))) for s in plan.slots()
+    }
 
 
 def test_check_bindings_as_planned_and_each_kind_of_difference():
@@ -81,7 +87,9 @@ def test_check_bindings_as_planned_and_each_kind_of_difference():
         "rank 3: no binding reported (planned b 1:0-9)",
     ]
     # "not bound" is not the planned half of a 2-socket node
-    assert check_bindings(plan, good | {2: dataclasses.replace(good[2], cores=())}) == ["rank 2: not bound (or bound to the whole node) on a, planned a 1:0-9"]
+    assert check_bindings(plan, good | {2: dataclasses.replace(good[2], cores=())}) == [
+        "rank 2: not bound (or bound to the whole node) on a, planned a 1:0-9"
+    ]
 
 
 def test_whole_node_rank_reported_as_not_bound_is_as_planned():

@@ -109,7 +109,9 @@ def test_facts_that_cannot_be_saved_are_one_line_each_and_the_rest_still_printed
 
     blocked = tmp_path / "not-a-dir"
     blocked.write_text("")
-    done = run_cli("probe", "--replay", "tests/fixtures/captures", "minsky", "epyc7451", "--json", "--facts-dir", str(blocked / "facts"))
+    done = run_cli(
+        "probe", "--replay", "tests/fixtures/captures", "minsky", "epyc7451", "--json", "--facts-dir", str(blocked / "facts")
+    )
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert [h["status"] for h in json.loads(done.stdout)["hosts"]] == ["ok", "ok"]
     assert [line for line in done.stderr.splitlines() if "cannot save" in line and str(blocked) in line] != []

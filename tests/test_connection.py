@@ -1,11 +1,18 @@
 """Connection: local runs, failure descriptions. (SSH itself is exercised on the sshd cluster.)"""
 
 import socket
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
 
+import invoke
 import paramiko
 import pytest
 
-from provision.connection import HostFailure, SshOptions, describe_failure, run_command
+from provision import connection as connection_module
+from provision.connection import HostFailure, SshOptions, describe_failure, open_connection, run_command
+from provision.hostkeys import KnownHostsPolicy
 from provision.inventory import Host
 
 
@@ -24,7 +31,7 @@ def test_local_timeout():
     [
         (paramiko.AuthenticationException("no"), "auth"),
         (socket.gaierror(-2, "Name or service not known"), "unreachable"),
-        (socket.timeout(), "timeout"),
+        (TimeoutError(), "timeout"),
         (ConnectionRefusedError(111, "Connection refused"), "unreachable"),
         (paramiko.SSHException("boom"), "ssh"),
         (paramiko.SSHException("Timeout opening channel."), "timeout"),  # ProxyJump hop's channel
@@ -43,13 +50,6 @@ def test_unreadable_key_named():
 
 
 # --- time limits (issue 6 item 11) -------------------------------------------------------------
-
-import threading
-import time
-from contextlib import contextmanager
-
-from provision.connection import open_connection
-from provision.hostkeys import KnownHostsPolicy
 
 
 @contextmanager
@@ -149,7 +149,9 @@ def run_in_thread(host, options):
 @pytest.mark.parametrize("banner", [b"", b"SSH-2.0-silent\r\n"], ids=["no-banner", "banner-then-silence"])
 def test_blackhole_fails_as_timeout(banner, tmp_path):
     with blackhole(banner) as port:
-        failure, seconds = run_in_thread(Host("hole", address="127.0.0.1", port=port), SshOptions(connect_timeout=0.5, known_hosts=tmp_path / "kh"))
+        failure, seconds = run_in_thread(
+            Host("hole", address="127.0.0.1", port=port), SshOptions(connect_timeout=0.5, known_hosts=tmp_path / "kh")
+        )
     assert isinstance(failure, HostFailure), failure
     assert failure.kind == "timeout" and "0.5s" in str(failure), (failure.kind, str(failure), seconds)
 
@@ -158,16 +160,13 @@ def test_blackhole_jump_host_fails_as_timeout(tmp_path):
     with blackhole() as port:
         config = tmp_path / "ssh_config"
         config.write_text(f"Host target\n  ProxyJump 127.0.0.1:{port}\n")
-        failure, seconds = run_in_thread(Host("target"), SshOptions(connect_timeout=0.5, ssh_config=config, known_hosts=tmp_path / "kh"))
+        failure, seconds = run_in_thread(
+            Host("target"), SshOptions(connect_timeout=0.5, ssh_config=config, known_hosts=tmp_path / "kh")
+        )
     assert isinstance(failure, HostFailure) and failure.kind == "timeout", (failure, seconds)
 
 
 # --- issue 9: the shared Fabric config, the command on the channel, cached keys ----------------
-
-import invoke
-from pathlib import Path
-
-from provision import connection as connection_module
 
 
 def test_opening_connections_never_rewrites_the_shared_config(monkeypatch, tmp_path):
@@ -193,7 +192,9 @@ def test_key_parsed_once_per_file_version(tmp_path, monkeypatch):
     write_ed25519(key, "test")
     loads = []
     real = paramiko.PKey.from_path
-    monkeypatch.setattr(paramiko.PKey, "from_path", staticmethod(lambda path, password=None: (loads.append(path), real(path, password))[1]))
+    monkeypatch.setattr(
+        paramiko.PKey, "from_path", staticmethod(lambda path, password=None: (loads.append(path), real(path, password))[1])
+    )
     first = open_connection(Host("a", address="10.9.9.9", key=str(key)), SshOptions(ssh_config=Path("/dev/null")))
     second = open_connection(Host("b", address="10.9.9.8", key=str(key)), SshOptions(ssh_config=Path("/dev/null")))
     assert first.connect_kwargs["pkey"] is second.connect_kwargs["pkey"] and len(loads) == 1
@@ -208,7 +209,10 @@ def test_encrypted_key_left_to_paramiko(tmp_path):
     from cryptography.hazmat.primitives.asymmetric import ed25519
 
     key = tmp_path / "id_locked"
-    key.write_bytes(ed25519.Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.BestAvailableEncryption(b"secret")))
+    key.write_bytes(
+        ed25519.Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.BestAvailableEncryption(b"secret")
+        )
+    )
     opened = open_connection(Host("a", address="10.9.9.9", key=str(key)), SshOptions(ssh_config=Path("/dev/null")))
     assert "pkey" not in opened.connect_kwargs and opened.connect_kwargs["key_filename"] == [str(key)]

@@ -180,10 +180,13 @@ def test_package_id_minus_one_from_sysfs_alone(name, shape):
 def test_gpu_socket_from_hwloc_locality():
     captures = {"hwloc-xml": read_fixture("hwloc", "power8-minsky-gpus.xml"), "uname-m": "ppc64le\n"}
     captures["nvidia-smi-query"] = "".join(
-        f"{i}, Tesla P100-SXM2-16GB, 0000{domain}:01:00.0, 16280 MiB\n" for i, domain in enumerate(["0002", "0003", "000A", "000B"])
+        f"{i}, Tesla P100-SXM2-16GB, 0000{domain}:01:00.0, 16280 MiB\n"
+        for i, domain in enumerate(["0002", "0003", "000A", "000B"])
     )
     facts = derive_facts("minsky", captures)
-    assert [(g.socket, g.numa_node, g.affinity_source) for g in facts.gpus] == [(0, 0, "hwloc-xml")] * 2 + [(1, 1, "hwloc-xml")] * 2
+    assert [(g.socket, g.numa_node, g.affinity_source) for g in facts.gpus] == [(0, 0, "hwloc-xml")] * 2 + [
+        (1, 1, "hwloc-xml")
+    ] * 2
 
 
 def test_gpus_in_hwloc_but_no_nvidia_smi_is_noted():
@@ -222,13 +225,16 @@ def test_numactl_claiming_a_hundred_million_nodes_is_refused_at_once():
         derive_facts("vm", captures)
 
 
-@pytest.mark.parametrize("name, text", [
-    ("lscpu-p", "²,0,0,0\n"),
-    ("lscpu-p", "1" * 5000 + ",0,0,0\n"),
-    ("numactl-H", "available: 1 nodes (0)\nnode 0 cpus: 0 ²\n"),
-    ("nvidia-smi-query", "², T4, 00000000:00:04.0, 15360 MiB\n"),
-    ("meminfo", "MemTotal: " + "9" * 5000 + " kB\n"),
-])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("lscpu-p", "²,0,0,0\n"),
+        ("lscpu-p", "1" * 5000 + ",0,0,0\n"),
+        ("numactl-H", "available: 1 nodes (0)\nnode 0 cpus: 0 ²\n"),
+        ("nvidia-smi-query", "², T4, 00000000:00:04.0, 15360 MiB\n"),
+        ("meminfo", "MemTotal: " + "9" * 5000 + " kB\n"),
+    ],
+)
 def test_digits_that_int_refuses_are_parse_errors(name, text):
     captures = capture_dir("vm-x86")
     captures[name] = text
@@ -255,7 +261,7 @@ def vm_two_sockets_two_gpus() -> dict[str, str]:
         "uname-m": "x86_64\n",
         "lscpu-p": "# CPU,Core,Socket,Node\n" + "\n".join(rows) + "\n",
         "nvidia-smi-query": "0, Tesla V100-PCIE-32GB, 00000000:00:05.0, 32768 MiB\n"
-                            "1, Tesla V100-PCIE-32GB, 00000000:00:06.0, 32768 MiB\n",
+        "1, Tesla V100-PCIE-32GB, 00000000:00:06.0, 32768 MiB\n",
         "nvidia-smi-topo": VM_TOPO,
     }
 

@@ -1,8 +1,6 @@
 """The engine on several "hosts" that run locally (each in its own folder): idempotence, one
 round trip when converged, --check, a failing host alone, handlers, register, bad input first."""
 
-from pathlib import Path
-
 import pytest
 
 from provision.connection import SshOptions
@@ -56,8 +54,15 @@ def make(tmp_path, playbook=PLAYBOOK, hosts=("h1", "h2"), limit=None, **options)
     for host in hosts:
         (tmp_path / host).mkdir(exist_ok=True)
     inventory = load_inventory(tmp_path / "hosts.yml")
-    runner = Runner(load_playbook(tmp_path / "pb.yml"), inventory, Variables(inventory), SshOptions(), RunOptions(**options),
-                    limit=limit, session_factory=LocalSession)
+    runner = Runner(
+        load_playbook(tmp_path / "pb.yml"),
+        inventory,
+        Variables(inventory),
+        SshOptions(),
+        RunOptions(**options),
+        limit=limit,
+        session_factory=LocalSession,
+    )
     runner.prepare()
     return runner
 
@@ -116,13 +121,16 @@ def test_failed_change_keeps_earlier_ones_and_stops_later_ones(tmp_path):
     assert (tmp_path / "h1" / "a").read_text() == "a" and not (tmp_path / "h1" / "b").exists()
 
 
-@pytest.mark.parametrize("task,message", [
-    ('file: {path: "{{ root }}/x", content: "{{ missing_var }}"}', "'missing_var' is undefined"),
-    ('template: {src: nope.j2, path: "{{ root }}/x"}', "not found"),
-    ('file: {path: "{{ root }}/../etc/x", content: x}', "may not contain '..'"),
-    ('user: {name: "bob; reboot", uid: 5}', "user name"),
-    ('directory: {path: "{{ root }}"}\n      loop: "{{ root }}"', "loop must give a list"),
-])
+@pytest.mark.parametrize(
+    "task,message",
+    [
+        ('file: {path: "{{ root }}/x", content: "{{ missing_var }}"}', "'missing_var' is undefined"),
+        ('template: {src: nope.j2, path: "{{ root }}/x"}', "not found"),
+        ('file: {path: "{{ root }}/../etc/x", content: x}', "may not contain '..'"),
+        ('user: {name: "bob; reboot", uid: 5}', "user name"),
+        ('directory: {path: "{{ root }}"}\n      loop: "{{ root }}"', "loop must give a list"),
+    ],
+)
 def test_bad_input_caught_before_any_host(tmp_path, task, message):
     playbook = f"- hosts: all\n  tasks:\n    - {task}\n"
     with pytest.raises(BadInput) as caught:

@@ -6,7 +6,7 @@ import pytest
 
 from provision.engine.script import Step, build_script, parse_output, remote_command, stdin_for, write_command
 from provision.errors import ParseError
-from provision.operations.base import FactKey, Run, Write
+from provision.operations.base import ArgumentError, FactKey, Run, Write
 
 
 def run_local(script: str) -> str:
@@ -84,5 +84,5 @@ def test_home_paths_resolved_before_use():
 def test_become_user_runs_the_change_as_that_user():
     script = build_script([Step(Run("id -un", "who"), True, "nobody")], [], "n", True)
     assert "runuser -u nobody -- sh -c 'id -un'" in script
-    with pytest.raises(Exception):
+    with pytest.raises(ArgumentError, match="user name 'bad user'"):
         build_script([Step(Run("id", "x"), True, "bad user")], [], "n", True)

@@ -1,12 +1,12 @@
 """Facts for a plan: read from the facts folder, or probed now with one ProbeSettings object."""
 
 import pytest
+from test_connection import blackhole
 
 from provision.connection import SshOptions
 from provision.errors import FactsError
 from provision.facts_source import ProbeFailed, ProbeSettings, plan_facts
 from provision.factstore import load_host
-from test_connection import blackhole
 
 
 def test_reads_the_facts_folder_without_probing(tmp_path):

@@ -114,7 +114,6 @@ def test_hwloc_step_without_hwloc_is_not_installed(tmp_path):
     assert done.returncode == 127 and done.stdout == ""
 
 
-
 def framed(nonce: str, forged: str = "") -> str:
     """Well-framed output of every step, with ``forged`` printed by the first one (hostname)."""
     text = f"@@{nonce}@@ hostname\nnode1\n{forged}\n@@{nonce}@@ .rc 0\n"
@@ -180,7 +179,11 @@ def test_every_step_is_a_source_declared_beside_its_parser():
     # gather assembles its steps from provision/facts/*: no name is spelled twice.
     from provision.facts import hwloc, lscpu, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
 
-    declared = {step.name: step for module in (hwloc, lscpu, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system)
-                for step in vars(module).values() if type(step).__name__ == "Step"}
+    declared = {
+        step.name: step
+        for module in (hwloc, lscpu, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system)
+        for step in vars(module).values()
+        if type(step).__name__ == "Step"
+    }
     assert {step.name: step for step in STEPS} == declared
     assert len(set(CAPTURE_NAMES)) == len(CAPTURE_NAMES)

@@ -26,13 +26,27 @@ def oddnode(cluster, docker_services, tmp_path):
     port = docker_services.port_for("oddnode", 22)
     wait_for_ssh({"oddnode": port})
     inventory = tmp_path / "hosts.yml"
-    inventory.write_text(f"defaults:\n  user: mpi\n  key: {cluster.key}\nhosts:\n  oddnode: {{address: 127.0.0.1, port: {port}}}\n")
+    inventory.write_text(
+        f"defaults:\n  user: mpi\n  key: {cluster.key}\nhosts:\n  oddnode: {{address: 127.0.0.1, port: {port}}}\n"
+    )
     return inventory, tmp_path / "known_hosts"
 
 
 def probe(inventory: Path, known_hosts: Path, facts_dir: Path):
-    done = run_cli("probe", "-i", str(inventory), "--known-hosts", str(known_hosts), "--accept-new-host-keys",
-                   "--facts-dir", str(facts_dir), "--connect-timeout", "5", "--json", "oddnode")
+    done = run_cli(
+        "probe",
+        "-i",
+        str(inventory),
+        "--known-hosts",
+        str(known_hosts),
+        "--accept-new-host-keys",
+        "--facts-dir",
+        str(facts_dir),
+        "--connect-timeout",
+        "5",
+        "--json",
+        "oddnode",
+    )
     return done, json.loads(done.stdout)["hosts"][0]
 
 

@@ -43,7 +43,9 @@ def test_fingerprint_matches_openssh_format():
 def test_fingerprint_is_ssh_keygens(tmp_path):
     key = new_key()
     (tmp_path / "k.pub").write_text(f"ssh-ed25519 {key.get_base64()}\n")
-    out = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(tmp_path / "k.pub")], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["ssh-keygen", "-l", "-E", "sha256", "-f", str(tmp_path / "k.pub")], capture_output=True, text=True, check=True
+    )
     assert out.stdout.split()[1] == fingerprint(key)
 
 

@@ -90,7 +90,7 @@ def test_hwloc_1x_and_2x_exports_of_one_machine_agree():
     assert (old.format_major, new.format_major) == (1, 2)
     assert old.packages == new.packages
     assert old.numa_nodes == new.numa_nodes
-    for node, package in zip(old.numa_nodes, old.packages):  # 1.x: node above package; 2.x: node inside it
+    for node, package in zip(old.numa_nodes, old.packages, strict=False):  # 1.x: node above package; 2.x: node inside it
         assert node.pus == tuple(sorted(pu for core in package.cores for pu in core.pus)) and len(node.pus) == 12
     assert old.gpus == new.gpus and len(old.gpus) == 3
 
@@ -164,7 +164,7 @@ def test_minimal_document_with_hwlocs_doctype():
         (SMALL.replace('type="PU" os_index="0"', 'type="PU"'), "PU has no os_index"),
         (SMALL.replace('type="PU" os_index="0"', 'type="PU" os_index="\u0663"'), "bad os_index"),
         (SMALL.replace('type="PU" os_index="0"', 'type="PU" os_index="99999999999999999999"'), "bad os_index"),
-        (SMALL.replace('<object type="Core" os_index="0">', "<object type=\"Group\">"), "not inside a Core"),
+        (SMALL.replace('<object type="Core" os_index="0">', '<object type="Group">'), "not inside a Core"),
         (SMALL.replace('type="Package" os_index="0"', 'type="Group"'), "not inside a Package"),
         (SMALL.replace('version="2.0"', 'version="x"'), "unknown topology version"),
     ],

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import paramiko
 import pytest
+from test_hostkeys import new_key
 
 from provision.known_hosts import (
     KnownHostsFiles,
@@ -20,7 +21,6 @@ from provision.known_hosts import (
     known_hosts_files,
     parse_line,
 )
-from test_hostkeys import new_key
 
 
 def lookup(text: str, host: str):

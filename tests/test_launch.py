@@ -62,15 +62,31 @@ def test_allow_run_as_root_only_when_asked():
     p = plan(host("a", "5.0.7"), host("b", "5.0.7"))
     assert "--allow-run-as-root" not in mpirun_argv(p, "x.rf", ["true"], hostfile_path="h")
     argv = mpirun_argv(p, "x.rf", ["true"], hostfile_path="h", allow_run_as_root=True)
-    assert argv[argv.index("--allow-run-as-root") + 1:] == ["-x", "PATH", "-x", "LD_LIBRARY_PATH", "--mca", "btl_tcp_if_include", "ib0", "true"]
-    assert "--allow-run-as-root" in mpirun_argv(plan(host("a", "4.1.4"), host("b", "4.1.4")), "x.rf", ["true"], allow_run_as_root=True)
+    assert argv[argv.index("--allow-run-as-root") + 1 :] == [
+        "-x",
+        "PATH",
+        "-x",
+        "LD_LIBRARY_PATH",
+        "--mca",
+        "btl_tcp_if_include",
+        "ib0",
+        "true",
+    ]
+    assert "--allow-run-as-root" in mpirun_argv(
+        plan(host("a", "4.1.4"), host("b", "4.1.4")), "x.rf", ["true"], allow_run_as_root=True
+    )
     assert root_message("n1", "root").startswith("n1: mpirun would run as root (login user root); OpenMPI refuses")
 
 
 def test_mixed_versions_name_each_version_and_its_hosts():
     with pytest.raises(PlanError) as refused:
-        mpirun_argv(plan(host("a", "4.1.4"), host("b", "5.0.7"), host("c", "4.1.4"), host("d", "5.0.7"), dims="4x4x1"), "x", ["true"])
-    assert str(refused.value) == "OpenMPI versions differ across hosts (4.1.4 on a, c; 5.0.7 on b, d): mpirun needs the same everywhere"
+        mpirun_argv(
+            plan(host("a", "4.1.4"), host("b", "5.0.7"), host("c", "4.1.4"), host("d", "5.0.7"), dims="4x4x1"), "x", ["true"]
+        )
+    assert (
+        str(refused.value)
+        == "OpenMPI versions differ across hosts (4.1.4 on a, c; 5.0.7 on b, d): mpirun needs the same everywhere"
+    )
     many = [host(f"h{i}", "4.1.4" if i else "5.0.3") for i in range(20)]
     with pytest.raises(PlanError, match=r"4.1.4 on h1, h2, h3, h4, h5, h6, h7, h8 and 11 more; 5.0.3 on h0\)"):
         mpirun_argv(plan(*many, dims="4x20x1"), "x", ["true"])
@@ -136,8 +152,21 @@ def test_cli_openmpi_5_writes_the_hostfile_beside_the_rank_file(v5_facts, tmp_pa
     rf = tmp_path / "job.rf"
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("hosts:\n  minsky: {user: mpi}\n")
-    done = run_cli("launch", "2x1x1", "--hosts", "minsky", "-i", str(inventory), "--facts-dir", str(v5_facts), "--allow-no-gpu",
-                   "--rankfile", str(rf), "--", "hostname")
+    done = run_cli(
+        "launch",
+        "2x1x1",
+        "--hosts",
+        "minsky",
+        "-i",
+        str(inventory),
+        "--facts-dir",
+        str(v5_facts),
+        "--allow-no-gpu",
+        "--rankfile",
+        str(rf),
+        "--",
+        "hostname",
+    )
     assert done.returncode == 0, done.stderr
     hosts = tmp_path / "job.hosts"
     assert done.stdout == f"mpirun -n 2 --map-by rankfile:file={rf} --hostfile {hosts} -x PATH -x LD_LIBRARY_PATH hostname\n"
@@ -150,10 +179,26 @@ def test_cli_root_login_is_said_and_the_switch_is_explicit(v5_facts, tmp_path):
 
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("hosts:\n  minsky: {user: root}\n")
-    args = ["launch", "1x1x1", "--hosts", "minsky", "-i", str(inventory), "--facts-dir", str(v5_facts), "--allow-no-gpu",
-            "--rankfile", str(tmp_path / "r.rf"), "--known-hosts", str(tmp_path / "kh")]
+    args = [
+        "launch",
+        "1x1x1",
+        "--hosts",
+        "minsky",
+        "-i",
+        str(inventory),
+        "--facts-dir",
+        str(v5_facts),
+        "--allow-no-gpu",
+        "--rankfile",
+        str(tmp_path / "r.rf"),
+        "--known-hosts",
+        str(tmp_path / "kh"),
+    ]
     done = run_cli(*args, "--", "hostname")
     assert done.returncode == 0 and "--allow-run-as-root" not in done.stdout
-    assert "warning: minsky: mpirun would run as root (login user root); OpenMPI refuses to run as root unless told: pass --allow-run-as-root" in " ".join(done.stderr.split())
+    assert (
+        "warning: minsky: mpirun would run as root (login user root); OpenMPI refuses to run as root unless told: pass --allow-run-as-root"  # noqa: E501 - one literal, kept whole to be read or grepped
+        in " ".join(done.stderr.split())
+    )
     done = run_cli(*args, "--allow-run-as-root", "--", "hostname")
     assert done.returncode == 0 and "r.hosts --allow-run-as-root -x PATH" in done.stdout and "warning" not in done.stderr

@@ -6,7 +6,11 @@ from provision.plans.bindings import Binding
 
 def test_binding_lines_split_across_chunks_are_read():
     scanner = _BindingScanner(ranks=2)
-    for chunk in (b"node1\n[m51:00057] Rank 0 bou", b"nd to package[0][core:0]\n[m52:0", b"0058] Rank 1 bound to package[0][core:1]\n"):
+    for chunk in (
+        b"node1\n[m51:00057] Rank 0 bou",
+        b"nd to package[0][core:0]\n[m52:0",
+        b"0058] Rank 1 bound to package[0][core:1]\n",
+    ):
         scanner.feed(chunk)
     assert scanner.bindings == {0: Binding("m51", 0, ((0, 0),)), 1: Binding("m52", 1, ((0, 1),))}
 

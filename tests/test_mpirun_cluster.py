@@ -9,8 +9,8 @@ core are.
 
 from __future__ import annotations
 
-import re
 import contextlib
+import re
 import signal
 import subprocess
 import time
@@ -67,7 +67,9 @@ def mpi_cluster(cluster, tmp_path_factory):
     known_hosts.write_text("".join(cluster.known_hosts_line(n) for n in ALL_NODES))
     facts_dir = base / "facts"
     started = time.monotonic()
-    probed = run_cli("probe", *HOSTS[4], *HOSTS[5], "-i", str(inventory), "--facts-dir", str(facts_dir), "--known-hosts", str(known_hosts))
+    probed = run_cli(
+        "probe", *HOSTS[4], *HOSTS[5], "-i", str(inventory), "--facts-dir", str(facts_dir), "--known-hosts", str(known_hosts)
+    )
     assert probed.returncode == 0, probed.stderr
     print(f"probe of 5 MPI nodes: {time.monotonic() - started:.1f}s")
     return cluster, ["-i", str(inventory), "--facts-dir", str(facts_dir), "--known-hosts", str(known_hosts)], facts_dir
@@ -75,8 +77,11 @@ def mpi_cluster(cluster, tmp_path_factory):
 
 def mpi_processes(cluster, node: str) -> list[str]:
     """The MPI user's mpirun/daemon/rank processes on ``node`` (``pid name``)."""
-    done = subprocess.run(["docker", "exec", cluster.container(node), "pgrep", "-u", "mpi", "-l", "-x", MPI_PROCESSES],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["docker", "exec", cluster.container(node), "pgrep", "-u", "mpi", "-l", "-x", MPI_PROCESSES],
+        capture_output=True,
+        text=True,
+    )
     return done.stdout.split("\n")[:-1]
 
 
@@ -88,8 +93,20 @@ def test_rank_file_from_facts_binds_every_rank_where_planned(mpi_cluster, tmp_pa
     dims = f"{learners}x{len(hosts)}x1"
     rankfile = tmp_path / f"{dims}.rf"
     started = time.monotonic()
-    done = run_cli("launch", dims, "--hosts", ",".join(hosts), *common, "--allow-no-gpu", "--rankfile", str(rankfile),
-                   "--report-bindings", "--run", "--", *RANK_PROGRAM)
+    done = run_cli(
+        "launch",
+        dims,
+        "--hosts",
+        ",".join(hosts),
+        *common,
+        "--allow-no-gpu",
+        "--rankfile",
+        str(rankfile),
+        "--report-bindings",
+        "--run",
+        "--",
+        *RANK_PROGRAM,
+    )
     print(f"OpenMPI {version}: launch --run of {dims}: {time.monotonic() - started:.1f}s")
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
@@ -97,18 +114,42 @@ def test_rank_file_from_facts_binds_every_rank_where_planned(mpi_cluster, tmp_pa
     command = re.search(r"^\[\w+\] \$ (mpirun .*)$", done.stderr, re.MULTILINE).group(1)
     hostfile = tmp_path / f"{dims}.hosts"
     if version == 5:  # the allocation: a hostfile beside the rank file, one line per planned host
-        assert re.search(rf"--map-by rankfile:file=\.provision/{dims}\.\w+/{dims}\.rf --hostfile \.provision/{dims}\.\w+/{dims}\.hosts ", command)
-        assert [line for line in hostfile.read_text().splitlines() if not line.startswith("#")] == [f"{h} slots={learners}" for h in hosts]
+        assert re.search(
+            rf"--map-by rankfile:file=\.provision/{dims}\.\w+/{dims}\.rf --hostfile \.provision/{dims}\.\w+/{dims}\.hosts ",
+            command,
+        )
+        assert [line for line in hostfile.read_text().splitlines() if not line.startswith("#")] == [
+            f"{h} slots={learners}" for h in hosts
+        ]
     else:
         assert re.search(rf"-rf \.provision/{dims}\.\w+/{dims}\.rf ", command) and "--hostfile" not in command
         assert not hostfile.exists()
 
     if version == 5:  # the same rank file without the allocation: what `launch` printed before it wrote the hostfile
         subprocess.run(["docker", "cp", str(rankfile), f"{cluster.container(hosts[0])}:/tmp/{dims}.rf"], check=True)
-        old = subprocess.run(["docker", "exec", "-u", "mpi", cluster.container(hosts[0]), "mpirun", "-n", str(learners * len(hosts)),
-                              "--map-by", f"rankfile:file=/tmp/{dims}.rf", "hostname"], capture_output=True, text=True, timeout=120)
+        old = subprocess.run(
+            [
+                "docker",
+                "exec",
+                "-u",
+                "mpi",
+                cluster.container(hosts[0]),
+                "mpirun",
+                "-n",
+                str(learners * len(hosts)),
+                "--map-by",
+                f"rankfile:file=/tmp/{dims}.rf",
+                "hostname",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         said = " ".join((old.stdout + old.stderr).split())
-        assert old.returncode != 0 and "The rankfile that was used claimed that a host was either not allocated or oversubscribed its slots" in said, said
+        assert (
+            old.returncode != 0
+            and "The rankfile that was used claimed that a host was either not allocated or oversubscribed its slots" in said
+        ), said
         assert f"Host: {hosts[1]}" in said
 
     planned = {line.rank: line for line in parse_rankfile(rankfile.read_text())}
@@ -122,7 +163,9 @@ def test_rank_file_from_facts_binds_every_rank_where_planned(mpi_cluster, tmp_pa
         assert cores_bound == [(line.socket, core) for core in line.cores], (rank, output)
         # hwloc on that node: the PUs of the planned package and cores (logical indexes, as the rank file means them)
         cores = f"{line.cores[0]}-{line.cores[-1]}" if len(line.cores) > 1 else str(line.cores[0])
-        pus = cluster.docker_exec(line.host, "hwloc-calc", "--physical-output", "--intersect", "pu", f"package:{line.socket}.core:{cores}")
+        pus = cluster.docker_exec(
+            line.host, "hwloc-calc", "--physical-output", "--intersect", "pu", f"package:{line.socket}.core:{cores}"
+        )
         assert ran[rank] == (line.host, cpus(pus)), (rank, pus, done.stdout)
 
 
@@ -143,9 +186,15 @@ def test_rank_gen_10_core_assumption_fails_and_check_names_the_lines(mpi_cluster
     (tmp_path / "4x2.hosts").write_text(f"{first} slots=4\n{second} slots=4\n")
     for name in ("4x2.rf", "4x2.hosts"):
         subprocess.run(["docker", "cp", str(tmp_path / name), f"{cluster.container(first)}:/tmp/{name}"], check=True)
-    options = ["-rf", "/tmp/4x2.rf"] if version == 4 else ["--map-by", "rankfile:file=/tmp/4x2.rf", "--hostfile", "/tmp/4x2.hosts"]
-    mpirun = subprocess.run(["docker", "exec", "-u", "mpi", cluster.container(first), "mpirun", "-n", "8", *options, "hostname"],
-                            capture_output=True, text=True, timeout=120)
+    options = (
+        ["-rf", "/tmp/4x2.rf"] if version == 4 else ["--map-by", "rankfile:file=/tmp/4x2.rf", "--hostfile", "/tmp/4x2.hosts"]
+    )
+    mpirun = subprocess.run(
+        ["docker", "exec", "-u", "mpi", cluster.container(first), "mpirun", "-n", "8", *options, "hostname"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     output = " ".join((mpirun.stdout + mpirun.stderr).split())  # the messages are wrapped at 72 columns
     assert mpirun.returncode != 0, output
     for message in SEED_FAILURE[version]:
@@ -163,9 +212,22 @@ def test_rank_gen_10_core_assumption_fails_and_check_names_the_lines(mpi_cluster
 
 def test_mixed_versions_are_refused_naming_each_hosts_version(mpi_cluster, tmp_path):
     _, common, _ = mpi_cluster
-    done = run_cli("launch", "1x4x1", "--hosts", "node1,m51,node2,m52", *common, "--allow-no-gpu", "--rankfile", str(tmp_path / "x.rf"), "--", "true")
+    done = run_cli(
+        "launch",
+        "1x4x1",
+        "--hosts",
+        "node1,m51,node2,m52",
+        *common,
+        "--allow-no-gpu",
+        "--rankfile",
+        str(tmp_path / "x.rf"),
+        "--",
+        "true",
+    )
     assert done.returncode == 2 and done.stdout == ""
-    versions = re.search(r"OpenMPI versions differ across hosts \((4\.1\.\d+) on node1, node2; (5\.0\.\d+) on m51, m52\)", done.stderr)
+    versions = re.search(
+        r"OpenMPI versions differ across hosts \((4\.1\.\d+) on node1, node2; (5\.0\.\d+) on m51, m52\)", done.stderr
+    )
     assert versions, done.stderr
     print(f"mixed: {done.stderr.strip()}")
 
@@ -187,7 +249,9 @@ def test_ctrl_c_stops_the_remote_job_and_each_run_has_its_own_files(mpi_cluster,
     args = ["launch", dims, "--hosts", ",".join(hosts), *common, "--allow-no-gpu", "--rankfile", str(tmp_path / "a.rf"), "--run"]
     job = subprocess.Popen(["provision", *args, "--", "sleep", "600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: all(any(p.endswith(" sleep") for p in mpi_processes(cluster, h)) for h in hosts), 60, "both ranks to sleep")
+        wait_for(
+            lambda: all(any(p.endswith(" sleep") for p in mpi_processes(cluster, h)) for h in hosts), 60, "both ranks to sleep"
+        )
         run_dirs = cluster.docker_exec(hosts[0], "sh", "-c", "ls -d /home/mpi/.provision/*/", user="mpi").split()
         assert len(run_dirs) == 1
 
@@ -218,11 +282,29 @@ def test_lost_connection_hangs_up_the_remote_job(mpi_cluster, tmp_path, version)
     """provision killed outright (no Ctrl-C handling at all): sshd hangs up mpirun's terminal."""
     cluster, common, _ = mpi_cluster
     hosts = HOSTS[version][:2]
-    job = subprocess.Popen(["provision", "launch", "1x2x1", "--hosts", ",".join(hosts), *common, "--allow-no-gpu",
-                            "--rankfile", str(tmp_path / "a.rf"), "--run", "--", "sleep", "600"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    job = subprocess.Popen(
+        [
+            "provision",
+            "launch",
+            "1x2x1",
+            "--hosts",
+            ",".join(hosts),
+            *common,
+            "--allow-no-gpu",
+            "--rankfile",
+            str(tmp_path / "a.rf"),
+            "--run",
+            "--",
+            "sleep",
+            "600",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        wait_for(lambda: all(any(p.endswith(" sleep") for p in mpi_processes(cluster, h)) for h in hosts), 60, "both ranks to sleep")
+        wait_for(
+            lambda: all(any(p.endswith(" sleep") for p in mpi_processes(cluster, h)) for h in hosts), 60, "both ranks to sleep"
+        )
     finally:
         job.kill()
         job.wait()
@@ -234,8 +316,13 @@ def test_lost_connection_hangs_up_the_remote_job(mpi_cluster, tmp_path, version)
 def root_login(cluster, node: str):
     """Let the test key log in as root on ``node`` (the image says PermitRootLogin no), then undo it."""
     conf = "/etc/ssh/sshd_config.d/00-root-test.conf"  # sshd takes the first value it reads
-    cluster.docker_exec(node, "sh", "-c", "install -d -m 700 /root/.ssh && install -m 600 /cluster/authorized_keys /root/.ssh/"
-                        f" && echo 'PermitRootLogin prohibit-password' > {conf} && pkill -HUP -o -x sshd")
+    cluster.docker_exec(
+        node,
+        "sh",
+        "-c",
+        "install -d -m 700 /root/.ssh && install -m 600 /cluster/authorized_keys /root/.ssh/"
+        f" && echo 'PermitRootLogin prohibit-password' > {conf} && pkill -HUP -o -x sshd",
+    )
     time.sleep(0.5)
     wait_for_ssh({node: cluster.ports[node]})
     try:
@@ -254,18 +341,38 @@ def test_root_is_said_clearly_and_allow_run_as_root_passes_openmpis_switch(mpi_c
     cluster, common, facts_dir = mpi_cluster
     node = HOSTS[version][-1]
     # OpenMPI's own refusal and switch, for real on this version.
-    refused = subprocess.run(["docker", "exec", cluster.container(node), "mpirun", "-n", "1", "hostname"], capture_output=True, text=True)
+    refused = subprocess.run(
+        ["docker", "exec", cluster.container(node), "mpirun", "-n", "1", "hostname"], capture_output=True, text=True
+    )
     assert refused.returncode != 0 and ROOT_REFUSAL[version] in refused.stdout + refused.stderr
-    allowed = subprocess.run(["docker", "exec", cluster.container(node), "mpirun", "--allow-run-as-root", "-n", "1", "hostname"], capture_output=True, text=True)
+    allowed = subprocess.run(
+        ["docker", "exec", cluster.container(node), "mpirun", "--allow-run-as-root", "-n", "1", "hostname"],
+        capture_output=True,
+        text=True,
+    )
     assert allowed.returncode == 0 and allowed.stdout == f"{node}\n"
 
     inventory = tmp_path / "root.yml"
     inventory.write_text(cluster.inventory_yaml((node,)).replace("user: mpi", "user: root"))
-    args = ["launch", "1x1x1", "--hosts", node, "-i", str(inventory), *common[2:], "--allow-no-gpu", "--rankfile", str(tmp_path / "r.rf")]
+    args = [
+        "launch",
+        "1x1x1",
+        "--hosts",
+        node,
+        "-i",
+        str(inventory),
+        *common[2:],
+        "--allow-no-gpu",
+        "--rankfile",
+        str(tmp_path / "r.rf"),
+    ]
     with root_login(cluster, node):
         printed = run_cli(*args, "--", "hostname")
         assert printed.returncode == 0 and "--allow-run-as-root" not in printed.stdout  # never added silently
-        assert f"{node}: mpirun would run as root (login user root)" in printed.stderr and "pass --allow-run-as-root" in printed.stderr
+        assert (
+            f"{node}: mpirun would run as root (login user root)" in printed.stderr
+            and "pass --allow-run-as-root" in printed.stderr
+        )
         run = run_cli(*args, "--run", "--", "hostname")
         assert run.returncode == 2 and run.stdout == "" and "$ mpirun" not in run.stderr  # refused before mpirun started
         assert f"error: {node}: mpirun would run as root (login user root)" in run.stderr

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from provision.errors import ParseError
-from provision.operations.base import FactKey, FileState
+from provision.operations.base import FactKey
 from provision.operations.facts import fact_command, parse_fact
 
 
@@ -63,13 +63,16 @@ def test_hostinfo_local():
     assert info["hostname"] and info["short"] == info["hostname"].split(".")[0]
 
 
-@pytest.mark.parametrize("key,text", [
-    (FactKey("file", "/x"), "regular file|9999|root|root|1\n"),
-    (FactKey("file", "/x"), "regular file|644|root|root|3\n" + "0" * 64 + "\n!!notbase64\n"),
-    (FactKey("user", "a"), "a:x:notanumber:1::/h:/bin/sh\n"),
-    (FactKey("group", "a"), "a:x\n"),
-    (FactKey("command", "true"), "garbage\n"),
-])
+@pytest.mark.parametrize(
+    "key,text",
+    [
+        (FactKey("file", "/x"), "regular file|9999|root|root|1\n"),
+        (FactKey("file", "/x"), "regular file|644|root|root|3\n" + "0" * 64 + "\n!!notbase64\n"),
+        (FactKey("user", "a"), "a:x:notanumber:1::/h:/bin/sh\n"),
+        (FactKey("group", "a"), "a:x\n"),
+        (FactKey("command", "true"), "garbage\n"),
+    ],
+)
 def test_hostile_output_rejected(key, text):
     with pytest.raises(ParseError):
         parse_fact(key, text)

@@ -49,14 +49,16 @@ def test_keypair_needs_the_user():
 
 
 def test_authorized_keys_added_once_other_lines_kept():
-    existing = "# my notes\nfrom=\"10.0.0.1\" " + K1.replace("alice@node1", "old-comment") + "\n"
+    existing = '# my notes\nfrom="10.0.0.1" ' + K1.replace("alice@node1", "old-comment") + "\n"
     (change,) = plan("authorized_key", {"user": "alice", "keys": [K1, K2, K2]}, {USER: ALICE, AUTH: text_file(existing)})
     assert isinstance(change, Write) and change.mode == 0o600 and change.owner == "alice"
     assert change.content.decode() == existing + K2 + "\n"
 
 
 def test_authorized_keys_converged():
-    assert plan("authorized_key", {"user": "alice", "keys": [K1, K2]}, {USER: ALICE, AUTH: text_file(K1 + "\n" + K2 + "\n")}) == []
+    assert (
+        plan("authorized_key", {"user": "alice", "keys": [K1, K2]}, {USER: ALICE, AUTH: text_file(K1 + "\n" + K2 + "\n")}) == []
+    )
 
 
 def test_authorized_keys_mode_fixed():
@@ -71,21 +73,27 @@ def test_add_keys_keeps_missing_newline():
 def test_known_hosts_block():
     entries = [{"names": ["node1", "node1.cluster", "10.0.0.1", "node1"], "keys": [K1]}]
     before = "# user line\nother ssh-rsa AAAA\n"
-    (change,) = plan("known_hosts", {"entries": entries}, {FactKey("file", "/etc/ssh/ssh_known_hosts"): text_file(before, 0o644, "root")})
+    (change,) = plan(
+        "known_hosts", {"entries": entries}, {FactKey("file", "/etc/ssh/ssh_known_hosts"): text_file(before, 0o644, "root")}
+    )
     kind, blob = K1.split()[:2]
-    assert change.content.decode() == (before + "# BEGIN provision known hosts\n"
-                                       f"node1,node1.cluster,10.0.0.1 {kind} {blob}\n# END provision known hosts\n")
+    assert change.content.decode() == (
+        before + f"# BEGIN provision known hosts\nnode1,node1.cluster,10.0.0.1 {kind} {blob}\n# END provision known hosts\n"
+    )
     converged = {FactKey("file", "/etc/ssh/ssh_known_hosts"): text_file(change.content.decode(), 0o644, "root")}
     assert plan("known_hosts", {"entries": entries}, converged) == []
 
 
-@pytest.mark.parametrize("op,args", [
-    ("authorized_key", {"user": "alice", "keys": "not a key"}),
-    ("authorized_key", {"user": "alice", "keys": K1 + "\ncommand=\"x\" " + K2}),
-    ("known_hosts", {"entries": [{"names": ["a b"], "keys": [K1]}]}),
-    ("known_hosts", {"entries": [{"names": ["node1"], "keys": ["ssh-ed25519 AAAA;rm"]}]}),
-    ("ssh_keypair", {"user": "../root"}),
-])
+@pytest.mark.parametrize(
+    "op,args",
+    [
+        ("authorized_key", {"user": "alice", "keys": "not a key"}),
+        ("authorized_key", {"user": "alice", "keys": K1 + '\ncommand="x" ' + K2}),
+        ("known_hosts", {"entries": [{"names": ["a b"], "keys": [K1]}]}),
+        ("known_hosts", {"entries": [{"names": ["node1"], "keys": ["ssh-ed25519 AAAA;rm"]}]}),
+        ("ssh_keypair", {"user": "../root"}),
+    ],
+)
 def test_bad_arguments(op, args):
     with pytest.raises(ArgumentError):
         plan(op, args, {USER: ALICE, AUTH: None, FactKey("file", "/etc/ssh/ssh_known_hosts"): None})

@@ -13,27 +13,57 @@ def plan(op, args, facts):
 
 P = FactKey("pkgmgr")
 CASES = [
-    ("apt-missing", "package", {"name": ["openssh-client", "rsync"]},
-     {P: "apt", FactKey("package", "openssh-client"): "1:9.2", FactKey("package", "rsync"): None},
-     ["DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends rsync"]),
-    ("apt-update", "package", {"name": "rsync", "update": True}, {P: "apt"},
-     ["DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends rsync"]),
+    (
+        "apt-missing",
+        "package",
+        {"name": ["openssh-client", "rsync"]},
+        {P: "apt", FactKey("package", "openssh-client"): "1:9.2", FactKey("package", "rsync"): None},
+        ["DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends rsync"],
+    ),
+    (
+        "apt-update",
+        "package",
+        {"name": "rsync", "update": True},
+        {P: "apt"},
+        [
+            "DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends rsync"  # noqa: E501 - one literal, kept whole to be read or grepped
+        ],
+    ),
     ("dnf-missing", "package", {"name": "rsync"}, {P: "dnf"}, ["dnf install -y -q rsync"]),
     ("present", "package", {"name": "rsync"}, {P: "apt", FactKey("package", "rsync"): "3.2"}, []),
-    ("remove", "package", {"name": "rsync", "state": "absent"}, {P: "apt", FactKey("package", "rsync"): "3.2"},
-     ["DEBIAN_FRONTEND=noninteractive apt-get remove -y -q rsync"]),
+    (
+        "remove",
+        "package",
+        {"name": "rsync", "state": "absent"},
+        {P: "apt", FactKey("package", "rsync"): "3.2"},
+        ["DEBIAN_FRONTEND=noninteractive apt-get remove -y -q rsync"],
+    ),
     ("cmd-runs", "command", {"cmd": "touch /x"}, {}, ["touch /x"]),
     ("cmd-creates", "command", {"cmd": "touch /x", "creates": "/x"}, {FactKey("file", "/x"): object()}, []),
     ("cmd-creates-absent", "command", {"cmd": "touch /x", "creates": "/x"}, {FactKey("file", "/x"): None}, ["touch /x"]),
     ("cmd-unless-0", "command", {"cmd": "touch /x", "unless": "test -e /x"}, {FactKey("command", "test -e /x"): 0}, []),
     ("cmd-unless-1", "command", {"cmd": "touch /x", "unless": "test -e /x"}, {FactKey("command", "test -e /x"): 1}, ["touch /x"]),
-    ("svc-start", "service", {"name": "ssh", "enabled": True},
-     {FactKey("systemd"): True, FactKey("service", "ssh"): ServiceState("inactive", "disabled")},
-     ["systemctl start ssh && systemctl enable ssh"]),
-    ("svc-ok", "service", {"name": "ssh", "enabled": True},
-     {FactKey("systemd"): True, FactKey("service", "ssh"): ServiceState("active", "enabled")}, []),
-    ("svc-restart", "service", {"name": "ssh", "state": "restarted"},
-     {FactKey("systemd"): True, FactKey("service", "ssh"): ServiceState("active", "enabled")}, ["systemctl restart ssh"]),
+    (
+        "svc-start",
+        "service",
+        {"name": "ssh", "enabled": True},
+        {FactKey("systemd"): True, FactKey("service", "ssh"): ServiceState("inactive", "disabled")},
+        ["systemctl start ssh && systemctl enable ssh"],
+    ),
+    (
+        "svc-ok",
+        "service",
+        {"name": "ssh", "enabled": True},
+        {FactKey("systemd"): True, FactKey("service", "ssh"): ServiceState("active", "enabled")},
+        [],
+    ),
+    (
+        "svc-restart",
+        "service",
+        {"name": "ssh", "state": "restarted"},
+        {FactKey("systemd"): True, FactKey("service", "ssh"): ServiceState("active", "enabled")},
+        ["systemctl restart ssh"],
+    ),
 ]
 
 
@@ -53,13 +83,16 @@ def test_service_without_systemd_is_a_clear_message():
         plan("service", {"name": "ssh"}, {FactKey("systemd"): False})
 
 
-@pytest.mark.parametrize("op,args", [
-    ("package", {"name": "rsync; reboot"}),
-    ("package", {"name": "rsync", "state": "latest"}),
-    ("service", {"name": "ssh$(x)"}),
-    ("service", {"name": "ssh", "state": "running"}),
-    ("command", {"cmd": "x", "creates": "relative"}),
-])
+@pytest.mark.parametrize(
+    "op,args",
+    [
+        ("package", {"name": "rsync; reboot"}),
+        ("package", {"name": "rsync", "state": "latest"}),
+        ("service", {"name": "ssh$(x)"}),
+        ("service", {"name": "ssh", "state": "running"}),
+        ("command", {"cmd": "x", "creates": "relative"}),
+    ],
+)
 def test_bad_arguments(op, args):
     with pytest.raises(ArgumentError):
         operation = OPERATIONS[op]

@@ -16,14 +16,29 @@ ALICE = UserEntry("alice", 2001, 2001, "/home/alice", "/bin/bash", ("mpi",))
 CASES = [
     ("group-new", "group", {"name": "alice", "gid": 2001}, {}, ["groupadd -g 2001 alice"]),
     ("group-ok", "group", {"name": "alice", "gid": 2001}, {FactKey("group", "alice"): GroupEntry("alice", 2001)}, []),
-    ("user-new", "user", {"name": "alice", "uid": 2001, "groups": ["mpi"]}, {},
-     ["useradd -m -u 2001 -g alice -s /bin/bash -d /home/alice -G mpi alice"]),
+    (
+        "user-new",
+        "user",
+        {"name": "alice", "uid": 2001, "groups": ["mpi"]},
+        {},
+        ["useradd -m -u 2001 -g alice -s /bin/bash -d /home/alice -G mpi alice"],
+    ),
     ("user-ok", "user", {"name": "alice", "uid": 2001, "groups": ["mpi"]}, {FactKey("user", "alice"): ALICE}, []),
     ("user-uid-as-text", "user", {"name": "alice", "uid": "2001"}, {FactKey("user", "alice"): ALICE}, []),
-    ("user-add-group", "user", {"name": "alice", "uid": 2001, "groups": "mpi,video"}, {FactKey("user", "alice"): ALICE},
-     ["usermod -a -G video alice"]),
-    ("user-shell", "user", {"name": "alice", "uid": 2001, "shell": "/bin/zsh"}, {FactKey("user", "alice"): ALICE},
-     ["usermod -s /bin/zsh alice"]),
+    (
+        "user-add-group",
+        "user",
+        {"name": "alice", "uid": 2001, "groups": "mpi,video"},
+        {FactKey("user", "alice"): ALICE},
+        ["usermod -a -G video alice"],
+    ),
+    (
+        "user-shell",
+        "user",
+        {"name": "alice", "uid": 2001, "shell": "/bin/zsh"},
+        {FactKey("user", "alice"): ALICE},
+        ["usermod -s /bin/zsh alice"],
+    ),
 ]
 
 
@@ -48,13 +63,16 @@ def test_never_changes_ids_silently(op, args, facts, text):
     assert text in str(caught.value)
 
 
-@pytest.mark.parametrize("args,text", [
-    ({"name": "al ice", "uid": 1}, "user name"),
-    ({"name": "$(reboot)", "uid": 1}, "user name"),
-    ({"name": "alice", "uid": -3}, "positive"),
-    ({"name": "alice", "uid": 1, "shell": "bash"}, "absolute"),
-    ({"name": "alice", "uid": 1, "groups": ["a;b"]}, "group name"),
-])
+@pytest.mark.parametrize(
+    "args,text",
+    [
+        ({"name": "al ice", "uid": 1}, "user name"),
+        ({"name": "$(reboot)", "uid": 1}, "user name"),
+        ({"name": "alice", "uid": -3}, "positive"),
+        ({"name": "alice", "uid": 1, "shell": "bash"}, "absolute"),
+        ({"name": "alice", "uid": 1, "groups": ["a;b"]}, "group name"),
+    ],
+)
 def test_bad_user_arguments(args, text):
     with pytest.raises(ArgumentError) as caught:
         plan("user", args, {})

@@ -35,6 +35,8 @@ def test_garbage():
 
 
 def test_opal_built_with_cuda_support_key_is_read_too():
-    text = "# dpkg-query\n# rpm\n# ompi_info\nompi:version:full:5.0.3\nmca:opal:base:param:opal_built_with_cuda_support:value:true\n"
+    text = (
+        "# dpkg-query\n# rpm\n# ompi_info\nompi:version:full:5.0.3\nmca:opal:base:param:opal_built_with_cuda_support:value:true\n"
+    )
     mpi = parse_openmpi(text)
     assert (mpi.version, mpi.cuda_aware, mpi.major) == ("5.0.3", True, 5)

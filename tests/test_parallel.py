@@ -19,8 +19,13 @@ def square_and_where(item: int) -> tuple[int, int, int]:
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_results_in_input_order_whatever_the_workers(workers):
     seen = []
-    results = fan_out(range(25), square_and_where, forks=5, workers=workers,
-                      on_done=lambda item, result: seen.append((item, result, os.getpid())))
+    results = fan_out(
+        range(25),
+        square_and_where,
+        forks=5,
+        workers=workers,
+        on_done=lambda item, result: seen.append((item, result, os.getpid())),
+    )
     assert [(i, sq) for i, sq, _ in results] == [(i, i * i) for i in range(25)]
     # on_done once per item, in this process
     assert sorted(seen) == sorted((i, r, os.getpid()) for i, r in enumerate(results))
@@ -95,7 +100,7 @@ def test_a_worker_that_dies_costs_only_its_unfinished_items():
 
 def test_unpicklable_result_named():
     with pytest.raises(WorkerError, match="cannot be sent back"):
-        fan_out(range(4), lambda item: (lambda: item), forks=2, workers=2)
+        fan_out(range(4), lambda item: lambda: item, forks=2, workers=2)
 
 
 def test_worker_count(monkeypatch):

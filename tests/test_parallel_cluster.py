@@ -40,7 +40,9 @@ def test_probe_over_worker_processes_same_as_one_process(cluster, cluster_files,
     monkeypatch.setattr(parallel, "controller_cores", lambda: 2)
     used = []
     real = parallel._processes
-    monkeypatch.setattr(parallel, "_processes", lambda items, work, forks, n, collect: (used.append(n), real(items, work, forks, n, collect))[1])
+    monkeypatch.setattr(
+        parallel, "_processes", lambda items, work, forks, n, collect: (used.append(n), real(items, work, forks, n, collect))[1]
+    )
     done_here = []
     two = probe_hosts(hosts, options, forks=3, on_done=lambda r: done_here.append((r.host, os.getpid())))
     assert used == [2]
@@ -54,8 +56,25 @@ def test_probe_cli_with_workers(cluster, cluster_files, tmp_path, monkeypatch):
     outputs = {}
     for workers in ("1", "2"):
         facts_dir = tmp_path / f"facts{workers}"
-        done = run_cli("probe", "-i", str(inventory), "--known-hosts", str(known_hosts), "--facts-dir", str(facts_dir),
-                       "--connect-timeout", "15", "--ssh-config", "/dev/null", "--forks", "3", "--workers", workers, "--json", *NODES)
+        done = run_cli(
+            "probe",
+            "-i",
+            str(inventory),
+            "--known-hosts",
+            str(known_hosts),
+            "--facts-dir",
+            str(facts_dir),
+            "--connect-timeout",
+            "15",
+            "--ssh-config",
+            "/dev/null",
+            "--forks",
+            "3",
+            "--workers",
+            workers,
+            "--json",
+            *NODES,
+        )
         assert done.returncode == 1, done.stderr
         report = json.loads(done.stdout)["hosts"]
         for host in report:

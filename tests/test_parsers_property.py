@@ -1,5 +1,7 @@
 """Property tests: every parser returns facts or raises its own ParseError, never anything else."""
 
+import contextlib
+
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import capture_dir, read_fixture
@@ -27,8 +29,36 @@ PARSERS = [
 
 # Text that looks like the real thing: fragments of real outputs, digits, separators.
 FRAGMENTS = st.sampled_from(
-    ["available: 2 nodes (0-1)", "node 0 cpus:", "Core 0:", "0*", "#", ",", "\t", "GPU0", "CPU Affinity", "ii", "MiB", "-", ":", " ", "\n", "0", "7", "255", "x",
-     "²", "99999999", "0-99999999", "N/A", "\tNUMA Affinity", "node 0 size: 7 MB", "MemTotal: 9 kB", "# ompi_info", "ompi:version:full:"]
+    [
+        "available: 2 nodes (0-1)",
+        "node 0 cpus:",
+        "Core 0:",
+        "0*",
+        "#",
+        ",",
+        "\t",
+        "GPU0",
+        "CPU Affinity",
+        "ii",
+        "MiB",
+        "-",
+        ":",
+        " ",
+        "\n",
+        "0",
+        "7",
+        "255",
+        "x",
+        "²",
+        "99999999",
+        "0-99999999",
+        "N/A",
+        "\tNUMA Affinity",
+        "node 0 size: 7 MB",
+        "MemTotal: 9 kB",
+        "# ompi_info",
+        "ompi:version:full:",
+    ]
 )
 TEXT = st.one_of(st.text(max_size=300), st.lists(FRAGMENTS, max_size=60).map("".join))
 
@@ -37,10 +67,8 @@ TEXT = st.one_of(st.text(max_size=300), st.lists(FRAGMENTS, max_size=60).map("".
 @given(TEXT)
 def test_every_parser_returns_or_raises_parse_error(text):
     for parse in PARSERS:
-        try:
+        with contextlib.suppress(ParseError):
             parse(text)
-        except ParseError:
-            pass
 
 
 @settings(max_examples=200)
@@ -51,11 +79,9 @@ def test_derive_on_corrupted_real_captures(fixture, data):
     text = captures[name]
     cut = data.draw(st.integers(0, len(text)))
     junk = data.draw(st.text(max_size=40))
-    captures[name] = text[:cut] + junk + text[cut + len(junk):]
-    try:
+    captures[name] = text[:cut] + junk + text[cut + len(junk) :]
+    with contextlib.suppress(ParseError):
         derive_facts(fixture, captures)
-    except ParseError:
-        pass
 
 
 # --- hwloc XML: corrupted real exports, XML bombs, and trees built from hwloc's own pieces ---
@@ -63,14 +89,36 @@ def test_derive_on_corrupted_real_captures(fixture, data):
 HWLOC_FIXTURES = ["power8-minsky-gpus.xml", "xeon-2n6c2t-pci.v1.xml", "intel-raptorlake-1370p-hybrid.xml", "nvidia-dgx2.xml"]
 XML_PIECES = st.sampled_from(
     [
-        '<?xml version="1.0" encoding="UTF-8"?>', '<!DOCTYPE topology SYSTEM "hwloc2.dtd">', "<topology>",
-        '<topology version="2.0">', "</topology>", '<object type="Machine" os_index="0">', '<object type="Package" os_index="1">',
-        '<object type="Socket">', '<object type="NUMANode" os_index="0"/>', '<object type="Core" os_index="3">',
-        '<object type="PU" os_index="7"/>', '<object type="PU" os_index="7">', '<object type="Group">', "</object>",
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        '<!DOCTYPE topology SYSTEM "hwloc2.dtd">',
+        "<topology>",
+        '<topology version="2.0">',
+        "</topology>",
+        '<object type="Machine" os_index="0">',
+        '<object type="Package" os_index="1">',
+        '<object type="Socket">',
+        '<object type="NUMANode" os_index="0"/>',
+        '<object type="Core" os_index="3">',
+        '<object type="PU" os_index="7"/>',
+        '<object type="PU" os_index="7">',
+        '<object type="Group">',
+        "</object>",
         '<object type="PCIDev" pci_busid="0000:01:00.0" pci_type="0302 [10de:15f9] [10de:116b] a1">',
-        '<object type="OSDev" name="cuda0"/>', '<object type="Bridge">', "<cpukind/>", '<info name="a" value="b"/>',
-        '<!DOCTYPE topology [<!ENTITY a "&b;&b;&b;&b;"><!ENTITY b "xxxxxxxx">]>', "&a;", "&lt;", "<![CDATA[x]]>",
-        '<!ENTITY e SYSTEM "file:///etc/passwd">', "<!-- c -->", "\x00", "\u00e9", "\ud800", " ", "\n",
+        '<object type="OSDev" name="cuda0"/>',
+        '<object type="Bridge">',
+        "<cpukind/>",
+        '<info name="a" value="b"/>',
+        '<!DOCTYPE topology [<!ENTITY a "&b;&b;&b;&b;"><!ENTITY b "xxxxxxxx">]>',
+        "&a;",
+        "&lt;",
+        "<![CDATA[x]]>",
+        '<!ENTITY e SYSTEM "file:///etc/passwd">',
+        "<!-- c -->",
+        "\x00",
+        "\u00e9",
+        "\ud800",
+        " ",
+        "\n",
     ]
 )
 
@@ -78,10 +126,8 @@ XML_PIECES = st.sampled_from(
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(XML_PIECES, max_size=40).map("".join))
 def test_hwloc_parser_on_hwloc_shaped_junk(text):
-    try:
+    with contextlib.suppress(ParseError):
         hwloc.parse_hwloc_xml(text)
-    except ParseError:
-        pass
 
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
@@ -91,20 +137,24 @@ def test_hwloc_parser_on_corrupted_real_exports(name, data):
     cut = data.draw(st.integers(0, len(text)))
     junk = data.draw(st.one_of(st.text(max_size=40), st.lists(XML_PIECES, max_size=5).map("".join)))
     try:
-        topology = hwloc.parse_hwloc_xml(text[:cut] + junk + text[cut + len(junk):])
+        topology = hwloc.parse_hwloc_xml(text[:cut] + junk + text[cut + len(junk) :])
     except ParseError:
         return
     hwloc.cpu_topology(topology)  # whatever parses also converts
 
 
 @settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(["node-hwloc", "arm-hybrid-a510-x3", "power7-lpar-pkg-minus1"]), st.sampled_from(["hwloc-xml", "sysfs-cpu"]), st.data())
+@given(
+    st.sampled_from(["node-hwloc", "arm-hybrid-a510-x3", "power7-lpar-pkg-minus1"]),
+    st.sampled_from(["hwloc-xml", "sysfs-cpu"]),
+    st.data(),
+)
 def test_derive_survives_corrupted_hwloc_and_sysfs_captures(fixture, name, data):
     captures = capture_dir(fixture)
     text = captures[name]
     cut = data.draw(st.integers(0, len(text)))
     junk = data.draw(st.text(max_size=40))
-    captures[name] = text[:cut] + junk + text[cut + len(junk):]
+    captures[name] = text[:cut] + junk + text[cut + len(junk) :]
     try:
         facts = derive_facts(fixture, captures)
     except ParseError:

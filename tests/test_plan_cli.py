@@ -34,8 +34,11 @@ def test_bad_dims(facts_dir, dims):
 
 
 def test_host_missing_from_facts(facts_dir):
-    one_line_error(run_cli("rankfile", "2x2x1", "--hosts", "minsky,ghost", "--facts-dir", str(facts_dir), "--allow-no-gpu"),
-                   "ghost", "provision probe ghost")
+    one_line_error(
+        run_cli("rankfile", "2x2x1", "--hosts", "minsky,ghost", "--facts-dir", str(facts_dir), "--allow-no-gpu"),
+        "ghost",
+        "provision probe ghost",
+    )
 
 
 def test_corrupt_facts_file_named(facts_dir):
@@ -60,24 +63,72 @@ def test_check_reports_lines_and_syntax_errors(facts_dir, tmp_path):
 
 
 def test_launch_refuses_without_openmpi_and_prints_hostfiles(facts_dir, tmp_path):
-    one_line_error(run_cli("launch", "2x1x1", "--hosts", "epyc7451", "--facts-dir", str(facts_dir), "--allow-no-gpu",
-                           "--rankfile", str(tmp_path / "x.rf"), "--", "true"), "OpenMPI is not installed on: epyc7451")
-    done = run_cli("launch", "2x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir), "--allow-no-gpu", "--format", "deepspeed")
+    one_line_error(
+        run_cli(
+            "launch",
+            "2x1x1",
+            "--hosts",
+            "epyc7451",
+            "--facts-dir",
+            str(facts_dir),
+            "--allow-no-gpu",
+            "--rankfile",
+            str(tmp_path / "x.rf"),
+            "--",
+            "true",
+        ),
+        "OpenMPI is not installed on: epyc7451",
+    )
+    done = run_cli(
+        "launch", "2x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir), "--allow-no-gpu", "--format", "deepspeed"
+    )
     assert done.stdout == "minsky slots=2\n"
 
 
 def test_launch_command_line(facts_dir, tmp_path):
     rf = tmp_path / "x.rf"
-    done = run_cli("launch", "4x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir), "--allow-no-gpu", "--rankfile", str(rf),
-                   "-x", "PYTHONPATH", "--ddl-mode", "b", "--dump-iter", "100", "--", "python", "train.py", "--lr", "0.1")
+    done = run_cli(
+        "launch",
+        "4x1x1",
+        "--hosts",
+        "minsky",
+        "--facts-dir",
+        str(facts_dir),
+        "--allow-no-gpu",
+        "--rankfile",
+        str(rf),
+        "-x",
+        "PYTHONPATH",
+        "--ddl-mode",
+        "b",
+        "--dump-iter",
+        "100",
+        "--",
+        "python",
+        "train.py",
+        "--lr",
+        "0.1",
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == (f"mpirun -n 4 -rf {rf} -x PATH -x LD_LIBRARY_PATH -x PYTHONPATH python train.py --lr 0.1 "
-                                   "-ddl '-mode b:4x1x1 -dump_iter 100'")
+    assert done.stdout.strip() == (
+        f"mpirun -n 4 -rf {rf} -x PATH -x LD_LIBRARY_PATH -x PYTHONPATH python train.py --lr 0.1 "
+        "-ddl '-mode b:4x1x1 -dump_iter 100'"
+    )
     assert rf.read_text().count("rank ") == 4
 
 
 def test_topology_svg_and_slurm(facts_dir, tmp_path):
-    done = run_cli("topology", "4x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir), "--allow-no-gpu", "--svg", str(tmp_path / "t.svg"))
+    done = run_cli(
+        "topology",
+        "4x1x1",
+        "--hosts",
+        "minsky",
+        "--facts-dir",
+        str(facts_dir),
+        "--allow-no-gpu",
+        "--svg",
+        str(tmp_path / "t.svg"),
+    )
     assert done.returncode == 0 and "rank 3: cores 1:5-9" in done.stdout
     assert (tmp_path / "t.svg").read_text().startswith("<?xml")
     done = run_cli("slurm-nodes", "--facts-dir", str(facts_dir))
@@ -92,16 +143,37 @@ def test_probe_takes_the_ssh_options(command, tmp_path):
     (tmp_path / "ssh_config").write_text("")
     with blackhole() as port:
         inventory.write_text(f"hosts:\n  hole: {{address: 127.0.0.1, port: {port}}}\n")
-        done = run_cli(*command, "1x1x1", "--hosts", "hole", "-i", str(inventory), "--facts-dir", str(tmp_path / "facts"),
-                       "--probe", "--forks", "2", "--connect-timeout", "0.5", "--command-timeout", "30",
-                       "--known-hosts", str(tmp_path / "kh"), "--accept-new-host-keys", "--ssh-config", str(tmp_path / "ssh_config"))
+        done = run_cli(
+            *command,
+            "1x1x1",
+            "--hosts",
+            "hole",
+            "-i",
+            str(inventory),
+            "--facts-dir",
+            str(tmp_path / "facts"),
+            "--probe",
+            "--forks",
+            "2",
+            "--connect-timeout",
+            "0.5",
+            "--command-timeout",
+            "30",
+            "--known-hosts",
+            str(tmp_path / "kh"),
+            "--accept-new-host-keys",
+            "--ssh-config",
+            str(tmp_path / "ssh_config"),
+        )
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr.count("provision: error:") == 1 and "Traceback" not in done.stderr
     assert "hole (timeout: no SSH answer within 0.5s)" in done.stderr.replace("\n", "")
 
 
 def test_unreadable_ssh_config_is_one_line(tmp_path):
-    one_line_error(run_cli("probe", "h1", "--ssh-config", str(tmp_path / "missing")), str(tmp_path / "missing"), "cannot read ssh_config")
+    one_line_error(
+        run_cli("probe", "h1", "--ssh-config", str(tmp_path / "missing")), str(tmp_path / "missing"), "cannot read ssh_config"
+    )
 
 
 def test_facts_file_cannot_inject_rank_file_lines(facts_dir, tmp_path):
@@ -126,9 +198,24 @@ def test_inconsistent_core_numbers_refused_even_under_python_O(facts_dir, tmp_pa
     path.write_text(json.dumps(data))
     out = tmp_path / "x.rf"
     done = subprocess.run(
-        [sys.executable, "-O", "-m", "provision", "rankfile", "2x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir),
-         "--allow-no-gpu", "-o", str(out)],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-O",
+            "-m",
+            "provision",
+            "rankfile",
+            "2x1x1",
+            "--hosts",
+            "minsky",
+            "--facts-dir",
+            str(facts_dir),
+            "--allow-no-gpu",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     one_line_error(done, "host minsky: socket 0 has no core 9")
     assert not out.exists()

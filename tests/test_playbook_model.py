@@ -1,7 +1,5 @@
 """Playbook loading: every error names file:line; operations and arguments are checked on load."""
 
-from pathlib import Path
-
 import pytest
 
 from provision.playbook.model import PlaybookError, load_playbook
@@ -19,12 +17,21 @@ def test_setup_cluster_playbook_loads():
     assert [p.hosts for p in plays][:2] == [("all",), ("all",)]
     assert plays[0].tasks[-1].register == "user_keys" and plays[0].become
     # issue 8's roles, included after users and SSH, each selectable by its tag
-    assert [sorted({t for task in p.tasks for t in task.tags}) for p in plays[2:]] == [["nfs"], ["nfs"], ["anaconda"], ["jupyter"]]
+    assert [sorted({t for task in p.tasks for t in task.tags}) for p in plays[2:]] == [
+        ["nfs"],
+        ["nfs"],
+        ["anaconda"],
+        ["jupyter"],
+    ]
 
 
 BAD = [
     ("- hosts: all\n  tasks:\n    - name: x\n      dirctory: {path: /x}\n", ":4:", "unknown operation or keyword 'dirctory'"),
-    ("- hosts: all\n  tasks:\n    - directory: {path: /x, colour: red}\n", ":3:", "unknown argument 'colour' (valid: group, mode, owner, path)"),
+    (
+        "- hosts: all\n  tasks:\n    - directory: {path: /x, colour: red}\n",
+        ":3:",
+        "unknown argument 'colour' (valid: group, mode, owner, path)",
+    ),
     ("- hosts: all\n  tasks:\n    - file: {path: /x}\n", ":3:", "missing argument 'content'"),
     ("- hosts: all\n  tasks:\n    - directory: {path: /x}\n      when: 'a ==== b'\n", ":4:", "does not parse"),
     ("- hosts: all\n  tasks:\n    - directory: {path: /x}\n      notify: nobody\n", ":3:", "no handler named 'nobody'"),

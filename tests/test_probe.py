@@ -3,9 +3,9 @@
 import threading
 from pathlib import Path
 
+from provision import probe as probe_module
 from provision.connection import SshOptions
 from provision.inventory import Host
-from provision import probe as probe_module
 from provision.probe import probe_hosts, replay
 
 

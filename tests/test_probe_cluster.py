@@ -15,8 +15,21 @@ pytestmark = pytest.mark.cluster
 
 def probe_json(inventory, known_hosts, facts_dir, *extra):
     # /dev/null as ssh_config: this machine's /etc/ssh/ssh_config (Debian: HashKnownHosts yes) does not apply.
-    done = run_cli("probe", "-i", str(inventory), "--known-hosts", str(known_hosts), "--facts-dir", str(facts_dir),
-                   "--connect-timeout", "3", "--ssh-config", "/dev/null", "--json", *extra)
+    done = run_cli(
+        "probe",
+        "-i",
+        str(inventory),
+        "--known-hosts",
+        str(known_hosts),
+        "--facts-dir",
+        str(facts_dir),
+        "--connect-timeout",
+        "3",
+        "--ssh-config",
+        "/dev/null",
+        "--json",
+        *extra,
+    )
     return done, json.loads(done.stdout)
 
 
@@ -113,8 +126,13 @@ def test_capture_script_on_node_then_replay_matches_probe(cluster, cluster_files
     inventory, known_hosts = cluster_files
     script = run_cli("capture-script").stdout
     # Run the printed script on the node as a user would (plain sh, nothing installed)...
-    subprocess.run(["docker", "exec", "-i", cluster.container("node2"), "sh", "-s", "/tmp/cap"], input=script,
-                   text=True, check=True, capture_output=True)
+    subprocess.run(
+        ["docker", "exec", "-i", cluster.container("node2"), "sh", "-s", "/tmp/cap"],
+        input=script,
+        text=True,
+        check=True,
+        capture_output=True,
+    )
     subprocess.run(["docker", "cp", f"{cluster.container('node2')}:/tmp/cap", str(tmp_path / "cap")], check=True)
     replayed = run_cli("probe", "--replay", str(tmp_path / "cap"), "--json", "--no-save")
     assert replayed.returncode == 0, replayed.stderr

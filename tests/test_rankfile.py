@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from plan_support import eight_core, minsky, seed_rankfile_body
 from conftest import capture_dir
+from plan_support import eight_core, minsky, seed_rankfile_body
 from provision.errors import PlanError
 from provision.facts.derive import derive_facts
 from provision.plans.dims import parse_dims
@@ -28,8 +28,15 @@ def test_matches_seed_rank_gen_output(dims, hosts):
     assert text.endswith("slot=1:5-9\n") and not text.endswith("\n\n")
     header = text.splitlines()
     assert header[0].startswith("#2017-09-14 04:45:51 by provision")
-    assert header[1:8] == [f"#dims = {dims}", f"#host = {','.join(hosts)}", "#dimX = 4", f"#dimY = {dims[2]}",
-                           f"#dimZ = {dims[4]}", "#sockets = 2", "#cores = 10"]
+    assert header[1:8] == [
+        f"#dims = {dims}",
+        f"#host = {','.join(hosts)}",
+        "#dimX = 4",
+        f"#dimY = {dims[2]}",
+        f"#dimZ = {dims[4]}",
+        "#sockets = 2",
+        "#cores = 10",
+    ]
     assert any(line.startswith("#facts sys-89074 = 2x10x8") for line in header)
 
 
@@ -102,7 +109,7 @@ def test_never_a_core_the_host_lacks():
 def _with_core_indexes(facts, indexes):
     """``facts`` whose socket 0 has cores numbered ``indexes`` (as a hand-edited facts file could say)."""
     socket = facts.cpu.sockets[0]
-    cores = tuple(dataclasses.replace(core, index=i) for core, i in zip(socket.cores, indexes))
+    cores = tuple(dataclasses.replace(core, index=i) for core, i in zip(socket.cores, indexes, strict=False))
     sockets = (dataclasses.replace(socket, cores=cores), *facts.cpu.sockets[1:])
     return dataclasses.replace(facts, cpu=dataclasses.replace(facts.cpu, sockets=sockets))
 

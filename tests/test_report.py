@@ -3,8 +3,8 @@
 import json
 
 from conftest import capture_dir
-from provision.probe import ProbeResult, facts_from_captures
 from provision.gather import Capture
+from provision.probe import ProbeResult, facts_from_captures
 from provision.report import heterogeneity, results_json
 
 

@@ -18,16 +18,35 @@ def files(tmp_path, users="    - {name: alice, uid: 2001}\n", playbook=None):
     return args
 
 
-@pytest.mark.parametrize("users,playbook,message", [
-    ("    - {name: alice, uid: 2001}\n    - {name: bob, uid: 2001}\n", None, "uid 2001 of bob is already the uid of alice"),
-    ("    - {name: 'al$(reboot)', uid: 2001}\n", None, "user name"),
-    (None, "- hosts: all\n  tasks:\n    - usr: {name: x}\n", "pb.yml:3: unknown operation or keyword 'usr' (operations: authorized_key"),
-    (None, "- hosts: all\n  tasks:\n    - user: {name: x, uid: 1, colour: red}\n", "unknown argument 'colour' (valid: group, groups, home, name, shell, uid)"),
-    (None, "- hosts: all\n  tasks:\n    - directory: {path: /x}\n      when: 'a ==='\n", "pb.yml:4: when:"),
-    (None, "- hosts: all\n  tasks:\n    - directory: {path: '/x/{{ nope }}'}\n", "pb.yml:3: task 'directory' on n1: 'nope' is undefined"),
-    (None, "- hosts: all\n  tasks:\n    - directory: {path: '/x/{{ bad }}'}\n  vars: {bad: '../../etc'}\n", "may not contain '..'"),
-    (None, "- hosts: all\n  tasks:\n    - [unclosed\n", "pb.yml:4: YAML syntax"),
-])
+@pytest.mark.parametrize(
+    "users,playbook,message",
+    [
+        ("    - {name: alice, uid: 2001}\n    - {name: bob, uid: 2001}\n", None, "uid 2001 of bob is already the uid of alice"),
+        ("    - {name: 'al$(reboot)', uid: 2001}\n", None, "user name"),
+        (
+            None,
+            "- hosts: all\n  tasks:\n    - usr: {name: x}\n",
+            "pb.yml:3: unknown operation or keyword 'usr' (operations: authorized_key",
+        ),
+        (
+            None,
+            "- hosts: all\n  tasks:\n    - user: {name: x, uid: 1, colour: red}\n",
+            "unknown argument 'colour' (valid: group, groups, home, name, shell, uid)",
+        ),
+        (None, "- hosts: all\n  tasks:\n    - directory: {path: /x}\n      when: 'a ==='\n", "pb.yml:4: when:"),
+        (
+            None,
+            "- hosts: all\n  tasks:\n    - directory: {path: '/x/{{ nope }}'}\n",
+            "pb.yml:3: task 'directory' on n1: 'nope' is undefined",
+        ),
+        (
+            None,
+            "- hosts: all\n  tasks:\n    - directory: {path: '/x/{{ bad }}'}\n  vars: {bad: '../../etc'}\n",
+            "may not contain '..'",
+        ),
+        (None, "- hosts: all\n  tasks:\n    - [unclosed\n", "pb.yml:4: YAML syntax"),
+    ],
+)
 def test_bad_input_exit_2_no_host_touched(tmp_path, users, playbook, message):
     args = files(tmp_path, users or "    - {name: alice, uid: 2001}\n", playbook)
     done = run_cli(*args)

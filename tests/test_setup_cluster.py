@@ -12,9 +12,9 @@ import threading
 import time
 
 import pytest
+from setup_support import SETUP_NODES, restart_node, start_setup_cluster, stop_setup_cluster, write_files
 
 from conftest import run_cli
-from setup_support import SETUP_NODES, restart_node, start_setup_cluster, stop_setup_cluster, write_files
 
 pytestmark = pytest.mark.cluster
 
@@ -52,8 +52,10 @@ def recap(done) -> dict:
 
 def node_state(cluster, node) -> str:
     """Users, homes and SSH files of a node, as root sees them."""
-    script = ("getent passwd alice bob; ls -la /home/alice/.ssh /home/bob/.ssh 2>&1; "
-              "cat /etc/ssh/ssh_known_hosts 2>&1; find / -xdev -name '*.provision-tmp.*' 2>/dev/null")
+    script = (
+        "getent passwd alice bob; ls -la /home/alice/.ssh /home/bob/.ssh 2>&1; "
+        "cat /etc/ssh/ssh_known_hosts 2>&1; find / -xdev -name '*.provision-tmp.*' 2>/dev/null"
+    )
     return cluster.docker_exec(node, "sh", "-c", script + "; true")
 
 
@@ -160,10 +162,16 @@ def test_node_stopped_mid_run(setup_cluster, files, tmp_path):
 def test_ask_become_pass_sent_on_stdin(setup_cluster, files, tmp_path):
     password = "Secr3t pass$"
     for node in SETUP_NODES:
-        setup_cluster.docker_exec(node, "sh", "-c", (
-            "id pw >/dev/null 2>&1 || useradd -m -s /bin/bash pw; "
-            f"echo 'pw:{password}' | chpasswd; echo 'pw ALL=(ALL) ALL' > /etc/sudoers.d/pw; chmod 440 /etc/sudoers.d/pw; "
-            "install -d -m 700 -o pw -g pw /home/pw/.ssh; install -m 600 -o pw -g pw /cluster/authorized_keys /home/pw/.ssh/"))
+        setup_cluster.docker_exec(
+            node,
+            "sh",
+            "-c",
+            (
+                "id pw >/dev/null 2>&1 || useradd -m -s /bin/bash pw; "
+                f"echo 'pw:{password}' | chpasswd; echo 'pw ALL=(ALL) ALL' > /etc/sudoers.d/pw; chmod 440 /etc/sudoers.d/pw; "
+                "install -d -m 700 -o pw -g pw /home/pw/.ssh; install -m 600 -o pw -g pw /cluster/authorized_keys /home/pw/.ssh/"
+            ),
+        )
     inventory, known = files
     inventory.write_text(inventory.read_text().replace("user: mpi", "user: pw"))
     args = ["setup-cluster", "-i", str(inventory), "--known-hosts", str(known), "--json", "--no-verify", "--ask-become-pass"]
@@ -180,9 +188,11 @@ def test_ask_become_pass_sent_on_stdin(setup_cluster, files, tmp_path):
 
 def test_become_user_runs_as_that_user(setup_cluster, files, tmp_path):
     playbook = tmp_path / "whoami.yml"
-    playbook.write_text("- hosts: s1\n  become: true\n  tasks:\n"
-                        "    - command: {cmd: 'id -un > /tmp/provision-whoami', creates: /tmp/provision-whoami}\n"
-                        "      become_user: nobody\n")
+    playbook.write_text(
+        "- hosts: s1\n  become: true\n  tasks:\n"
+        "    - command: {cmd: 'id -un > /tmp/provision-whoami', creates: /tmp/provision-whoami}\n"
+        "      become_user: nobody\n"
+    )
     done = setup(files, "--playbook", str(playbook), "--no-verify")
     assert done.returncode == 0, done.stdout
     assert setup_cluster.docker_exec("s1", "cat", "/tmp/provision-whoami") == "nobody\n"

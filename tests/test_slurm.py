@@ -27,7 +27,7 @@ def test_mixed_smt_counts_the_threads_as_they_are():
     captures = {
         "ppc64_cpu-info": read_fixture("outputs", "ppc64_cpu", "ppc64_cpu-info.mixed-smt.txt"),
         "numactl-H": "available: 1 nodes (0)\nnode 0 cpus: 0 1 2 3 8 9 10 11 12 13 14 15\nnode 0 size: 8192 MB\n"
-                     "node 0 free: 4096 MB\nnode distances:\nnode   0 \n  0:  10 \n",
+        "node 0 free: 4096 MB\nnode distances:\nnode   0 \n  0:  10 \n",
         "uname-m": "ppc64le\n",
         "hostname": "lpar7.example.com\n",
         "meminfo": "MemTotal:        8388608 kB\n",

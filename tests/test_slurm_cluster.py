@@ -29,7 +29,9 @@ RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq 
 def slurmd_image() -> str:
     """The node image plus Debian's slurmd (rebuilt only when the node image changes)."""
     ensure_docker()
-    subprocess.run(["docker", "build", "-q", "-t", SLURMD_IMAGE, "-"], input=DOCKERFILE, text=True, check=True, capture_output=True)
+    subprocess.run(
+        ["docker", "build", "-q", "-t", SLURMD_IMAGE, "-"], input=DOCKERFILE, text=True, check=True, capture_output=True
+    )
     return SLURMD_IMAGE
 
 
@@ -38,9 +40,22 @@ def test_slurm_nodes_line_equals_real_slurmd_C(slurmd_image, tmp_path):
     assert script.returncode == 0, script.stderr
     (tmp_path / "capture.sh").write_text(script.stdout)
     done = subprocess.run(
-        ["docker", "run", "--rm", "--hostname", "node7.cluster.example", "-v", f"{tmp_path}:/out", slurmd_image,
-         "sh", "-c", "sh /out/capture.sh /out/cap >/dev/null && slurmd -V >/out/slurmd-V.txt && slurmd -C >/out/slurmd-C.txt"],
-        capture_output=True, text=True, timeout=300,
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--hostname",
+            "node7.cluster.example",
+            "-v",
+            f"{tmp_path}:/out",
+            slurmd_image,
+            "sh",
+            "-c",
+            "sh /out/capture.sh /out/cap >/dev/null && slurmd -V >/out/slurmd-V.txt && slurmd -C >/out/slurmd-C.txt",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     real = (tmp_path / "slurmd-C.txt").read_text().splitlines()
@@ -78,17 +93,34 @@ def test_uneven_and_mixed_smt_lines_equal_real_slurmd_C(slurmd_image, tmp_path):
             f" && HWLOC_XMLFILE=/tmp/{name}.xml slurmd -C 2>/dev/null | head -1 >/out/{name}.slurmd"
         )
     done = subprocess.run(
-        ["docker", "run", "--rm", "--hostname", "node7.cluster.example", "-v", f"{tmp_path}:/out", slurmd_image,
-         "sh", "-ec", " && ".join(commands)],
-        capture_output=True, text=True, timeout=300,
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--hostname",
+            "node7.cluster.example",
+            "-v",
+            f"{tmp_path}:/out",
+            slurmd_image,
+            "sh",
+            "-ec",
+            " && ".join(commands),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     meminfo = (tmp_path / "meminfo.txt").read_text()
     for name, cpus in TOPOLOGIES.items():
         folder = tmp_path / "cap" / name
         folder.mkdir(parents=True)
-        for capture, text in (("lscpu-p", _lscpu_p(cpus)), ("uname-m", "x86_64\n"), ("hostname", "node7.cluster.example\n"),
-                              ("meminfo", meminfo)):
+        for capture, text in (
+            ("lscpu-p", _lscpu_p(cpus)),
+            ("uname-m", "x86_64\n"),
+            ("hostname", "node7.cluster.example\n"),
+            ("meminfo", meminfo),
+        ):
             (folder / f"{capture}.txt").write_text(text)
     probe = run_cli("probe", "--replay", str(tmp_path / "cap"), "--facts-dir", str(tmp_path / "facts"), "--json")
     assert probe.returncode == 0, probe.stderr

@@ -53,7 +53,9 @@ def test_revoked_key_refused_with_accept_new(cluster, tmp_path):
     known.write_text(f"@revoked * {cluster.host_keys['node1']}\n")
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(cluster.inventory_yaml(("node1",)))
-    done, hosts = probe(tmp_path, "-i", str(inventory), "--known-hosts", str(known), "--accept-new-host-keys", "--ssh-config", "/dev/null")
+    done, hosts = probe(
+        tmp_path, "-i", str(inventory), "--known-hosts", str(known), "--accept-new-host-keys", "--ssh-config", "/dev/null"
+    )
     assert done.returncode == 1 and hosts["node1"]["status"] == "hostkey"
     assert "REVOKED" in hosts["node1"]["error"] and fingerprint_of(cluster.host_keys["node1"]) in hosts["node1"]["error"]
     assert known.read_text().count("\n") == 1  # not appended
@@ -93,7 +95,9 @@ def test_jump_to_a_silent_address_times_out_on_the_forwarded_channel(cluster, tm
     node1_ip = cluster.docker_exec("node1", "hostname", "-i").split()[0]
     ghost = node1_ip.rsplit(".", 1)[0] + ".250"
     config = jump_config(cluster, tmp_path, known)
-    config.write_text(f"Host ghost\n  HostName {ghost}\n  ProxyJump mpi@127.0.0.1:{cluster.ports['node1']}\n" + config.read_text())
+    config.write_text(
+        f"Host ghost\n  HostName {ghost}\n  ProxyJump mpi@127.0.0.1:{cluster.ports['node1']}\n" + config.read_text()
+    )
     done = run_cli("probe", "ghost", "--json", "--no-save", "--connect-timeout", "2", "--ssh-config", str(config), cwd=tmp_path)
     (host,) = json.loads(done.stdout)["hosts"]
     assert (host["status"], host["error"]) == ("timeout", "no SSH answer within 2s"), done.stderr

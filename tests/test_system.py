@@ -17,11 +17,21 @@ def test_real_vm_captures():
 
 
 def test_container_interface_with_peer_suffix():
-    interfaces = parse_ip_addr(read_fixture("captures", "node-container", "ip-addr.txt"), read_fixture("captures", "node-container", "ip-link.txt"))
+    interfaces = parse_ip_addr(
+        read_fixture("captures", "node-container", "ip-addr.txt"), read_fixture("captures", "node-container", "ip-link.txt")
+    )
     assert any(i.name == "eth0" and i.up and i.addresses for i in interfaces)
 
 
-@pytest.mark.parametrize("call, text", [(parse_hostname, "bad host;name"), (parse_arch, "x86 64"), (parse_meminfo, "nothing"), (lambda t: parse_ip_addr(t, ""), "garbage")])
+@pytest.mark.parametrize(
+    "call, text",
+    [
+        (parse_hostname, "bad host;name"),
+        (parse_arch, "x86 64"),
+        (parse_meminfo, "nothing"),
+        (lambda t: parse_ip_addr(t, ""), "garbage"),
+    ],
+)
 def test_garbage(call, text):
     with pytest.raises(ParseError):
         call(text)

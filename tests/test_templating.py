@@ -5,7 +5,13 @@ from jinja2 import UndefinedError
 from jinja2.exceptions import SecurityError
 
 from provision.playbook.templating import (
-    TemplateError, evaluate_when, host_key_entries, registered, render_template, render_value, template_loader,
+    TemplateError,
+    evaluate_when,
+    host_key_entries,
+    registered,
+    render_template,
+    render_value,
+    template_loader,
 )
 
 
@@ -28,10 +34,17 @@ def test_values_in_commands_are_quoted():
     assert out == "touch '/tmp/x; rm -rf /'"
 
 
-@pytest.mark.parametrize("expression,expected", [
-    ("x == 1", True), ("x > 1 or y", True), ("x is defined and not y", False), ("'a' in names", True),
-    (["x == 1", "y"], True), (False, False),
-])
+@pytest.mark.parametrize(
+    "expression,expected",
+    [
+        ("x == 1", True),
+        ("x > 1 or y", True),
+        ("x is defined and not y", False),
+        ("'a' in names", True),
+        (["x == 1", "y"], True),
+        (False, False),
+    ],
+)
 def test_when(expression, expected):
     assert evaluate_when(expression, {"x": 1, "y": True, "names": ["a"]}) == expected
 
@@ -65,9 +78,18 @@ def test_user_templates_override_built_in(tmp_path):
 
 def test_registered_and_host_key_entries():
     hostvars = {
-        "n1": {"keys": {"results": [{"user": "a", "public_key": "ssh-ed25519 AAA a@n1"}]},
-               "facts": {"hostname": "n1", "fqdn": "n1.c", "short": "n1", "addresses": ["10.0.0.1"], "host_keys": ["ssh-ed25519 HK1"]},
-               "inventory_address": "127.0.0.1", "inventory_port": 2201},
+        "n1": {
+            "keys": {"results": [{"user": "a", "public_key": "ssh-ed25519 AAA a@n1"}]},
+            "facts": {
+                "hostname": "n1",
+                "fqdn": "n1.c",
+                "short": "n1",
+                "addresses": ["10.0.0.1"],
+                "host_keys": ["ssh-ed25519 HK1"],
+            },
+            "inventory_address": "127.0.0.1",
+            "inventory_port": 2201,
+        },
         "n2": {"facts": {}},
     }
     assert registered(hostvars, "keys") == [{"user": "a", "public_key": "ssh-ed25519 AAA a@n1", "host": "n1"}]

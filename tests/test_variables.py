@@ -3,12 +3,13 @@
 import pytest
 
 from provision.inventory import load_inventory
-from provision.playbook.variables import Variables, VariableError, check_cluster_users, parse_extra_vars
+from provision.playbook.variables import VariableError, Variables, check_cluster_users, parse_extra_vars
 
 
 def test_precedence(tmp_path):
     (tmp_path / "hosts.yml").write_text(
-        "hosts:\n  n1: {vars: {level: host}}\n  n2: {}\ngroups:\n  gpu: [n1, n2]\nvars:\n  level: inventory\n  keep: 1\n")
+        "hosts:\n  n1: {vars: {level: host}}\n  n2: {}\ngroups:\n  gpu: [n1, n2]\nvars:\n  level: inventory\n  keep: 1\n"
+    )
     (tmp_path / "group_vars").mkdir()
     (tmp_path / "group_vars" / "gpu.yml").write_text("level: group\ngroup_only: yes\n")
     inventory = load_inventory(tmp_path / "hosts.yml")
@@ -28,14 +29,17 @@ def test_extra_vars(tmp_path):
             parse_extra_vars(bad)
 
 
-@pytest.mark.parametrize("users,message", [
-    ([{"name": "a", "uid": 2001}, {"name": "b", "uid": 2001}], "uid 2001 of b is already the uid of a"),
-    ([{"name": "a", "uid": 2001}, {"name": "a", "uid": 2002}], "listed twice"),
-    ([{"name": "a;reboot", "uid": 1}], "user name"),
-    ([{"name": "a"}], "needs name and uid"),
-    ([{"name": "a", "uid": "12"}], "not a positive number"),
-    ({"name": "a"}, "must be a list"),
-])
+@pytest.mark.parametrize(
+    "users,message",
+    [
+        ([{"name": "a", "uid": 2001}, {"name": "b", "uid": 2001}], "uid 2001 of b is already the uid of a"),
+        ([{"name": "a", "uid": 2001}, {"name": "a", "uid": 2002}], "listed twice"),
+        ([{"name": "a;reboot", "uid": 1}], "user name"),
+        ([{"name": "a"}], "needs name and uid"),
+        ([{"name": "a", "uid": "12"}], "not a positive number"),
+        ({"name": "a"}, "must be a list"),
+    ],
+)
 def test_cluster_users_checked(users, message):
     with pytest.raises(VariableError) as caught:
         check_cluster_users(users)

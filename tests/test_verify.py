@@ -34,5 +34,10 @@ def test_pairs_listed_with_failures():
     pairs = verify_pairs(sessions, {"n1": "n1", "n2": "n2", "n3": "n3"}, ["alice"], forks=3)
     bad = {(p.source, p.target): p.message for p in pairs if not p.ok}
     assert len(pairs) == 6
-    assert bad == {("n1", "n3"): "no answer", ("n2", "n1"): "ssh exit 255", ("n2", "n3"): "no answer",
-                   ("n3", "n1"): "n3 unreachable", ("n3", "n2"): "n3 unreachable"}
+    assert bad == {
+        ("n1", "n3"): "no answer",
+        ("n2", "n1"): "ssh exit 255",
+        ("n2", "n3"): "no answer",
+        ("n3", "n1"): "n3 unreachable",
+        ("n3", "n2"): "n3 unreachable",
+    }

@@ -47,8 +47,12 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 
 # Register the commands (imports for their side effect on `app`).
-from provision.cli import inventory_cmd, plan_cmd, probe_cmd  # noqa: E402,F401
-from provision.cli import setup_cmd  # noqa: E402,F401
+from provision.cli import (  # noqa: E402,F401
+    inventory_cmd,
+    plan_cmd,
+    probe_cmd,
+    setup_cmd,  # noqa: E402,F401
+)
 
 
 def _usage_line(error: typer.TyperException) -> str:

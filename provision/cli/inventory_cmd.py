@@ -8,8 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from provision.cli import inventory_app
-from provision.cli import options as opt
+from provision.cli import inventory_app, options as opt
 from provision.files import write_atomic
 from provision.inventory import inventory_to_yaml, open_inventory
 from provision.inventory_import import import_ansible_inventory
@@ -25,7 +24,14 @@ def show(inventory: Path = opt.INVENTORY) -> None:
         table.add_column(column)
     rack_of = {name: rack.name for rack in inv.racks for name in rack.hosts}
     for host in inv.hosts.values():
-        table.add_row(host.name, host.address or host.name, host.user or "(ssh config)", str(host.port or "(ssh config)"), host.key or "-", rack_of.get(host.name, "-"))
+        table.add_row(
+            host.name,
+            host.address or host.name,
+            host.user or "(ssh config)",
+            str(host.port or "(ssh config)"),
+            host.key or "-",
+            rack_of.get(host.name, "-"),
+        )
     console.print(table)
     for index, rack in enumerate(inv.racks, start=1):
         console.print(f"rack {index} [bold]{rack.name}[/bold]: {', '.join(rack.hosts)}")

@@ -16,29 +16,43 @@ INVENTORY = typer.Option(None, "-i", "--inventory", help="Inventory YAML (defaul
 FACTS_DIR = typer.Option(DEFAULT_FACTS_DIR, "--facts-dir", help="Where facts are cached (<host>.json + raw captures).")
 FORKS = typer.Option(DEFAULT_FORKS, "--forks", min=1, max=1024, help="Hosts probed at once (in all, over every worker process).")
 WORKERS = typer.Option(
-    0, "--workers", min=0, max=256,
+    0,
+    "--workers",
+    min=0,
+    max=256,
     help="Controller processes sharing the hosts (0: automatic, one per core from a few hundred hosts on).",
 )
 CONNECT_TIMEOUT = typer.Option(
-    SshOptions.connect_timeout, "--connect-timeout", min=0.1,
+    SshOptions.connect_timeout,
+    "--connect-timeout",
+    min=0.1,
     help="Seconds (fractions allowed) to wait for each SSH connection, ProxyJump hops included.",
 )
-COMMAND_TIMEOUT = typer.Option(SshOptions.command_timeout, "--command-timeout", min=0.1, help="Seconds the remote command may run.")
+COMMAND_TIMEOUT = typer.Option(
+    SshOptions.command_timeout, "--command-timeout", min=0.1, help="Seconds the remote command may run."
+)
 ACCEPT_NEW = typer.Option(
-    False, "--accept-new-host-keys",
+    False,
+    "--accept-new-host-keys",
     help="Record unknown host keys in the first user known_hosts file (changed and revoked keys are still refused).",
 )
 KNOWN_HOSTS = typer.Option(
-    None, "--known-hosts",
+    None,
+    "--known-hosts",
     help="known_hosts file to trust and append to, instead of ssh_config's UserKnownHostsFile (default ~/.ssh/known_hosts); "
     "global files (/etc/ssh/ssh_known_hosts) still apply.",
 )
 SSH_CONFIG = typer.Option(None, "--ssh-config", help="ssh_config file to read instead of ~/.ssh/config and /etc/ssh/ssh_config.")
 
 
-def ssh_options(known_hosts: Path | None, ssh_config: Path | None, *, accept_new: bool = False,
-                connect_timeout: float = SshOptions.connect_timeout,
-                command_timeout: float = SshOptions.command_timeout) -> SshOptions:
+def ssh_options(
+    known_hosts: Path | None,
+    ssh_config: Path | None,
+    *,
+    accept_new: bool = False,
+    connect_timeout: float = SshOptions.connect_timeout,
+    command_timeout: float = SshOptions.command_timeout,
+) -> SshOptions:
     """Build :class:`SshOptions` from the shared CLI options (an unreadable --ssh-config: one line, exit 2)."""
     if ssh_config is not None:
         try:
@@ -55,8 +69,17 @@ def ssh_options(known_hosts: Path | None, ssh_config: Path | None, *, accept_new
     )
 
 
-def probe_settings(forks: int, connect_timeout: float, command_timeout: float, accept_new: bool,
-                   known_hosts: Path | None, ssh_config: Path | None, workers: int | None = None) -> ProbeSettings:
+def probe_settings(
+    forks: int,
+    connect_timeout: float,
+    command_timeout: float,
+    accept_new: bool,
+    known_hosts: Path | None,
+    ssh_config: Path | None,
+    workers: int | None = None,
+) -> ProbeSettings:
     """Build :class:`ProbeSettings` (SSH options, forks, worker processes) from the shared CLI options."""
-    ssh = ssh_options(known_hosts, ssh_config, accept_new=accept_new, connect_timeout=connect_timeout, command_timeout=command_timeout)
+    ssh = ssh_options(
+        known_hosts, ssh_config, accept_new=accept_new, connect_timeout=connect_timeout, command_timeout=command_timeout
+    )
     return ProbeSettings(ssh, forks, workers or None)

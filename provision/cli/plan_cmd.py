@@ -8,8 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from provision.cli import app, fail, stderr
-from provision.cli import options as opt
+from provision.cli import app, fail, options as opt, stderr
 from provision.errors import FactsError
 from provision.facts_source import ProbeFailed, ProbeSettings, plan_facts
 from provision.factstore import cached_hosts, load_host
@@ -41,8 +40,15 @@ def host_names(hosts: str | None, inventory: Path | None) -> list[str]:
     return names
 
 
-def make_plan(dims_text: str, hosts: str | None, inventory: Path | None, facts_dir: Path, probe: ProbeSettings | None,
-              allow_no_gpu: bool, no_affinity: bool) -> RankPlan:
+def make_plan(
+    dims_text: str,
+    hosts: str | None,
+    inventory: Path | None,
+    facts_dir: Path,
+    probe: ProbeSettings | None,
+    allow_no_gpu: bool,
+    no_affinity: bool,
+) -> RankPlan:
     """Parse dims, gather facts (``probe`` set: probe now), plan, print the plan's warnings on stderr.
 
     Hosts that could not be probed: one line each, exit 1 (the others' facts are saved).
@@ -52,7 +58,7 @@ def make_plan(dims_text: str, hosts: str | None, inventory: Path | None, facts_d
     try:
         facts = plan_facts(names, inventory, facts_dir, probe)
     except ProbeFailed as error:
-        raise fail(str(error), code=1)
+        raise fail(str(error), code=1) from None
     plan = plan_rankfile(dims, facts, allow_no_gpu=allow_no_gpu, use_gpu_affinity=not no_affinity)
     for warning in plan.warnings:
         stderr.print(f"[yellow]warning[/yellow]: {warning}", highlight=False, soft_wrap=True)
@@ -72,7 +78,7 @@ def _write_or_print(text: str, output: Path | None) -> None:
 
 
 @app.command(
-    epilog="Examples:\n\n  provision rankfile 4x2x3 --hosts sys-89074,sys-89075,sys-89076,sys-89077,sys-89078,sys-89079 -o 4x2x3.rf\n\n"
+    epilog="Examples:\n\n  provision rankfile 4x2x3 --hosts sys-89074,sys-89075,sys-89076,sys-89077,sys-89078,sys-89079 -o 4x2x3.rf\n\n"  # noqa: E501 - one literal, kept whole to be read or grepped
     "  provision rankfile --check 2x10core.rf      # which lines name cores that do not exist"
 )
 def rankfile(
@@ -98,7 +104,7 @@ def rankfile(
         try:
             text = check.read_text()
         except OSError as error:
-            raise fail(f"{check}: cannot read: {error.strerror}")
+            raise fail(f"{check}: cannot read: {error.strerror}") from None
         lines = parse_rankfile(text, str(check))
         facts = {}
         for name in sorted({line.host for line in lines}):
@@ -130,16 +136,26 @@ def launch(
     hosts: str = HOSTS,
     inventory: Path = opt.INVENTORY,
     facts_dir: Path = opt.FACTS_DIR,
-    rankfile_out: Path = typer.Option(None, "--rankfile", help="Where to write the rank file (default: ./XxYxZ.rf; OpenMPI 5's hostfile goes beside it as .hosts)."),
+    rankfile_out: Path = typer.Option(
+        None,
+        "--rankfile",
+        help="Where to write the rank file (default: ./XxYxZ.rf; OpenMPI 5's hostfile goes beside it as .hosts).",
+    ),
     export: list[str] = typer.Option([], "-x", "--export", help="Also pass this environment variable (-x NAME)."),
     iface: str = typer.Option(None, "--iface", help="btl_tcp_if_include interface (default: one up on every host)."),
     ddl_mode: str = typer.Option(None, "--ddl-mode", help="DDL -mode letter: b, n, r, m, c or p."),
     dev_sync: int = typer.Option(None, "--dev-sync", help="DDL -dev_sync 0|1|2."),
     dump_iter: int = typer.Option(None, "--dump-iter", help="DDL -dump_iter N."),
-    report_bindings: bool = typer.Option(False, "--report-bindings", help="Add mpirun --report-bindings (with --run: check them against the plan)."),
-    allow_run_as_root: bool = typer.Option(False, "--allow-run-as-root", help="Pass mpirun's own --allow-run-as-root (OpenMPI refuses root without it)."),
+    report_bindings: bool = typer.Option(
+        False, "--report-bindings", help="Add mpirun --report-bindings (with --run: check them against the plan)."
+    ),
+    allow_run_as_root: bool = typer.Option(
+        False, "--allow-run-as-root", help="Pass mpirun's own --allow-run-as-root (OpenMPI refuses root without it)."
+    ),
     fmt: str = typer.Option(None, "--format", help="Print a hostfile instead: hostfile, horovod or deepspeed."),
-    run: bool = typer.Option(False, "--run", help="Run it from the first host over SSH in a terminal (Ctrl-C stops mpirun), streaming its output."),
+    run: bool = typer.Option(
+        False, "--run", help="Run it from the first host over SSH in a terminal (Ctrl-C stops mpirun), streaming its output."
+    ),
     probe: bool = PROBE,
     allow_no_gpu: bool = ALLOW_NO_GPU,
     no_gpu_affinity: bool = NO_AFFINITY,
@@ -169,9 +185,22 @@ def launch(
 
     def argv_for(directory: str | None) -> list[str]:
         """The mpirun command with the local files, or with the copies in ``directory`` on the first host."""
-        rf, hf = (str(local), str(local_hosts)) if directory is None else (f"{directory}/{plan.dims}.rf", f"{directory}/{plan.dims}.hosts")
-        return mpirun_argv(plan, rf, list(command or []), export=export, iface=iface, ddl=ddl, report_bindings=report_bindings,
-                           hostfile_path=hf if hosts_text else None, allow_run_as_root=allow_run_as_root)
+        rf, hf = (
+            (str(local), str(local_hosts))
+            if directory is None
+            else (f"{directory}/{plan.dims}.rf", f"{directory}/{plan.dims}.hosts")
+        )
+        return mpirun_argv(
+            plan,
+            rf,
+            list(command or []),
+            export=export,
+            iface=iface,
+            ddl=ddl,
+            report_bindings=report_bindings,
+            hostfile_path=hf if hosts_text else None,
+            allow_run_as_root=allow_run_as_root,
+        )
 
     argv = argv_for(None)  # refuses bad options before anything is written or run
     write_atomic(local, rankfile_text)
@@ -182,15 +211,21 @@ def launch(
     first = open_inventory(inventory).resolve([plan.hosts[0].host])[0]
     options = settings.ssh
     if not run:
-        stderr.print(f"rank file: {local}" + (f", hostfile: {local_hosts}" if local_hosts else ""), highlight=False, soft_wrap=True)
+        stderr.print(
+            f"rank file: {local}" + (f", hostfile: {local_hosts}" if local_hosts else ""), highlight=False, soft_wrap=True
+        )
         if login_user(first, options) == "root" and not allow_run_as_root:
             stderr.print(f"[yellow]warning[/yellow]: {root_message(first.name, 'root')}", highlight=False, soft_wrap=True)
         typer.echo(quoted(argv))
         return
-    raise typer.Exit(run_from_first_host(first, options, plan, remote, argv_for, allow_run_as_root=allow_run_as_root, check=report_bindings))
+    raise typer.Exit(
+        run_from_first_host(first, options, plan, remote, argv_for, allow_run_as_root=allow_run_as_root, check=report_bindings)
+    )
 
 
-@app.command(epilog="Examples:\n\n  provision topology 4x2x1 --hosts sys-89074,sys-89075\n\n  provision topology 4x2x3 --svg layout.svg")
+@app.command(
+    epilog="Examples:\n\n  provision topology 4x2x1 --hosts sys-89074,sys-89075\n\n  provision topology 4x2x3 --svg layout.svg"
+)
 def topology(
     dims: str = typer.Argument(..., help="XxYxZ."),
     hosts: str = HOSTS,

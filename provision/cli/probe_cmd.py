@@ -8,8 +8,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from provision.cli import app, fail, stderr
-from provision.cli import options as opt
+from provision.cli import app, fail, options as opt, stderr
 from provision.factstore import save_host
 from provision.gather import capture_script
 from provision.inventory import open_inventory
@@ -46,17 +45,24 @@ def probe(
         try:
             results = replay(replay_dir, hosts or None)
         except FileNotFoundError as error:
-            raise fail(str(error))
+            raise fail(str(error)) from None
     else:
         targets = open_inventory(inventory).resolve(hosts or [])
         if not targets:
             raise fail("no hosts: name some (provision probe localhost) or give an inventory with -i")
-        settings = opt.probe_settings(forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config, workers)
+        settings = opt.probe_settings(
+            forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config, workers
+        )
         show_progress = not as_json and len(targets) > 1 and stderr.is_terminal
         if show_progress:
             # Refreshed by each result, not by a thread of its own: worker processes are forked.
             with Progress(
-                TextColumn("probing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=stderr, transient=True,
+                TextColumn("probing"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=stderr,
+                transient=True,
                 auto_refresh=False,
             ) as progress:
                 task = progress.add_task("probe", total=len(targets))

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import getpass
 import json
-import sys
 from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
-from provision.cli import app, fail, stderr
-from provision.cli import options as opt
-from provision.engine.runner import BadInput, Runner, RunOptions
+from provision.cli import app, fail, options as opt, stderr
 from provision.engine.roles_summary import role_summary
+from provision.engine.runner import BadInput, Runner, RunOptions
 from provision.engine.verify import verify_pairs
 from provision.errors import ProvisionError
 from provision.inventory import open_inventory
@@ -32,7 +30,11 @@ class _Live:
     def __init__(self, hosts: list[str], console: Console, quiet: bool):
         self.state = {h: "waiting" for h in hosts}
         self.console, self.quiet = console, quiet
-        self.live = Live(self._table(), console=stderr, transient=True, refresh_per_second=8) if stderr.is_terminal and not quiet else None
+        self.live = (
+            Live(self._table(), console=stderr, transient=True, refresh_per_second=8)
+            if stderr.is_terminal and not quiet
+            else None
+        )
 
     def _table(self) -> Table:
         table = Table(show_header=False, box=None)
@@ -50,8 +52,11 @@ class _Live:
         """Print a changed or failed task (with its diff)."""
         if self.quiet or result.status not in ("changed", "failed"):
             return
-        item = f" ({result.item.get('name') if isinstance(result.item, dict) and 'name' in result.item else result.item})" \
-            if result.item is not None else ""
+        item = (
+            f" ({result.item.get('name') if isinstance(result.item, dict) and 'name' in result.item else result.item})"
+            if result.item is not None
+            else ""
+        )
         colour = "yellow" if result.status == "changed" else "red"
         line = f"[{colour}]{result.status}[/{colour}]: " + escape(f"[{result.host}] {result.task}{item}")
         if result.message:
@@ -78,7 +83,9 @@ def setup_cluster(
     extra_vars: list[str] = typer.Option(None, "-e", "--extra-vars", help="KEY=VALUE or @FILE.yml (repeatable)."),
     playbook: Path = typer.Option(None, "--playbook", help="Run this playbook instead of setup-cluster.yml."),
     templates: list[Path] = typer.Option(None, "--templates", help="Folder whose templates override the built-in ones."),
-    ask_become_pass: bool = typer.Option(False, "--ask-become-pass", "-K", help="Ask once for the sudo password (sent on stdin)."),
+    ask_become_pass: bool = typer.Option(
+        False, "--ask-become-pass", "-K", help="Ask once for the sudo password (sent on stdin)."
+    ),
     ask_jupyter_pass: bool = typer.Option(
         False, "--ask-jupyter-pass", help="Ask for the Jupyter password of each user without jupyter_password_file."
     ),
@@ -106,21 +113,34 @@ def setup_cluster(
                 try:
                     remember_password(user["name"], getpass.getpass(f"Jupyter password for {user['name']}: "))
                 except ProvisionError as error:
-                    raise fail(str(error))
+                    raise fail(str(error)) from None
     options = RunOptions(
-        check=check, diff=diff, forks=forks, become_password=password, template_dirs=tuple(templates or ()),
+        check=check,
+        diff=diff,
+        forks=forks,
+        become_password=password,
+        template_dirs=tuple(templates or ()),
         tags=frozenset(t.strip() for t in tags.split(",") if t.strip()) if tags else None,
         skip_tags=frozenset(t.strip() for t in skip_tags.split(",") if t.strip()) if skip_tags else frozenset(),
     )
     ssh = opt.ssh_options(known_hosts, ssh_config, accept_new=accept_new_host_keys, connect_timeout=connect_timeout)
     console = Console()
     live = _Live([], console, quiet=as_json)
-    runner = Runner(plays, inv, Variables(inv, extra), ssh, options, limit=limit or None,
-                    on_result=live.result, on_host=live.host, keep_sessions=verify and not check)
+    runner = Runner(
+        plays,
+        inv,
+        Variables(inv, extra),
+        ssh,
+        options,
+        limit=limit or None,
+        on_result=live.result,
+        on_host=live.host,
+        keep_sessions=verify and not check,
+    )
     try:
         runner.prepare()
     except BadInput as error:
-        raise fail(str(error))
+        raise fail(str(error)) from None
     live.state = {name: "waiting" for name in runner.hosts}
     if live.live:
         live.live.start()
@@ -144,12 +164,17 @@ def setup_cluster(
             run.session.close()
     bad_pairs = [p for p in pairs if not p.ok]
     if as_json:
-        typer.echo(json.dumps({
-            "results": [r.as_dict() for r in report.results],
-            "recap": [vars(r) for r in report.recap],
-            "verify": [vars(p) for p in pairs],
-            "summary": [vars(line) for line in summary],
-        }, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "results": [r.as_dict() for r in report.results],
+                    "recap": [vars(r) for r in report.recap],
+                    "verify": [vars(p) for p in pairs],
+                    "summary": [vars(line) for line in summary],
+                },
+                indent=2,
+            )
+        )
     else:
         width = max((len(r.host) for r in report.recap), default=0)
         console.print("\nRECAP", style="bold")
@@ -161,9 +186,16 @@ def setup_cluster(
         if pairs:
             console.print(f"BatchMode SSH: {len(pairs) - len(bad_pairs)}/{len(pairs)} ordered pairs connect", highlight=False)
             for pair in bad_pairs:
-                console.print(f"  FAILED {pair.user}@{pair.source} -> {pair.target}: {pair.message}", style="red", highlight=False)
+                console.print(
+                    f"  FAILED {pair.user}@{pair.source} -> {pair.target}: {pair.message}", style="red", highlight=False
+                )
         for line in summary:
-            console.print(f"{line.role} {line.host}: {line.text}", style=None if line.ok else "red", highlight=False,
-                          markup=False, soft_wrap=True)
+            console.print(
+                f"{line.role} {line.host}: {line.text}",
+                style=None if line.ok else "red",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
     if not report.ok or bad_pairs or any(not line.ok for line in summary):
         raise typer.Exit(1)

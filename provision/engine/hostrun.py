@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from provision.connection import HostFailure
-from provision.engine.script import Step, build_script, new_nonce, parse_output, remote_command, stdin_for, BECOME_FAILED
+from provision.engine.script import BECOME_FAILED, Step, build_script, new_nonce, parse_output, remote_command, stdin_for
 from provision.errors import ParseError
 from provision.inventory import Host
 from provision.operations.base import UNKNOWN, FactKey, Write
@@ -60,9 +61,17 @@ class TaskResult:
 
     def as_dict(self) -> dict:
         """JSON-ready form."""
-        return {"host": self.host, "play": self.play, "task": self.task, "where": self.where, "status": self.status,
-                "item": self.item if isinstance(self.item, (str, int, float, bool, type(None))) else str(self.item),
-                "changes": self.changes, "diff": self.diff, "message": self.message}
+        return {
+            "host": self.host,
+            "play": self.play,
+            "task": self.task,
+            "where": self.where,
+            "status": self.status,
+            "item": self.item if isinstance(self.item, (str, int, float, bool, type(None))) else str(self.item),
+            "changes": self.changes,
+            "diff": self.diff,
+            "message": self.message,
+        }
 
 
 class HostFailed(Exception):

@@ -23,10 +23,10 @@ from typing import Any
 from provision.connection import HostFailure
 from provision.engine.hostrun import HOSTINFO
 from provision.engine.script import remote_command, stdin_for
-from provision.parallel import fan_out
 from provision.operations.base import check_user
 from provision.operations.conda import clone_name
 from provision.operations.nfs import check_export_path
+from provision.parallel import fan_out
 
 MARKER = ".provision-nfs-check"
 _LINE = re.compile(r"^@(nfs|du) (\S+) (\S+) ?(.*)$")

@@ -3,17 +3,19 @@ by play (hosts in parallel, bounded by ``forks``; tasks in order on each host), 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from provision.connection import SshOptions
 from provision.engine.hostrun import HOSTINFO, HostFailed, HostRun, TaskResult, unified_diff
 from provision.engine.script import Step
 from provision.errors import ProvisionError
-from provision.parallel import fan_out
 from provision.inventory import Host, Inventory
 from provision.operations import OPERATIONS
 from provision.operations.base import FactKey, Write, check_path, check_user
+from provision.parallel import fan_out
 from provision.playbook.model import Play, Task
 from provision.playbook.templating import evaluate_when, render_template, render_value, template_loader, variables_in
 from provision.playbook.variables import Variables
@@ -55,8 +57,10 @@ class Recap:
 
     def line(self, width: int = 0) -> str:
         """``HOST : ok=N changed=N unreachable=N failed=N skipped=N``."""
-        return (f"{self.host.ljust(width)} : ok={self.ok} changed={self.changed} unreachable={self.unreachable} "
-                f"failed={self.failed} skipped={self.skipped}")
+        return (
+            f"{self.host.ljust(width)} : ok={self.ok} changed={self.changed} unreachable={self.unreachable} "
+            f"failed={self.failed} skipped={self.skipped}"
+        )
 
 
 @dataclass
@@ -84,10 +88,19 @@ def _names(value: Any) -> set[str]:
 class Runner:
     """A prepared run of ``plays`` on an inventory; call :meth:`prepare` then :meth:`run`."""
 
-    def __init__(self, plays: list[Play], inventory: Inventory, variables: Variables, ssh: SshOptions,
-                 options: RunOptions, limit: list[str] | None = None, session_factory: Callable | None = None,
-                 on_result: Callable[[TaskResult], None] | None = None, on_host: Callable[[str, str], None] | None = None,
-                 keep_sessions: bool = False):
+    def __init__(
+        self,
+        plays: list[Play],
+        inventory: Inventory,
+        variables: Variables,
+        ssh: SshOptions,
+        options: RunOptions,
+        limit: list[str] | None = None,
+        session_factory: Callable | None = None,
+        on_result: Callable[[TaskResult], None] | None = None,
+        on_host: Callable[[str, str], None] | None = None,
+        keep_sessions: bool = False,
+    ):
         from provision.session import Session
 
         self.plays, self.inventory, self.variables, self.ssh, self.options = plays, inventory, variables, ssh, options
@@ -214,8 +227,10 @@ class Runner:
     # -- running -------------------------------------------------------------------------------
     def run(self) -> RunReport:
         """Run every play; a failing host stops its own tasks, never the others."""
-        runs = {name: HostRun(host, self.session_factory(host, self.ssh), self.options.check, self.options.become_password)
-                for name, host in self.hosts.items()}
+        runs = {
+            name: HostRun(host, self.session_factory(host, self.ssh), self.options.check, self.options.become_password)
+            for name, host in self.hosts.items()
+        }
         for name, run in runs.items():
             run.wanted = self.prefetch.get(name, {})
         try:
@@ -223,11 +238,18 @@ class Runner:
             for play, hosts in zip(self.plays, self.play_hosts, strict=True):
                 fan_out(hosts, lambda h, play=play: self._play_on_host(play, runs[h.name]), self.options.forks, workers=1)
                 for name, run in runs.items():
-                    self.hostvars[name] = {**run.registered, "facts": run.facts.get(HOSTINFO) or {}, "inventory_hostname": name,
-                                           "inventory_address": run.host.address, "inventory_port": run.host.port}
+                    self.hostvars[name] = {
+                        **run.registered,
+                        "facts": run.facts.get(HOSTINFO) or {},
+                        "inventory_hostname": name,
+                        "inventory_address": run.host.address,
+                        "inventory_port": run.host.port,
+                    }
         finally:
             if not self.keep_sessions:
-                fan_out(list(runs.values()), lambda r: r.session.close(), self.options.forks, on_error=lambda _r, _e: None, workers=1)
+                fan_out(
+                    list(runs.values()), lambda r: r.session.close(), self.options.forks, on_error=lambda _r, _e: None, workers=1
+                )
         return self._report(runs)
 
     def _play_on_host(self, play: Play, run: HostRun) -> None:
@@ -308,18 +330,19 @@ class Runner:
                 registered.append(value)
             self._emit(result)
         if task.register:
-            run.registered[task.register] = ({"results": registered, "changed": any(v["changed"] for v in registered)}
-                                             if task.loop is not None else (registered[0] if registered else {}))
+            run.registered[task.register] = (
+                {"results": registered, "changed": any(v["changed"] for v in registered)}
+                if task.loop is not None
+                else (registered[0] if registered else {})
+            )
 
     def _fail(self, run: HostRun, result: TaskResult, error: BaseException) -> None:
         result.status = "failed"
         result.message = f"{type(error).__name__}: {error}" if not isinstance(error, ProvisionError) else str(error)
         run.failed = True
         self._emit(result)
-        try:
+        with contextlib.suppress(HostFailed):
             run.flush()  # what earlier tasks decided is still applied
-        except HostFailed:
-            pass
         raise HostFailed(result.message)
 
     def _emit(self, result: TaskResult) -> None:

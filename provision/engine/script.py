@@ -33,20 +33,20 @@ def write_command(change: Write) -> str:
     word = shell_path(change.path)
     payload = base64.b64encode(change.content).decode()
     lines = [
-        f"p={word}; d=${{p%/*}}; [ -n \"$d\" ] || d=/; n=${{p##*/}}",
-        "[ -d \"$d\" ] || { echo \"folder $d does not exist\" >&2; exit 1; }",
-        "rm -f \"$d/.$n.provision-tmp.\"* 2>/dev/null",
-        "t=$(mktemp \"$d/.$n.provision-tmp.XXXXXX\") || exit 1",
+        f'p={word}; d=${{p%/*}}; [ -n "$d" ] || d=/; n=${{p##*/}}',
+        '[ -d "$d" ] || { echo "folder $d does not exist" >&2; exit 1; }',
+        'rm -f "$d/.$n.provision-tmp."* 2>/dev/null',
+        't=$(mktemp "$d/.$n.provision-tmp.XXXXXX") || exit 1',
         "trap 'rm -f \"$t\"' EXIT",
         f"printf %s '{payload}' | base64 -d >\"$t\" || exit 1",
     ]
     if change.owner or change.group:
         spec = (change.owner or "") + (f":{change.group}" if change.group else (":" if change.owner else ""))
-        lines.append(f"chown {quote(spec)} \"$t\" || exit 1")
+        lines.append(f'chown {quote(spec)} "$t" || exit 1')
     mode = change.mode if change.mode is not None else 0o644
-    lines.append(f"chmod {mode:04o} \"$t\" || exit 1")
-    lines.append("if [ -f \"$p\" ]; then ln -f \"$p\" \"$p.provision~\" 2>/dev/null || cp -p \"$p\" \"$p.provision~\" || exit 1; fi")
-    lines.append("mv -f \"$t\" \"$p\" && trap - EXIT")
+    lines.append(f'chmod {mode:04o} "$t" || exit 1')
+    lines.append('if [ -f "$p" ]; then ln -f "$p" "$p.provision~" 2>/dev/null || cp -p "$p" "$p.provision~" || exit 1; fi')
+    lines.append('mv -f "$t" "$p" && trap - EXIT')
     return "\n".join(lines)
 
 
@@ -74,11 +74,11 @@ def build_script(steps: list[Step], facts: list[FactKey], nonce: str, as_root: b
         if step.user:
             command = f"runuser -u {quote(check_user(step.user))} -- sh -c {shlex.quote(command)}"
         elif as_root and not step.become:
-            command = f"runuser -u \"$SUDO_USER\" -- sh -c {shlex.quote(command)}"
+            command = f'runuser -u "$SUDO_USER" -- sh -c {shlex.quote(command)}'
         out.append(f"printf '%s step {index}\\n' \"$N\"")
         out.append(f"( {command}\n) </dev/null 2>&1; rc=$?")
-        out.append(f"printf '\\n%s rc {index} %s\\n' \"$N\" \"$rc\"")
-        out.append("[ \"$rc\" -eq 0 ] || exit 0")
+        out.append(f'printf \'\\n%s rc {index} %s\\n\' "$N" "$rc"')
+        out.append('[ "$rc" -eq 0 ] || exit 0')
     for index, key in enumerate(facts):
         out.append(f"printf '%s fact {index}\\n' \"$N\"")
         out.append(f"( {fact_command(key)}\n) </dev/null 2>/dev/null")
@@ -90,9 +90,9 @@ def build_script(steps: list[Step], facts: list[FactKey], nonce: str, as_root: b
 # sudo reads the password through an askpass helper that prints it from the environment of
 # sudo itself (readable only by that user and root): never on a command line, never in a file.
 _BECOME = (
-    "IFS= read -r P; if [ -n \"$P\" ]; then A=$(mktemp) || exit {code}; "
-    "printf '#!/bin/sh\\nprintf \"%%s\\\\n\" \"$PROVISION_BECOME\"\\n' >\"$A\"; chmod 700 \"$A\"; "
-    "PROVISION_BECOME=\"$P\" SUDO_ASKPASS=\"$A\" sudo -A -p '' -- sh -s; R=$?; rm -f \"$A\"; exit $R; "
+    'IFS= read -r P; if [ -n "$P" ]; then A=$(mktemp) || exit {code}; '
+    'printf \'#!/bin/sh\\nprintf "%%s\\\\n" "$PROVISION_BECOME"\\n\' >"$A"; chmod 700 "$A"; '
+    'PROVISION_BECOME="$P" SUDO_ASKPASS="$A" sudo -A -p \'\' -- sh -s; R=$?; rm -f "$A"; exit $R; '
     "else exec sudo -n -- sh -s; fi"
 )
 
@@ -132,7 +132,7 @@ def parse_output(text: str, nonce: str) -> Output:
     pending_step: int | None = None
     for position, match in enumerate(matches):
         end = matches[position + 1].start() if position + 1 < len(matches) else len(text)
-        body = text[match.end() + 1:end]
+        body = text[match.end() + 1 : end]
         body = body[:-1] if body.endswith("\n") else body
         kind, index, code = match.group(1), match.group(2), match.group(3)
         if kind == "begin":

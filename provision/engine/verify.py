@@ -11,8 +11,8 @@ from typing import Any
 
 from provision.connection import HostFailure
 from provision.engine.script import remote_command, stdin_for
-from provision.parallel import fan_out
 from provision.operations.base import check_user
+from provision.parallel import fan_out
 
 _PEER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 
@@ -40,7 +40,8 @@ def verify_script(users: list[str], peers: dict[str, str], timeout: int = 10) ->
             lines.append(
                 f"( runuser -u {shlex.quote(user)} -- ssh -n -o BatchMode=yes -o ConnectTimeout={timeout} "
                 f"-o StrictHostKeyChecking=yes {shlex.quote(address)} true >/dev/null 2>&1; "
-                f"echo {shlex.quote(user)} {shlex.quote(name)} $? ) &")
+                f"echo {shlex.quote(user)} {shlex.quote(name)} $? ) &"
+            )
     lines.append("wait")
     return "\n".join(lines) + "\n"
 
@@ -55,8 +56,9 @@ def parse_verify(text: str, users: list[str], peers: dict[str, str]) -> dict[tup
     return codes
 
 
-def verify_pairs(sessions: dict[str, Any], peer_names: dict[str, str], users: list[str], forks: int,
-                 password: str | None = None) -> list[PairResult]:
+def verify_pairs(
+    sessions: dict[str, Any], peer_names: dict[str, str], users: list[str], forks: int, password: str | None = None
+) -> list[PairResult]:
     """Every ordered pair of nodes, as each user. ``sessions``: node -> open session;
     ``peer_names``: node -> the name other nodes reach it by (its host name)."""
 
@@ -74,8 +76,11 @@ def verify_pairs(sessions: dict[str, Any], peer_names: dict[str, str], users: li
         for user in users:
             for peer in peers:
                 code = codes.get((user, peer))
-                out.append(PairResult(source, user, peer, code == 0,
-                                      "" if code == 0 else ("no answer" if code is None else f"ssh exit {code}")))
+                out.append(
+                    PairResult(
+                        source, user, peer, code == 0, "" if code == 0 else ("no answer" if code is None else f"ssh exit {code}")
+                    )
+                )
         return out
 
     results = fan_out(list(sessions), one, forks, workers=1)  # the sessions are this process's

@@ -23,16 +23,19 @@ POWER_ARCHES = ("ppc64le", "ppc64")
 
 # Capture names, from the sources declared beside each parser.
 HOSTNAME, UNAME_M, MEMINFO, IP_ADDR, IP_LINK = (
-    system.HOSTNAME.name, system.UNAME_M.name, system.MEMINFO.name, system.IP_ADDR.name, system.IP_LINK.name)
+    system.HOSTNAME.name,
+    system.UNAME_M.name,
+    system.MEMINFO.name,
+    system.IP_ADDR.name,
+    system.IP_LINK.name,
+)
 NUMA, PPC64, OPENMPI = numactl.SOURCE.name, ppc64_cpu.SOURCE.name, openmpi.SOURCE.name
 LSCPU, LSCPU_P, SYSFS_CPU, HWLOC = lscpu.SOURCE.name, lscpu.SOURCE_P.name, sysfs_cpu.SOURCE.name, hwloc.SOURCE.name
 GPU_QUERY, GPU_TOPO, GPU_SYSFS = nvidia.SOURCE_QUERY.name, nvidia.SOURCE_TOPO.name, nvidia.SOURCE_SYSFS.name
 POWER_SOURCE = f"{PPC64}+{NUMA}"
 
 
-def _topology_from_power(
-    cores: tuple[ppc64_cpu.PowerCore, ...], numa: numactl.NumaHardware
-) -> CpuTopology:
+def _topology_from_power(cores: tuple[ppc64_cpu.PowerCore, ...], numa: numactl.NumaHardware) -> CpuTopology:
     node_of_cpu = numa.node_of_cpu()
     by_node: dict[int, list[ppc64_cpu.PowerCore]] = defaultdict(list)
     offline = 0
@@ -84,16 +87,16 @@ def _topology_from_rows(rows: tuple[lscpu.CpuRow, ...], source: str, numa: numac
                 index=index,
                 physical_id=socket_id,
                 numa_nodes=tuple(sorted(nodes_of_socket[socket_id])),
-                cores=tuple(
-                    Core(position, key[1], tuple(sorted(cpus_of_core[key]))) for position, key in enumerate(core_keys)
-                ),
+                cores=tuple(Core(position, key[1], tuple(sorted(cpus_of_core[key]))) for position, key in enumerate(core_keys)),
             )
         )
     threads = max(len(cpus) for cpus in cpus_of_core.values())
     return CpuTopology(tuple(sockets), threads, source, 0)
 
 
-def _rows_checked_by_sysfs(rows: tuple[lscpu.CpuRow, ...], captures: dict[str, str], notes: list[str]) -> tuple[tuple[lscpu.CpuRow, ...], str]:
+def _rows_checked_by_sysfs(
+    rows: tuple[lscpu.CpuRow, ...], captures: dict[str, str], notes: list[str]
+) -> tuple[tuple[lscpu.CpuRow, ...], str]:
     """``lscpu -p`` rows, unless sysfs's sibling lists group the CPUs differently (hybrid CPUs).
 
     lscpu numbers CORE and SOCKET separately for each CPU type, so on big.LITTLE chips CPUs of
@@ -139,8 +142,8 @@ def _prefer_hwloc(from_hwloc: CpuTopology, other: CpuTopology, notes: list[str])
             "used hwloc-xml (OpenMPI numbers rank-file slots as hwloc does)"
         )
         return from_hwloc
-    for mine, theirs in zip(from_hwloc.sockets, other.sockets):
-        for core, their_core in zip(mine.cores, theirs.cores):
+    for mine, theirs in zip(from_hwloc.sockets, other.sockets, strict=False):
+        for core, their_core in zip(mine.cores, theirs.cores, strict=False):
             if core.cpus != their_core.cpus:
                 notes.append(
                     f"{other.source} numbers cores differently from hwloc-xml (socket {mine.index} core {core.index}: "
@@ -169,8 +172,7 @@ def _cpu_topology(arch: str, captures: dict[str, str], notes: list[str]) -> CpuT
             other = _topology_from_rows(rows, row_source, None)
             if other.shape() != topology.shape():
                 notes.append(
-                    f"{row_source} reads {other.shape()} but {POWER_SOURCE} reads "
-                    f"{topology.shape()}; used {POWER_SOURCE} (POWER)"
+                    f"{row_source} reads {other.shape()} but {POWER_SOURCE} reads {topology.shape()}; used {POWER_SOURCE} (POWER)"
                 )
     elif rows is not None:
         topology = _topology_from_rows(rows, row_source, numa)
@@ -197,8 +199,10 @@ def _cpu_topology(arch: str, captures: dict[str, str], notes: list[str]) -> CpuT
     if topology.offline_cores:
         notes.append(f"{topology.offline_cores} core(s) have no online thread and are not usable")
     if len({len(s.cores) for s in topology.sockets}) > 1:
-        notes.append("sockets have different numbers of usable cores: " + ", ".join(
-            f"socket {s.index}: {len(s.cores)}" for s in topology.sockets))
+        notes.append(
+            "sockets have different numbers of usable cores: "
+            + ", ".join(f"socket {s.index}: {len(s.cores)}" for s in topology.sockets)
+        )
     return topology
 
 
@@ -238,8 +242,11 @@ def _gpus(captures: dict[str, str], topology: CpuTopology, sources: dict[str, st
                     socket = sockets_of_cpus.pop()
                 else:
                     spanned = sorted(str(s) for s in sockets_of_cpus if s is not None)
-                    why_unknown = f"{GPU_TOPO} CPU Affinity spans sockets {','.join(spanned)}" if len(spanned) > 1 else (
-                        f"{GPU_TOPO} CPU Affinity names CPUs this host's topology lacks")
+                    why_unknown = (
+                        f"{GPU_TOPO} CPU Affinity spans sockets {','.join(spanned)}"
+                        if len(spanned) > 1
+                        else (f"{GPU_TOPO} CPU Affinity names CPUs this host's topology lacks")
+                    )
             source = GPU_TOPO if socket is not None else None
         if socket is None and row.bus_id in local and local[row.bus_id].package is not None:  # one package holds it
             socket = topology.socket_of_cpu(local[row.bus_id].pus[0])
@@ -256,7 +263,9 @@ def _gpus(captures: dict[str, str], topology: CpuTopology, sources: dict[str, st
     return tuple(gpus)
 
 
-def derive_facts(host: str, captures: dict[str, str], unavailable: dict[str, str] | None = None, probed_at: str = "") -> HostFacts:
+def derive_facts(
+    host: str, captures: dict[str, str], unavailable: dict[str, str] | None = None, probed_at: str = ""
+) -> HostFacts:
     """Turn one host's captures ({capture name: stdout}) into :class:`HostFacts`.
 
     Missing captures are normal (no GPU, not POWER...). Raises :class:`ParseError`, naming the

@@ -253,7 +253,7 @@ def parse_hwloc_xml(text: str) -> HwlocTopology:
         raise ParseError(SOURCE.name, "a PU os_index appears twice")
 
     def pus_of(position: int) -> tuple[int, ...]:
-        return tuple(sorted(pus[nodes[position].pu_start:nodes[position].pu_end]))
+        return tuple(sorted(pus[nodes[position].pu_start : nodes[position].pu_end]))
 
     # NUMA nodes: 1.x - the PUs below the node; 2.x - the PUs of the object it is attached to.
     numa: list[HwlocNumaNode] = []
@@ -309,7 +309,7 @@ def parse_hwloc_xml(text: str) -> HwlocTopology:
             continue
         locality = _ancestor(nodes, position, _IO, inside=False)
         local = set(pus_of(locality)) if locality is not None else set()
-        holding = [p.logical_index for p, at in zip(packages, package_positions) if local & set(pus_of(at))]
+        holding = [p.logical_index for p, at in zip(packages, package_positions, strict=False) if local & set(pus_of(at))]
         gpus.append(
             HwlocGpu(
                 bus_id=found[0],
@@ -336,9 +336,7 @@ def cpu_topology(topology: HwlocTopology) -> CpuTopology:
             index=package.logical_index,
             physical_id=package.os_index if package.os_index is not None else -1,
             numa_nodes=package.numa_nodes,
-            cores=tuple(
-                Core(core.index, core.os_index if core.os_index is not None else -1, core.pus) for core in package.cores
-            ),
+            cores=tuple(Core(core.index, core.os_index if core.os_index is not None else -1, core.pus) for core in package.cores),
         )
         for package in topology.packages
     )

@@ -10,6 +10,8 @@ from provision.facts.source import Step
 
 SOURCE = Step("lscpu", ("lscpu",), "lscpu", "CPU summary")
 SOURCE_P = Step("lscpu-p", ("lscpu",), "lscpu -p=CPU,CORE,SOCKET,NODE", "online CPUs with core, socket, node")
+
+
 @dataclass(frozen=True)
 class CpuRow:
     """One online logical CPU and where it sits. ``node`` is None without NUMA."""

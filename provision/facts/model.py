@@ -142,7 +142,7 @@ class HostFacts:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "HostFacts":
+    def from_dict(cls, data: dict[str, Any]) -> HostFacts:
         """Rebuild facts from :meth:`to_dict` output; raises KeyError/TypeError/ValueError on bad data."""
         if data.get("format") != FACTS_FORMAT:
             raise ValueError(f"unknown facts format {data.get('format')!r} (expected {FACTS_FORMAT})")
@@ -169,9 +169,7 @@ class HostFacts:
             gpus=tuple(Gpu(**g) for g in data.get("gpus", [])),
             memory_mib=data.get("memory_mib"),
             openmpi=OpenMPI(**{**data["openmpi"], "packages": tuple(data["openmpi"]["packages"])}),
-            interfaces=tuple(
-                NetInterface(i["name"], i["up"], tuple(i["addresses"])) for i in data.get("interfaces", [])
-            ),
+            interfaces=tuple(NetInterface(i["name"], i["up"], tuple(i["addresses"])) for i in data.get("interfaces", [])),
             sources=dict(data.get("sources", {})),
             notes=tuple(data.get("notes", [])),
             unavailable=dict(data.get("unavailable", {})),

@@ -69,7 +69,9 @@ def parse_gpu_query(text: str) -> tuple[GpuRow, ...]:
         if not fields or not "".join(fields).strip():
             continue
         if len(fields) != 4:
-            raise ParseError(SOURCE_QUERY.name, f"expected 4 columns index,name,pci.bus_id,memory.total, got {len(fields)}", number)
+            raise ParseError(
+                SOURCE_QUERY.name, f"expected 4 columns index,name,pci.bus_id,memory.total, got {len(fields)}", number
+            )
         index, name, bus, memory = (field.strip() for field in fields)
         if not re.fullmatch(r"[0-9]{1,9}", index):
             raise ParseError(SOURCE_QUERY.name, f"GPU index {index[:20]!r} is not a number", number)
@@ -106,7 +108,7 @@ def parse_topo_matrix(text: str) -> tuple[GpuAffinity, ...]:
                 break
             continue
         index = int(cells[0][3:])
-        row = dict(zip(header, cells))
+        row = dict(zip(header, cells, strict=False))
         cpu_text = row.get("CPU Affinity", "")
         cpus = () if cpu_text in ("", "N/A") else parse_cpulist(cpu_text, SOURCE_TOPO.name, number)
         numa_text = row.get("NUMA Affinity", "")

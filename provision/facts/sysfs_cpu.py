@@ -35,7 +35,7 @@ SOURCE = Step(
     '[ "$on" = 0 ] && continue; '
     '[ -r "$d/topology/core_id" ] || continue; '
     'read -r core <"$d/topology/core_id"; pkg=-1; read -r pkg <"$d/topology/physical_package_id"; '
-    "node=; for l in \"$d\"/node[0-9]*; do [ -e \"$l\" ] && node=${l##*/node}; done; "
+    'node=; for l in "$d"/node[0-9]*; do [ -e "$l" ] && node=${l##*/node}; done; '
     'echo "$n,$core,$pkg,$node"; '
     "done; "
     'if [ -r "$d/topology/core_cpus_list" ]; then a=core_cpus_list; b=package_cpus_list; '
@@ -65,7 +65,12 @@ def _cpu_set(text: str, line: int | None) -> frozenset[int]:
     total = 0
     for part in text.strip().split(","):
         first, _, last = part.partition("-")
-        if not (first.isascii() and first.isdigit() and len(first) <= 6 and (not last or (last.isascii() and last.isdigit() and len(last) <= 6))):
+        if not (
+            first.isascii()
+            and first.isdigit()
+            and len(first) <= 6
+            and (not last or (last.isascii() and last.isdigit() and len(last) <= 6))
+        ):
             raise ParseError(SOURCE.name, f"bad CPU list {text[:40]!r}", line)
         total += (int(last) - int(first) + 1) if last else 1
         if total > MAX_CPUS:
@@ -73,7 +78,9 @@ def _cpu_set(text: str, line: int | None) -> frozenset[int]:
     return frozenset(parse_cpulist(text, SOURCE.name, line))
 
 
-def _groups(cpus: list[int], lists: dict[int, dict[str, str]], names: tuple[str, ...], number: dict[int, int]) -> dict[int, frozenset[int]]:
+def _groups(
+    cpus: list[int], lists: dict[int, dict[str, str]], names: tuple[str, ...], number: dict[int, int]
+) -> dict[int, frozenset[int]]:
     """CPU -> the online CPUs that share its core (or package), checked to be a partition."""
     online = frozenset(cpus)
     by_text: dict[str, frozenset[int]] = {}
@@ -131,7 +138,11 @@ def parse_sysfs_cpu(text: str) -> SysfsCpus:
     if not lists:
         for cpu, core, package, _node, number in raw:
             if core < 0 or package < 0:
-                raise ParseError(SOURCE.name, f"CPU {cpu} has core/package id {core}/{package} and the capture has no sibling lists: capture again", number)
+                raise ParseError(
+                    SOURCE.name,
+                    f"CPU {cpu} has core/package id {core}/{package} and the capture has no sibling lists: capture again",
+                    number,
+                )
         return SysfsCpus(tuple(CpuRow(cpu, core, package, node) for cpu, core, package, node, _ in raw), False)
 
     cpus = [entry[0] for entry in raw]
@@ -145,7 +156,7 @@ def parse_sysfs_cpu(text: str) -> SysfsCpus:
     package_groups = sorted(set(packages.values()), key=min)
     ids = [{package_id[cpu] for cpu in group} for group in package_groups]
     if all(len(one) == 1 and min(one) >= 0 for one in ids) and len({min(one) for one in ids}) == len(ids):
-        socket_of = {group: min(one) for group, one in zip(package_groups, ids)}
+        socket_of = {group: min(one) for group, one in zip(package_groups, ids, strict=False)}
     else:
         socket_of = {group: rank for rank, group in enumerate(package_groups)}
     core_groups = set(cores.values())
@@ -170,6 +181,5 @@ def same_grouping(first: tuple[CpuRow, ...], second: tuple[CpuRow, ...]) -> bool
         return {frozenset(group) for group in groups.values()}
 
     return all(
-        partition(first, key) == partition(second, key)
-        for key in (lambda row: (row.socket, row.core), lambda row: (row.socket,))
+        partition(first, key) == partition(second, key) for key in (lambda row: (row.socket, row.core), lambda row: (row.socket,))
     )

@@ -12,12 +12,12 @@ from provision.facts.source import Step
 HOSTNAME = Step(
     "hostname",
     (),
-    "if [ -r /proc/sys/kernel/hostname ]; then read -r h </proc/sys/kernel/hostname && echo \"$h\"; else hostname; fi",
+    'if [ -r /proc/sys/kernel/hostname ]; then read -r h </proc/sys/kernel/hostname && echo "$h"; else hostname; fi',
     "the name the host calls itself",
 )
 UNAME_M = Step("uname-m", ("uname",), "uname -m", "machine architecture")
 # MemTotal is /proc/meminfo's first line; sh's `read` takes one byte per system call, so only it.
-MEMINFO = Step("meminfo", (), "read -r l </proc/meminfo && echo \"$l\"", "memory (the MemTotal line of /proc/meminfo)")
+MEMINFO = Step("meminfo", (), 'read -r l </proc/meminfo && echo "$l"', "memory (the MemTotal line of /proc/meminfo)")
 IP_ADDR = Step("ip-addr", ("ip",), "ip -o addr show", "interface addresses")
 IP_LINK = Step("ip-link", ("ip",), "ip -o link show", "interface state")
 

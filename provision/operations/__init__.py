@@ -3,9 +3,15 @@ changes. The registry :data:`OPERATIONS` maps each name a playbook may use to it
 
 from __future__ import annotations
 
-from provision.operations import files, ssh, system, users
-from provision.operations import conda, jupyter, nfs, role_facts  # noqa: F401 - issue 8's roles (role_facts registers fact kinds)
+from provision.operations import conda, files, jupyter, nfs, role_facts, ssh, system, users  # noqa: F401 - issue 8's roles (role_facts registers fact kinds)
 from provision.operations.base import Operation
 
-OPERATIONS: dict[str, Operation] = {**files.OPERATIONS, **users.OPERATIONS, **system.OPERATIONS, **ssh.OPERATIONS,
-                                    **nfs.OPERATIONS, **conda.OPERATIONS, **jupyter.OPERATIONS}
+OPERATIONS: dict[str, Operation] = {
+    **files.OPERATIONS,
+    **users.OPERATIONS,
+    **system.OPERATIONS,
+    **ssh.OPERATIONS,
+    **nfs.OPERATIONS,
+    **conda.OPERATIONS,
+    **jupyter.OPERATIONS,
+}

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from provision.errors import ProvisionError
 
@@ -112,8 +113,14 @@ class Write:
         """The file fact after the write."""
         import hashlib
 
-        state = FileState("f", self.mode if self.mode is not None else 0o644, self.owner or "root", self.group or "root",
-                          hashlib.sha256(self.content).hexdigest(), self.content)
+        state = FileState(
+            "f",
+            self.mode if self.mode is not None else 0o644,
+            self.owner or "root",
+            self.group or "root",
+            hashlib.sha256(self.content).hexdigest(),
+            self.content,
+        )
         return ((FactKey("file", self.path), state),)
 
 
@@ -158,7 +165,12 @@ class Operation:
             value = raw[name]
             if int in spec.types and str not in spec.types and isinstance(value, str) and value.isdigit():
                 value = int(value)
-            if bool in spec.types and str not in spec.types and isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
+            if (
+                bool in spec.types
+                and str not in spec.types
+                and isinstance(value, str)
+                and value.lower() in ("true", "false", "yes", "no")
+            ):
                 value = value.lower() in ("true", "yes")
             if not isinstance(value, spec.types) or (isinstance(value, bool) and bool not in spec.types):
                 wanted = " or ".join(t.__name__ for t in spec.types)
@@ -232,8 +244,10 @@ def home_prelude(script: str) -> str:
     lines = []
     for hexname in sorted(set(HOME_VAR.findall(script))):
         user = bytes.fromhex(hexname).decode()
-        lines.append(f"H_{hexname}=$(getent passwd {shlex.quote(user)} | cut -d: -f6); "
-                     f"[ -n \"$H_{hexname}\" ] || {{ echo 'no such user: {user}' >&2; exit 91; }}")
+        lines.append(
+            f"H_{hexname}=$(getent passwd {shlex.quote(user)} | cut -d: -f6); "
+            f"[ -n \"$H_{hexname}\" ] || {{ echo 'no such user: {user}' >&2; exit 91; }}"
+        )
     return "\n".join(lines)
 
 

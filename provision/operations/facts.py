@@ -12,8 +12,18 @@ from typing import Any
 
 from provision.errors import ParseError
 from provision.operations.base import (
-    PACKAGE_NAME, SERVICE_NAME, FactKey, FileState, GroupEntry, ServiceState, UserEntry, check_path, check_user, home_prelude,
-    quote, shell_path,
+    PACKAGE_NAME,
+    SERVICE_NAME,
+    FactKey,
+    FileState,
+    GroupEntry,
+    ServiceState,
+    UserEntry,
+    check_path,
+    check_user,
+    home_prelude,
+    quote,
+    shell_path,
 )
 
 CONTENT_LIMIT = 4 * 1024 * 1024  # files larger than this are compared by sha256 only
@@ -32,9 +42,9 @@ def register_fact_kind(kind: str, command, parse) -> None:
 def _file_command(path: str) -> str:
     word = shell_path(check_path(path))
     body = (
-        f"p={word}; if [ -e \"$p\" ]; then stat -L -c '%F|%a|%U|%G|%s' \"$p\"; "
-        "if [ -f \"$p\" ] && [ -r \"$p\" ]; then sha256sum <\"$p\" | cut -c1-64; "
-        f"if [ \"$(stat -L -c %s \"$p\")\" -le {CONTENT_LIMIT} ]; then base64 <\"$p\" | tr -d '\\n'; echo; fi; fi; "
+        f'p={word}; if [ -e "$p" ]; then stat -L -c \'%F|%a|%U|%G|%s\' "$p"; '
+        'if [ -f "$p" ] && [ -r "$p" ]; then sha256sum <"$p" | cut -c1-64; '
+        f'if [ "$(stat -L -c %s "$p")" -le {CONTENT_LIMIT} ]; then base64 <"$p" | tr -d \'\\n\'; echo; fi; fi; '
         "else echo absent; fi"
     )
     prelude = home_prelude(body)
@@ -60,14 +70,18 @@ def fact_command(key: FactKey) -> str:
             raise ValueError(f"{kind} {arg!r} is not a number")
         return f"getent {'passwd' if kind == 'uid' else 'group'} {arg} | cut -d: -f1"
     if kind == "pkgmgr":
-        return "if command -v apt-get >/dev/null; then echo apt; elif command -v dnf >/dev/null; then echo dnf; " \
-               "elif command -v yum >/dev/null; then echo yum; fi"
+        return (
+            "if command -v apt-get >/dev/null; then echo apt; elif command -v dnf >/dev/null; then echo dnf; "
+            "elif command -v yum >/dev/null; then echo yum; fi"
+        )
     if kind == "package":
         if not PACKAGE_NAME.match(arg):
             raise ValueError(f"package {arg!r}")
         name = quote(arg)
-        return (f"if command -v dpkg-query >/dev/null; then dpkg-query -W -f='${{db:Status-Abbrev}}|${{Version}}' {name} 2>/dev/null; "
-                f"elif command -v rpm >/dev/null; then rpm -q --qf 'ii |%{{VERSION}}' {name} 2>/dev/null; fi; true")
+        return (
+            f"if command -v dpkg-query >/dev/null; then dpkg-query -W -f='${{db:Status-Abbrev}}|${{Version}}' {name} 2>/dev/null; "  # noqa: E501 - one literal, kept whole to be read or grepped
+            f"elif command -v rpm >/dev/null; then rpm -q --qf 'ii |%{{VERSION}}' {name} 2>/dev/null; fi; true"
+        )
     if kind == "command":
         return f"( {arg}\n) >/dev/null 2>&1 </dev/null; echo $?"
     if kind == "systemd":
@@ -78,9 +92,11 @@ def fact_command(key: FactKey) -> str:
         name = quote(arg)
         return f"systemctl is-active {name} 2>/dev/null || true; systemctl is-enabled {name} 2>/dev/null || echo unknown"
     if kind == "hostinfo":
-        return ("echo \"h $(hostname)\"; echo \"f $(hostname -f 2>/dev/null)\"; "
-                "for a in $(hostname -I 2>/dev/null); do echo \"a $a\"; done; "
-                "for k in /etc/ssh/ssh_host_*_key.pub; do [ -r \"$k\" ] && echo \"k $(cat \"$k\")\"; done; true")
+        return (
+            'echo "h $(hostname)"; echo "f $(hostname -f 2>/dev/null)"; '
+            'for a in $(hostname -I 2>/dev/null); do echo "a $a"; done; '
+            'for k in /etc/ssh/ssh_host_*_key.pub; do [ -r "$k" ] && echo "k $(cat "$k")"; done; true'
+        )
     raise ValueError(f"unknown fact kind {kind!r}")
 
 

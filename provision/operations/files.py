@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from provision.operations.base import (
-    Arg, ArgumentError, FactKey, FileState, Operation, OperationError, Run, Write,
-    check_path, check_user, parent_of, parse_mode, quote, shell_path,
+    Arg,
+    ArgumentError,
+    FactKey,
+    FileState,
+    Operation,
+    OperationError,
+    Run,
+    Write,
+    check_path,
+    check_user,
+    parent_of,
+    parse_mode,
+    quote,
+    shell_path,
 )
 
 _OWNERSHIP = {
@@ -46,8 +59,14 @@ def _fix_attributes(path: str, state: FileState, args: dict) -> list[Run]:
         what.append(f"mode {mode:04o}")
     if not commands:
         return []
-    new = FileState(state.kind, mode if mode is not None else state.mode, owner or state.owner, group or state.group,
-                    state.sha256, state.content)
+    new = FileState(
+        state.kind,
+        mode if mode is not None else state.mode,
+        owner or state.owner,
+        group or state.group,
+        state.sha256,
+        state.content,
+    )
     return [Run(" && ".join(commands), f"{path}: {', '.join(what)}", ((FactKey("file", path), new),))]
 
 
@@ -150,10 +169,10 @@ def edit_block(text: str, block: str, marker: str) -> str:
     lines = text.splitlines()
     body = block.splitlines()
     managed = [begin, *body, end] if block else []
-    if begin in lines and end in lines[lines.index(begin):]:
+    if begin in lines and end in lines[lines.index(begin) :]:
         start = lines.index(begin)
         stop = lines.index(end, start)
-        lines[start:stop + 1] = managed
+        lines[start : stop + 1] = managed
     else:
         lines.extend(managed)
     return "\n".join(lines) + ("\n" if lines else "")
@@ -193,10 +212,10 @@ def plan_download(args: dict, facts: Mapping[FactKey, Any]) -> list:
     owner = (args["owner"] or "root") + (f":{args['group']}" if args["group"] else "")
     command = (
         f"t=$(mktemp {folder}/.provision-dl.XXXXXX) && "
-        f"{{ if command -v curl >/dev/null; then curl -fsSL -o \"$t\" {quote(url)}; else wget -q -O \"$t\" {quote(url)}; fi; }} && "
-        f"got=$(sha256sum <\"$t\" | cut -c1-64) && "
-        f"if [ \"$got\" != {digest} ]; then rm -f \"$t\"; echo \"sha256 mismatch: got $got\" >&2; false; "
-        f"else chmod {mode:04o} \"$t\" && chown {quote(owner)} \"$t\" && mv -f \"$t\" {word}; fi"
+        f'{{ if command -v curl >/dev/null; then curl -fsSL -o "$t" {quote(url)}; else wget -q -O "$t" {quote(url)}; fi; }} && '
+        f'got=$(sha256sum <"$t" | cut -c1-64) && '
+        f'if [ "$got" != {digest} ]; then rm -f "$t"; echo "sha256 mismatch: got $got" >&2; false; '
+        f'else chmod {mode:04o} "$t" && chown {quote(owner)} "$t" && mv -f "$t" {word}; fi'
     )
     new = FileState("f", mode, args["owner"] or "root", args["group"] or "root", digest, None)
     return [Run(command, f"download {url} to {path}", ((FactKey("file", path), new),))]
@@ -205,16 +224,42 @@ def plan_download(args: dict, facts: Mapping[FactKey, Any]) -> list:
 _PATH = {"path": Arg((str,), True, help="remote path (absolute or ~user/...)")}
 
 OPERATIONS = {
-    "directory": Operation("directory", {**_PATH, **_OWNERSHIP}, _file_request, plan_directory,
-                           doc="a folder with owner, group, mode"),
-    "file": Operation("file", {**_PATH, **_OWNERSHIP, "content": Arg((str,), True), "secret": Arg((bool,), default=False)},
-                      _file_request, plan_file, doc="a file with exactly this content"),
-    "line": Operation("line", {**_PATH, **_OWNERSHIP, "line": Arg((str,), True), "regexp": Arg((str,)),
-                               "state": Arg((str,), default="present"), "create": Arg((bool,), default=False)},
-                      _file_request, plan_line, doc="one line in a file"),
-    "block": Operation("block", {**_PATH, **_OWNERSHIP, "block": Arg((str,), True),
-                                 "marker": Arg((str,), default="# {mark} provision managed block")},
-                       _file_request, plan_block, doc="a marked block in a file"),
-    "download": Operation("download", {**_PATH, **_OWNERSHIP, "url": Arg((str,), True), "sha256": Arg((str,), True)},
-                          _file_request, plan_download, doc="a file fetched from a URL, checked by sha256"),
+    "directory": Operation(
+        "directory", {**_PATH, **_OWNERSHIP}, _file_request, plan_directory, doc="a folder with owner, group, mode"
+    ),
+    "file": Operation(
+        "file",
+        {**_PATH, **_OWNERSHIP, "content": Arg((str,), True), "secret": Arg((bool,), default=False)},
+        _file_request,
+        plan_file,
+        doc="a file with exactly this content",
+    ),
+    "line": Operation(
+        "line",
+        {
+            **_PATH,
+            **_OWNERSHIP,
+            "line": Arg((str,), True),
+            "regexp": Arg((str,)),
+            "state": Arg((str,), default="present"),
+            "create": Arg((bool,), default=False),
+        },
+        _file_request,
+        plan_line,
+        doc="one line in a file",
+    ),
+    "block": Operation(
+        "block",
+        {**_PATH, **_OWNERSHIP, "block": Arg((str,), True), "marker": Arg((str,), default="# {mark} provision managed block")},
+        _file_request,
+        plan_block,
+        doc="a marked block in a file",
+    ),
+    "download": Operation(
+        "download",
+        {**_PATH, **_OWNERSHIP, "url": Arg((str,), True), "sha256": Arg((str,), True)},
+        _file_request,
+        plan_download,
+        doc="a file fetched from a URL, checked by sha256",
+    ),
 }

@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from provision.operations.base import (
-    UNKNOWN, Arg, ArgumentError, FactKey, Operation, OperationError, Run, check_path, check_user, quote, shell_path,
+    UNKNOWN,
+    Arg,
+    ArgumentError,
+    FactKey,
+    Operation,
+    OperationError,
+    Run,
+    check_path,
+    check_user,
+    quote,
+    shell_path,
 )
 from provision.operations.files import content_changes, edit_block
 
-KEY_LINE = re.compile(r"^(?:(?P<opts>\S+) )?(?P<type>(?:ssh|ecdsa|sk)-[a-z0-9@.-]+) (?P<blob>[A-Za-z0-9+/]+={0,3})(?: (?P<comment>[^\n]*))?$")
+KEY_LINE = re.compile(
+    r"^(?:(?P<opts>\S+) )?(?P<type>(?:ssh|ecdsa|sk)-[a-z0-9@.-]+) (?P<blob>[A-Za-z0-9+/]+={0,3})(?: (?P<comment>[^\n]*))?$"
+)
 NAME = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,252}|\[[0-9A-Za-z.:-]+\]:\d+|[0-9A-Fa-f:.]+)$")
 
 
@@ -38,17 +51,19 @@ def plan_keypair(args: dict, facts: Mapping[FactKey, Any]) -> list:
     if private is None:
         command = (
             f"install -d -m 700 -o {quote(user)} -g {entry.gid} {folder} && d=$(mktemp -d {folder}/.provision-key.XXXXXX) && "
-            f"ssh-keygen -q -t ed25519 -N '' -C {quote(user)}@\"$(hostname)\" -f \"$d/k\" && "
-            f"chown {owner} \"$d/k\" \"$d/k.pub\" && chmod 600 \"$d/k\" && chmod 644 \"$d/k.pub\" && "
-            f"mv -f \"$d/k.pub\" {pub} && mv -f \"$d/k\" {word} && rmdir \"$d\""
+            f'ssh-keygen -q -t ed25519 -N \'\' -C {quote(user)}@"$(hostname)" -f "$d/k" && '
+            f'chown {owner} "$d/k" "$d/k.pub" && chmod 600 "$d/k" && chmod 644 "$d/k.pub" && '
+            f'mv -f "$d/k.pub" {pub} && mv -f "$d/k" {word} && rmdir "$d"'
         )
         effects = ((FactKey("file", path), UNKNOWN), (FactKey("file", path + ".pub"), UNKNOWN))
         return [Run(command, f"generate ssh key {path}", effects)]
     if private.kind != "f":
         raise OperationError(f"ssh_keypair: {path} is not a file")
     if public is None:
-        command = (f"t=$(mktemp {folder}/.provision-key.XXXXXX) && ssh-keygen -y -f {word} >\"$t\" && "
-                   f"chown {owner} \"$t\" && chmod 644 \"$t\" && mv -f \"$t\" {pub}")
+        command = (
+            f't=$(mktemp {folder}/.provision-key.XXXXXX) && ssh-keygen -y -f {word} >"$t" && '
+            f'chown {owner} "$t" && chmod 644 "$t" && mv -f "$t" {pub}'
+        )
         return [Run(command, f"derive {path}.pub", ((FactKey("file", path + ".pub"), UNKNOWN),))]
     return []
 
@@ -63,7 +78,10 @@ def keypair_result(args: dict, facts: Mapping[FactKey, Any]) -> dict:
     if not match or match.group("opts"):
         return {"public_key": None, "user": args["user"], "error": "public key file is not one plain key line"}
     comment = re.sub(r"[^A-Za-z0-9@._-]", "", match.group("comment") or "")[:64]
-    return {"public_key": f"{match.group('type')} {match.group('blob')}" + (f" {comment}" if comment else ""), "user": args["user"]}
+    return {
+        "public_key": f"{match.group('type')} {match.group('blob')}" + (f" {comment}" if comment else ""),
+        "user": args["user"],
+    }
 
 
 def parse_key(line: str) -> tuple[str, str]:
@@ -152,13 +170,27 @@ def plan_known_hosts(args: dict, facts: Mapping[FactKey, Any]) -> list:
 
 
 OPERATIONS = {
-    "ssh_keypair": Operation("ssh_keypair", {"user": Arg((str,), True), "path": Arg((str,))}, _keypair_requests, plan_keypair,
-                             result=keypair_result, result_requests=lambda a: [FactKey("file", _key_path(a) + ".pub")],
-                             doc="an ed25519 key pair for a user, kept when present"),
-    "authorized_key": Operation("authorized_key", {"user": Arg((str,), True), "keys": Arg((str, list), True),
-                                                   "path": Arg((str,))},
-                                _auth_requests, plan_authorized_key, doc="public keys in a user's authorized_keys"),
-    "known_hosts": Operation("known_hosts", {"entries": Arg((list,), True), "path": Arg((str,), default="/etc/ssh/ssh_known_hosts")},
-                             lambda a: [FactKey("file", check_path(a["path"]))], plan_known_hosts,
-                             doc="host keys in a managed block of known_hosts"),
+    "ssh_keypair": Operation(
+        "ssh_keypair",
+        {"user": Arg((str,), True), "path": Arg((str,))},
+        _keypair_requests,
+        plan_keypair,
+        result=keypair_result,
+        result_requests=lambda a: [FactKey("file", _key_path(a) + ".pub")],
+        doc="an ed25519 key pair for a user, kept when present",
+    ),
+    "authorized_key": Operation(
+        "authorized_key",
+        {"user": Arg((str,), True), "keys": Arg((str, list), True), "path": Arg((str,))},
+        _auth_requests,
+        plan_authorized_key,
+        doc="public keys in a user's authorized_keys",
+    ),
+    "known_hosts": Operation(
+        "known_hosts",
+        {"entries": Arg((list,), True), "path": Arg((str,), default="/etc/ssh/ssh_known_hosts")},
+        lambda a: [FactKey("file", check_path(a["path"]))],
+        plan_known_hosts,
+        doc="host keys in a managed block of known_hosts",
+    ),
 }

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from provision.operations.base import (
-    PACKAGE_NAME, SERVICE_NAME, UNKNOWN, Arg, ArgumentError, FactKey, Operation, OperationError, Run, ServiceState, check_path,
+    PACKAGE_NAME,
+    SERVICE_NAME,
+    UNKNOWN,
+    Arg,
+    ArgumentError,
+    FactKey,
+    Operation,
+    OperationError,
+    Run,
+    ServiceState,
+    check_path,
     quote,
 )
 
@@ -92,8 +103,9 @@ def plan_service(args: dict, facts: Mapping[FactKey, Any]) -> list:
     clear error (containers and some HPC images run none)."""
     name = _service_name(args)
     if not facts.get(FactKey("systemd")):
-        raise OperationError(f"service {name}: systemd is not running on this host (no /run/systemd/system); "
-                             "start the service by other means")
+        raise OperationError(
+            f"service {name}: systemd is not running on this host (no /run/systemd/system); start the service by other means"
+        )
     state: ServiceState = facts.get(FactKey("service", name)) or ServiceState("unknown", "unknown")
     commands, active, enabled = [], state.active, state.enabled
     wanted = args["state"]
@@ -111,17 +123,35 @@ def plan_service(args: dict, facts: Mapping[FactKey, Any]) -> list:
         enabled = "enabled" if args["enabled"] else "disabled"
     if not commands:
         return []
-    return [Run(" && ".join(commands), f"service {name}: {', '.join(c.split()[1] for c in commands)}",
-                ((FactKey("service", name), ServiceState(active, enabled)),))]
+    return [
+        Run(
+            " && ".join(commands),
+            f"service {name}: {', '.join(c.split()[1] for c in commands)}",
+            ((FactKey("service", name), ServiceState(active, enabled)),),
+        )
+    ]
 
 
 OPERATIONS = {
-    "package": Operation("package", {"name": Arg((str, list), True), "state": Arg((str,), default="present"),
-                                     "update": Arg((bool,), default=False)},
-                         _package_requests, plan_package, doc="packages installed with apt-get or dnf"),
-    "command": Operation("command", {"cmd": Arg((str,), True), "creates": Arg((str,)), "unless": Arg((str,))},
-                         _command_requests, plan_command, doc="a shell command, skipped by creates/unless"),
-    "service": Operation("service", {"name": Arg((str,), True), "state": Arg((str,), default="started"),
-                                     "enabled": Arg((bool,))},
-                         _service_requests, plan_service, doc="a systemd service"),
+    "package": Operation(
+        "package",
+        {"name": Arg((str, list), True), "state": Arg((str,), default="present"), "update": Arg((bool,), default=False)},
+        _package_requests,
+        plan_package,
+        doc="packages installed with apt-get or dnf",
+    ),
+    "command": Operation(
+        "command",
+        {"cmd": Arg((str,), True), "creates": Arg((str,)), "unless": Arg((str,))},
+        _command_requests,
+        plan_command,
+        doc="a shell command, skipped by creates/unless",
+    ),
+    "service": Operation(
+        "service",
+        {"name": Arg((str,), True), "state": Arg((str,), default="started"), "enabled": Arg((bool,))},
+        _service_requests,
+        plan_service,
+        doc="a systemd service",
+    ),
 }

@@ -6,10 +6,21 @@ silently, since files on shared storage belong to the id, not the name.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from provision.operations.base import (
-    Arg, ArgumentError, FactKey, GroupEntry, Operation, OperationError, Run, UserEntry, check_path, check_user, quote,
+    Arg,
+    ArgumentError,
+    FactKey,
+    GroupEntry,
+    Operation,
+    OperationError,
+    Run,
+    UserEntry,
+    check_path,
+    check_user,
+    quote,
 )
 
 
@@ -87,22 +98,46 @@ def plan_user(args: dict, facts: Mapping[FactKey, Any]) -> list:
     missing = [g for g in args["groups"] if g not in entry.groups]
     if missing:
         new = UserEntry(name, uid, entry.gid, entry.home, entry.shell, entry.groups + tuple(missing))
-        changes.append(Run(f"usermod -a -G {quote(','.join(missing))} {quote(name)}", f"add {name} to {', '.join(missing)}",
-                           ((FactKey("user", name), new),)))
+        changes.append(
+            Run(
+                f"usermod -a -G {quote(','.join(missing))} {quote(name)}",
+                f"add {name} to {', '.join(missing)}",
+                ((FactKey("user", name), new),),
+            )
+        )
         entry = new
     if entry.shell != args["shell"]:
         new = UserEntry(name, uid, entry.gid, entry.home, args["shell"], entry.groups)
-        changes.append(Run(f"usermod -s {quote(args['shell'])} {quote(name)}", f"shell of {name}: {args['shell']}",
-                           ((FactKey("user", name), new),)))
+        changes.append(
+            Run(
+                f"usermod -s {quote(args['shell'])} {quote(name)}",
+                f"shell of {name}: {args['shell']}",
+                ((FactKey("user", name), new),),
+            )
+        )
     return changes
 
 
 OPERATIONS = {
-    "group": Operation("group", {"name": Arg((str,), True), "gid": Arg((int,), True)}, _group_requests, plan_group,
-                       doc="a group with a fixed gid"),
-    "user": Operation("user", {
-        "name": Arg((str,), True), "uid": Arg((int,), True), "group": Arg((str,), help="primary group (default: name)"),
-        "groups": Arg((list, str), help="supplementary groups"), "shell": Arg((str,), default="/bin/bash"),
-        "home": Arg((str,)),
-    }, _user_requests, plan_user, doc="a user with a fixed uid"),
+    "group": Operation(
+        "group",
+        {"name": Arg((str,), True), "gid": Arg((int,), True)},
+        _group_requests,
+        plan_group,
+        doc="a group with a fixed gid",
+    ),
+    "user": Operation(
+        "user",
+        {
+            "name": Arg((str,), True),
+            "uid": Arg((int,), True),
+            "group": Arg((str,), help="primary group (default: name)"),
+            "groups": Arg((list, str), help="supplementary groups"),
+            "shell": Arg((str,), default="/bin/bash"),
+            "home": Arg((str,)),
+        },
+        _user_requests,
+        plan_user,
+        doc="a user with a fixed uid",
+    ),
 }

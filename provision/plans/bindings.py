@@ -17,9 +17,13 @@ from dataclasses import dataclass
 
 from provision.plans.rankfile import RankPlan
 
-_V4 = re.compile(r"^\[([\w.-]{1,253}):\d{1,10}\] MCW rank (\d{1,9}) (?:bound to ((?:socket \d{1,5}\[core \d{1,6}\[hwt [\d,-]{1,40}\]\],? ?){1,4096})|is not bound)")
+_V4 = re.compile(
+    r"^\[([\w.-]{1,253}):\d{1,10}\] MCW rank (\d{1,9}) (?:bound to ((?:socket \d{1,5}\[core \d{1,6}\[hwt [\d,-]{1,40}\]\],? ?){1,4096})|is not bound)"  # noqa: E501 - one literal, kept whole to be read or grepped
+)
 _V4_CORE = re.compile(r"socket (\d+)\[core (\d+)\[")
-_V5 = re.compile(r"^\[([\w.-]{1,253}):\d{1,10}\] Rank (\d{1,9}) (?:bound to ((?:package\[\d{1,5}\]\[core:[\d,-]{1,4000}\]\s?){1,64})|is not bound)")
+_V5 = re.compile(
+    r"^\[([\w.-]{1,253}):\d{1,10}\] Rank (\d{1,9}) (?:bound to ((?:package\[\d{1,5}\]\[core:[\d,-]{1,4000}\]\s?){1,64})|is not bound)"  # noqa: E501 - one literal, kept whole to be read or grepped
+)
 _V5_PACKAGE = re.compile(r"package\[(\d+)\]\[core:([\d,-]+)\]")
 MAX_CORES = 1 << 16
 
@@ -56,15 +60,24 @@ def parse_binding_line(line: str) -> Binding | None:
         pairs = {(int(s), int(c)) for s, c in _V4_CORE.findall(match.group(3) or "")}
         return Binding(match.group(1), int(match.group(2)), tuple(sorted(pairs)))
     if match := _V5.match(line):
-        pairs = {(int(package), core) for package, cores in _V5_PACKAGE.findall(match.group(3) or "") for core in _core_list(cores)}
+        pairs = {
+            (int(package), core) for package, cores in _V5_PACKAGE.findall(match.group(3) or "") for core in _core_list(cores)
+        }
         return Binding(match.group(1), int(match.group(2)), tuple(sorted(pairs)))
     return None
 
 
 def check_bindings(plan: RankPlan, bindings: dict[int, Binding]) -> list[str]:
     """One line per rank that is missing, on another host or bound to other cores than planned."""
-    names = {facts.host: {facts.host, facts.hostname or facts.host, (facts.hostname or facts.host).split(".")[0]} for facts in plan.facts}
-    whole_node = {facts.host: [(0, core) for core in range(len(facts.cpu.sockets[0].cores))] for facts in plan.facts if facts.cpu.socket_count == 1}
+    names = {
+        facts.host: {facts.host, facts.hostname or facts.host, (facts.hostname or facts.host).split(".")[0]}
+        for facts in plan.facts
+    }
+    whole_node = {
+        facts.host: [(0, core) for core in range(len(facts.cpu.sockets[0].cores))]
+        for facts in plan.facts
+        if facts.cpu.socket_count == 1
+    }
     problems = []
     for slot in plan.slots():
         planned = [(slot.socket, core) for core in range(slot.first_core, slot.last_core + 1)]
@@ -75,6 +88,10 @@ def check_bindings(plan: RankPlan, bindings: dict[int, Binding]) -> list[str]:
         elif got.host not in names.get(slot.host, {slot.host}):
             problems.append(f"rank {slot.rank}: ran on {got.host}, planned {where}")
         elif list(got.cores) != planned and not (not got.cores and whole_node.get(slot.host) == planned):
-            shown = "bound to " + ", ".join(f"{s}:{c}" for s, c in got.cores[:16]) if got.cores else "not bound (or bound to the whole node)"
+            shown = (
+                "bound to " + ", ".join(f"{s}:{c}" for s, c in got.cores[:16])
+                if got.cores
+                else "not bound (or bound to the whole node)"
+            )
             problems.append(f"rank {slot.rank}: {shown} on {got.host}, planned {where}")
     return problems

@@ -90,6 +90,7 @@ def needs_hostfile(plan: RankPlan) -> bool:
 
 def common_interface(facts_list: list[HostFacts]) -> str | None:
     """An interface up with an IPv4 address on every host (InfiniBand first), not loopback."""
+
     def usable(facts: HostFacts) -> set[str]:
         return {i.name for i in facts.interfaces if i.up and i.name != "lo" and any("." in a for a in i.addresses)}
 
@@ -164,10 +165,14 @@ def hostfile(plan: RankPlan, style: str) -> str:
 
 def allocation_hostfile(plan: RankPlan, rankfile_name: str) -> str:
     """The OpenMPI hostfile that allocates exactly the planned hosts, X slots each (one a line)."""
-    return f"# provision: the hosts and slots of {rankfile_name} (OpenMPI 5 maps a rank file only onto these)\n" + hostfile(plan, "hostfile")
+    return f"# provision: the hosts and slots of {rankfile_name} (OpenMPI 5 maps a rank file only onto these)\n" + hostfile(
+        plan, "hostfile"
+    )
 
 
-ROOT_ADVICE = "OpenMPI refuses to run as root unless told: pass --allow-run-as-root (mpirun's own switch) or launch as another user"
+ROOT_ADVICE = (
+    "OpenMPI refuses to run as root unless told: pass --allow-run-as-root (mpirun's own switch) or launch as another user"
+)
 
 
 def root_message(host: str, user: str) -> str:

@@ -25,7 +25,7 @@ class CoreCell:
 def core_cells(plan: RankPlan) -> dict[str, list[list[CoreCell]]]:
     """{host: [socket][core] -> CoreCell}, from each host's facts and slots."""
     cells = {}
-    for host_plan, facts in zip(sorted(plan.hosts, key=lambda h: h.index), plan.facts):
+    for host_plan, facts in zip(sorted(plan.hosts, key=lambda h: h.index), plan.facts, strict=False):
         by_core = {(s.socket, core): s for s in host_plan.slots for core in range(s.first_core, s.last_core + 1)}
         cells[host_plan.host] = [
             [CoreCell(core.index, by_core.get((socket.index, core.index))) for core in socket.cores]
@@ -79,14 +79,28 @@ def svg(plan: RankPlan) -> str:
             squares = []
             for position, core in enumerate(socket):
                 fill = _PALETTE[core.slot.learner % len(_PALETTE)] if core.slot else "#eeeeee"
-                title = f"socket {socket_index} core {core.index}" + (f": rank {core.slot.rank}, GPU {core.slot.learner}" if core.slot else ": unused")
+                title = f"socket {socket_index} core {core.index}" + (
+                    f": rank {core.slot.rank}, GPU {core.slot.learner}" if core.slot else ": unused"
+                )
                 squares.append({"x": x + position * (cell + gap), "y": y, "fill": fill, "title": title})
             sockets.append({"x": x, "label": f"socket {socket_index}", "squares": squares})
             x += len(socket) * (cell + gap) + 20
         width = max(width, x)
         ranks = ", ".join(f"{s.rank}@{s.slot_text()}" for s in sorted(host_plan.slots, key=lambda s: s.learner))
-        rows.append({"y": y, "host": host_plan.host, "rack": host_plan.rack + 1, "shape": facts.cpu.shape(), "sockets": sockets, "ranks": ranks})
+        rows.append(
+            {
+                "y": y,
+                "host": host_plan.host,
+                "rack": host_plan.rack + 1,
+                "shape": facts.cpu.shape(),
+                "sockets": sockets,
+                "ranks": ranks,
+            }
+        )
         y += cell + 34
-    legend = [{"x": label_width + 430 + learner * 58, "fill": _PALETTE[learner % len(_PALETTE)], "label": f"GPU {learner}"} for learner in range(plan.dims.x)]
+    legend = [
+        {"x": label_width + 430 + learner * 58, "fill": _PALETTE[learner % len(_PALETTE)], "label": f"GPU {learner}"}
+        for learner in range(plan.dims.x)
+    ]
     width = max(width, label_width + 430 + 58 * plan.dims.x)
     return render("topology.svg.j2", plan=plan, rows=rows, legend=legend, width=width + 20, height=y + 10, cell=cell)

@@ -72,7 +72,9 @@ def check_rankfile(lines: list[RankLine], facts_by_host: dict[str, HostFacts], p
             continue
         sockets = facts.cpu.sockets
         if entry.socket >= len(sockets):
-            problems.append(f"{where}: host {entry.host} has {len(sockets)} socket(s) (0-{len(sockets) - 1}), not socket {entry.socket}")
+            problems.append(
+                f"{where}: host {entry.host} has {len(sockets)} socket(s) (0-{len(sockets) - 1}), not socket {entry.socket}"
+            )
             continue
         available = len(sockets[entry.socket].cores)
         beyond = [core for core in entry.cores if core >= available]

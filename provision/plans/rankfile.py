@@ -81,7 +81,9 @@ def _sockets_of_learners(facts: HostFacts, learners: int, use_gpu_affinity: bool
     if use_gpu_affinity and len(gpus) == learners and all(g.socket is not None for g in gpus):
         for gpu in gpus:
             if not 0 <= gpu.socket < sockets:
-                raise PlanError(f"host {facts.host}: GPU {gpu.index} is on socket {gpu.socket}, but the host has sockets 0-{sockets - 1}")
+                raise PlanError(
+                    f"host {facts.host}: GPU {gpu.index} is on socket {gpu.socket}, but the host has sockets 0-{sockets - 1}"
+                )
         return [g.socket for g in gpus], RULE_GPU
     if learners <= sockets:
         return list(range(learners)), RULE_RANK_GEN
@@ -105,7 +107,9 @@ def _check_cores_exist(facts: HostFacts, slot: Slot) -> None:
             )
 
 
-def plan_host(facts: HostFacts, dims: Dims, host_index: int, *, allow_no_gpu: bool = False, use_gpu_affinity: bool = True) -> HostPlan:
+def plan_host(
+    facts: HostFacts, dims: Dims, host_index: int, *, allow_no_gpu: bool = False, use_gpu_affinity: bool = True
+) -> HostPlan:
     """Slots for one host from its own facts; raises :class:`PlanError` naming host and numbers."""
     if dims.x > len(facts.gpus) and not allow_no_gpu:
         raise PlanError(
@@ -122,8 +126,7 @@ def plan_host(facts: HostFacts, dims: Dims, host_index: int, *, allow_no_gpu: bo
         share = cores // learners_on[socket_index]
         if share < 1:
             raise PlanError(
-                f"host {facts.host}: socket {socket_index} has {cores} usable core(s) for "
-                f"{learners_on[socket_index]} learners"
+                f"host {facts.host}: socket {socket_index} has {cores} usable core(s) for {learners_on[socket_index]} learners"
             )
         first = placed[socket_index] * share
         placed[socket_index] += 1
@@ -148,10 +151,14 @@ def topology_differences(facts_list: list[HostFacts]) -> list[str]:
     return warnings
 
 
-def plan_rankfile(dims: Dims, facts_list: list[HostFacts], *, allow_no_gpu: bool = False, use_gpu_affinity: bool = True) -> RankPlan:
+def plan_rankfile(
+    dims: Dims, facts_list: list[HostFacts], *, allow_no_gpu: bool = False, use_gpu_affinity: bool = True
+) -> RankPlan:
     """The whole rank file for ``facts_list`` (hosts rack by rack). Validates before anything is written."""
     if len(facts_list) != dims.hosts:
-        raise PlanError(f"dims {dims} need Y·Z = {dims.hosts} hosts, got {len(facts_list)}: {', '.join(f.host for f in facts_list)}")
+        raise PlanError(
+            f"dims {dims} need Y·Z = {dims.hosts} hosts, got {len(facts_list)}: {', '.join(f.host for f in facts_list)}"
+        )
     names = [facts.host for facts in facts_list]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:

@@ -33,8 +33,14 @@ from provision.operations.base import Arg
 from provision.playbook.templating import TemplateError, compile_expression
 from provision.yaml_lines import load_yaml_with_lines
 
-TEMPLATE_ARGS = {"src": Arg((str,), True), "path": Arg((str,), True), "owner": Arg((str,)), "group": Arg((str,)),
-                 "mode": Arg((str, int)), "secret": Arg((bool,), default=False)}
+TEMPLATE_ARGS = {
+    "src": Arg((str,), True),
+    "path": Arg((str,), True),
+    "owner": Arg((str,)),
+    "group": Arg((str,)),
+    "mode": Arg((str, int)),
+    "secret": Arg((bool,), default=False),
+}
 TASK_KEYWORDS = ("name", "when", "loop", "tags", "become", "become_user", "notify", "register", "no_log")
 PLAY_KEYWORDS = ("name", "hosts", "become", "vars", "tasks", "handlers", "tags")
 MAX_INCLUDE_DEPTH = 8
@@ -106,8 +112,12 @@ def _task(raw: Any, path: Path, line: int, inherited_tags: tuple[str, ...]) -> T
     ops = [key for key in raw if key not in TASK_KEYWORDS]
     for key in ops:
         if key not in OPERATIONS and key != "template":
-            raise _fail(path, lines.get(key, line), f"unknown operation or keyword {key!r} "
-                        f"(operations: {', '.join(operation_names())}; keywords: {', '.join(TASK_KEYWORDS)})")
+            raise _fail(
+                path,
+                lines.get(key, line),
+                f"unknown operation or keyword {key!r} "
+                f"(operations: {', '.join(operation_names())}; keywords: {', '.join(TASK_KEYWORDS)})",
+            )
     if len(ops) != 1:
         raise _fail(path, line, f"a task names exactly one operation, found {ops or 'none'}")
     op = ops[0]
@@ -117,13 +127,16 @@ def _task(raw: Any, path: Path, line: int, inherited_tags: tuple[str, ...]) -> T
     spec = operation_args(op)
     for name in args:
         if name not in spec:
-            raise _fail(path, args.key_lines.get(name, line) if hasattr(args, "key_lines") else line,
-                        f"{op}: unknown argument {name!r} (valid: {', '.join(sorted(spec))})")
+            raise _fail(
+                path,
+                args.key_lines.get(name, line) if hasattr(args, "key_lines") else line,
+                f"{op}: unknown argument {name!r} (valid: {', '.join(sorted(spec))})",
+            )
     for name, arg in spec.items():
         if arg.required and name not in args:
             raise _fail(path, lines.get(op, line), f"{op}: missing argument {name!r} (valid: {', '.join(sorted(spec))})")
     when = raw.get("when")
-    for expression in (when if isinstance(when, list) else [when]):
+    for expression in when if isinstance(when, list) else [when]:
         if isinstance(expression, str):
             try:
                 compile_expression(expression)
@@ -142,9 +155,20 @@ def _task(raw: Any, path: Path, line: int, inherited_tags: tuple[str, ...]) -> T
     become_user = raw.get("become_user")
     if become_user is not None and (not isinstance(become_user, str) or not become_user.strip()):
         raise _fail(path, lines.get("become_user", line), "become_user: a user name (or a {{ template }})")
-    return Task(str(raw.get("name") or op), op, args, f"{path}:{line}", when, raw.get("loop"),
-                inherited_tags + _tags(raw.get("tags"), path, lines.get("tags", line)), become, notify, register,
-                bool(raw.get("no_log")), become_user)
+    return Task(
+        str(raw.get("name") or op),
+        op,
+        args,
+        f"{path}:{line}",
+        when,
+        raw.get("loop"),
+        inherited_tags + _tags(raw.get("tags"), path, lines.get("tags", line)),
+        become,
+        notify,
+        register,
+        bool(raw.get("no_log")),
+        become_user,
+    )
 
 
 def _hosts(value: Any, path: Path, line: int) -> tuple[str, ...]:
@@ -182,7 +206,9 @@ def load_playbook(path: Path, _depth: int = 0, _tags_from: tuple[str, ...] = ())
             continue
         unknown = [key for key in raw if key not in PLAY_KEYWORDS]
         if unknown:
-            raise _fail(path, lines.get(unknown[0], line), f"unknown play keyword {unknown[0]!r} (valid: {', '.join(PLAY_KEYWORDS)})")
+            raise _fail(
+                path, lines.get(unknown[0], line), f"unknown play keyword {unknown[0]!r} (valid: {', '.join(PLAY_KEYWORDS)})"
+            )
         if "hosts" not in raw:
             raise _fail(path, line, "a play needs hosts:")
         tags = _tags_from + _tags(raw.get("tags"), path, lines.get("tags", line))
@@ -190,7 +216,7 @@ def load_playbook(path: Path, _depth: int = 0, _tags_from: tuple[str, ...] = ())
         if not isinstance(variables, dict):
             raise _fail(path, lines.get("vars", line), "vars: expected a mapping")
 
-        def task_list(key: str) -> tuple[Task, ...]:
+        def task_list(key: str, raw=raw, lines=lines, line=line, tags=tags) -> tuple[Task, ...]:
             items = raw.get(key) or []
             if not isinstance(items, list):
                 raise _fail(path, lines.get(key, line), f"{key}: expected a list of tasks")
@@ -199,8 +225,18 @@ def load_playbook(path: Path, _depth: int = 0, _tags_from: tuple[str, ...] = ())
         become = raw.get("become", False)
         if not isinstance(become, bool):
             raise _fail(path, lines.get("become", line), "become: true or false")
-        plays.append(Play(str(raw.get("name") or f"play {index + 1}"), _hosts(raw["hosts"], path, lines.get("hosts", line)),
-                          f"{path}:{line}", path.parent, become, dict(variables), task_list("tasks"), task_list("handlers")))
+        plays.append(
+            Play(
+                str(raw.get("name") or f"play {index + 1}"),
+                _hosts(raw["hosts"], path, lines.get("hosts", line)),
+                f"{path}:{line}",
+                path.parent,
+                become,
+                dict(variables),
+                task_list("tasks"),
+                task_list("handlers"),
+            )
+        )
         handler_names = {h.name for h in plays[-1].handlers}
         for task in plays[-1].tasks:
             for name in task.notify:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 import shlex
 import traceback
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import jinja2
 from jinja2 import meta
