@@ -37,7 +37,7 @@ from provision.operations.base import (
     quote,
     shell_path,
 )
-from provision.operations.files import _common, _current_text, _fix_attributes, content_changes, edit_block
+from provision.operations.files import edit_block, plan_marked_block
 
 MARKER = ".provision-installer"
 UPLOAD_DIR = "/var/tmp"
@@ -228,15 +228,7 @@ def edit_block_top(text: str, block: str, marker: str) -> str:
 
 def plan_block_top(args: dict, facts: Mapping[FactKey, Any]) -> list:
     """A marked block at the top of a file, replaced as a whole; other lines untouched."""
-    args = _common(args)
-    if "{mark}" not in args["marker"] or "\n" in args["marker"]:
-        raise ArgumentError("block_top: marker must be one line containing {mark}")
-    state = facts.get(FactKey("file", args["path"]))
-    text = _current_text(args["path"], state, True)
-    new = edit_block_top(text, args["block"], args["marker"])
-    if state is not None and new == text:
-        return _fix_attributes(args["path"], state, args)
-    return content_changes(args["path"], new.encode(), args, state)
+    return plan_marked_block("block_top", edit_block_top, args, facts)
 
 
 _FILE = lambda args: [FactKey("file", check_path(args["path"]))]  # noqa: E731

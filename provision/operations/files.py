@@ -178,17 +178,23 @@ def edit_block(text: str, block: str, marker: str) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def plan_block(args: dict, facts: Mapping[FactKey, Any]) -> list:
-    """A marked block of lines in a file, replaced as a whole; lines outside it untouched."""
+def plan_marked_block(operation: str, edit, args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """A block between marker lines, put in place by ``edit(text, block, marker)``; the rest of
+    the file untouched. Shared by ``block`` (where it is, else at the end) and ``block_top``."""
     args = _common(args)
     if "{mark}" not in args["marker"] or "\n" in args["marker"]:
-        raise ArgumentError("block: marker must be one line containing {mark}")
+        raise ArgumentError(f"{operation}: marker must be one line containing {{mark}}")
     state = facts.get(FactKey("file", args["path"]))
     text = _current_text(args["path"], state, True)
-    new = edit_block(text, args["block"], args["marker"])
+    new = edit(text, args["block"], args["marker"])
     if state is not None and new == text:
         return _fix_attributes(args["path"], state, args)
     return content_changes(args["path"], new.encode(), args, state)
+
+
+def plan_block(args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """A marked block of lines in a file, replaced as a whole; lines outside it untouched."""
+    return plan_marked_block("block", edit_block, args, facts)
 
 
 _URL = re.compile(r"^(https?|ftp)://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
