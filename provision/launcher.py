@@ -16,7 +16,9 @@ import io
 import re
 import shlex
 import shutil
+import signal
 import sys
+import threading
 from collections.abc import Callable
 
 from provision.connection import SshOptions, describe_failure, open_connection
@@ -84,11 +86,27 @@ def _stream(channel, scanner: _BindingScanner | None, out) -> int:
     """Copy the channel's output to ``out`` until it ends; returns the exit status.
 
     First Ctrl-C: send the terminal's interrupt character (mpirun gets SIGINT). Second: close the
-    channel (sshd hangs up the terminal, mpirun gets SIGHUP)."""
-    interrupts = 0
-    channel.settimeout(0.2)
-    while True:
-        try:
+    channel (sshd hangs up the terminal, mpirun gets SIGHUP). SIGINT only sets a flag while this
+    runs: a KeyboardInterrupt raised inside paramiko's reads could leave the channel half-used."""
+    interrupts = [0]
+    handled = 0
+
+    def on_sigint(_signum, _frame) -> None:
+        interrupts[0] += 1
+
+    previous = signal.signal(signal.SIGINT, on_sigint) if threading.current_thread() is threading.main_thread() else None
+    try:
+        channel.settimeout(0.2)
+        while True:
+            if interrupts[0] > handled:
+                handled = interrupts[0]
+                if handled == 1:
+                    message = "\nprovision: interrupt sent to mpirun (Ctrl-C again closes the connection)"
+                    print(message, file=sys.stderr, flush=True)
+                    channel.send(b"\x03")
+                else:
+                    channel.close()
+                    return INTERRUPTED
             try:
                 data = channel.recv(65536)
             except TimeoutError:
@@ -99,16 +117,16 @@ def _stream(channel, scanner: _BindingScanner | None, out) -> int:
             out.flush()
             if scanner is not None:
                 scanner.feed(data)
-        except KeyboardInterrupt:
-            interrupts += 1
-            if interrupts == 1:
-                print("\nprovision: interrupt sent to mpirun (Ctrl-C again closes the connection)", file=sys.stderr, flush=True)
-                channel.send(b"\x03")
-            else:
+        while not channel.exit_status_ready():  # output ended; the status follows
+            if interrupts[0] > 1:
                 channel.close()
                 return INTERRUPTED
-    status = channel.recv_exit_status()
-    return INTERRUPTED if interrupts and status in (0, -1) else status
+            channel.status_event.wait(0.2)
+        status = channel.recv_exit_status()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    return INTERRUPTED if interrupts[0] and status in (0, -1) else status
 
 
 def run_from_first_host(
