@@ -1,7 +1,10 @@
 """Anaconda operations as data: checksums checked on the controller before any host is touched,
 installs skipped/refused/planned from the facts, clones per user, a block at a file's top."""
 
+import base64
 import hashlib
+import os
+import subprocess
 
 import pytest
 
@@ -32,23 +35,60 @@ P = "/opt/anaconda3"
 PREFIX, MARK, DF = FactKey("file", P), FactKey("file", f"{P}/{MARKER}"), FactKey("df", P)
 
 
-def test_fresh_install_uploads_checks_and_runs_in_batch_mode(installer):
+def test_fresh_install_checks_and_runs_in_batch_mode_from_a_private_folder(installer):
     path, sha, _md5 = installer
     changes = plan("conda_install", {"installer": str(path), "sha256": sha, "prefix": P}, {PREFIX: None, MARK: None, DF: 10**8})
-    assert [type(c) for c in changes] == [Write, Run]
-    upload = changes[0]
-    assert upload.content == path.read_bytes() and upload.mode == 0o600 and upload.path.startswith("/var/tmp/")
-    command = changes[1].command
+    [change] = changes  # one Run: the installer travels inside it into a private mktemp -d folder
+    assert isinstance(change, Run)
+    command = change.command
+    assert base64.b64encode(path.read_bytes()).decode() in command
     for part in (
         "umask 022",
+        "d=$(mktemp -d /var/tmp/provision-installer.XXXXXXXX)",
         f'[ "$got" = {sha} ]',
-        f"bash {upload.path} -b -p /opt/anaconda3",
+        'bash "$d/installer.sh" -b -p /opt/anaconda3',
         "chown -R root:root /opt/anaconda3",
         "chmod -R go-w /opt/anaconda3",
+        'rm -rf "$d"',
         MARKER,
     ):
         assert part in command
-    assert command.index("got=") < command.index("bash /var/tmp")  # verified before it runs
+    assert "provision-installer-" not in command  # no predictable path in a world-writable folder
+    assert command.index("mktemp -d") < command.index("got=") < command.index('bash "$d/') < command.rindex('rm -rf "$d"')
+
+
+def test_install_effects_name_only_what_stays(installer):
+    """Nothing is recorded for the temporary installer (the same Run removes it): no stale fact."""
+    path, sha, _md5 = installer
+    for installer_arg in (str(path), "https://repo.example.org/A.sh"):
+        changes = plan(
+            "conda_install", {"installer": installer_arg, "sha256": sha, "prefix": P}, {PREFIX: None, MARK: None, DF: 10**8}
+        )
+        assert not any(isinstance(c, Write) for c in changes)
+        keys = [key for change in changes for key, _value in change.effects]
+        assert keys and all(key.arg == P or key.arg.startswith(P + "/") for key in keys)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the install command chowns the prefix to root")
+def test_install_command_runs_from_a_private_folder_removed_afterwards(tmp_path):
+    source = tmp_path / "inst.sh"
+    source.write_bytes(b'#!/bin/bash\nmkdir -p "$3"\nprintf "%s %s\\n" "$0" "$(stat -c %a:%U "$(dirname "$0")")" >"$3/ran"\n')
+    sha = hashlib.sha256(source.read_bytes()).hexdigest()
+    prefix = str(tmp_path / "opt" / "conda")
+    facts = {FactKey("file", prefix): None, FactKey("file", f"{prefix}/{MARKER}"): None, FactKey("df", prefix): 10**8}
+    [change] = plan("conda_install", {"installer": str(source), "sha256": sha, "prefix": prefix}, facts)
+    done = subprocess.run(["sh", "-c", change.command], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    ran, perms = (tmp_path / "opt" / "conda" / "ran").read_text().split()
+    assert perms == "700:root" and ran.endswith("/installer.sh") and ran.startswith("/var/tmp/provision-installer.")
+    assert not os.path.exists(os.path.dirname(ran))  # removed afterwards
+    assert (tmp_path / "opt" / "conda" / MARKER).read_text() == f"sha256:{sha}\n"
+    # a wrong checksum on the node: nothing run, the folder removed too
+    bad = change.command.replace(sha, "0" * 64)
+    before = set(os.listdir("/var/tmp"))
+    failed = subprocess.run(["sh", "-c", bad.replace(prefix, prefix + "2")], capture_output=True, text=True)
+    assert failed.returncode == 1 and "mismatch" in failed.stderr
+    assert set(os.listdir("/var/tmp")) == before and not os.path.exists(prefix + "2")
 
 
 def test_relative_installer_is_read_from_base_dir_and_md5_accepted(installer):
@@ -58,7 +98,7 @@ def test_relative_installer_is_read_from_base_dir_and_md5_accepted(installer):
         {"installer": path.name, "md5": md5, "prefix": P, "base_dir": str(path.parent)},
         {PREFIX: None, MARK: None, DF: 10**8},
     )
-    assert "md5sum" in changes[1].command
+    assert "md5sum" in changes[-1].command
 
 
 def test_same_install_is_skipped(installer):
@@ -98,8 +138,9 @@ def test_url_installer_is_checked_on_the_node():
         {"installer": "https://repo.example.org/A.sh", "sha256": sha, "prefix": P},
         {PREFIX: None, MARK: None, DF: 10**8},
     )
-    assert "curl -fsSL -o /var/tmp/provision-installer-aaaaaaaaaaaaaaaa.sh https://repo.example.org/A.sh" in change.command
-    assert change.command.index("curl") < change.command.index("got=") < change.command.index("bash /var/tmp")
+    assert 'curl -fsSL -o "$d/installer.sh" https://repo.example.org/A.sh' in change.command
+    assert change.command.index("mktemp -d") < change.command.index("curl") < change.command.index("got=")
+    assert change.command.index("got=") < change.command.index('bash "$d/installer.sh"')
 
 
 @pytest.mark.parametrize(
@@ -111,6 +152,14 @@ def test_url_installer_is_checked_on_the_node():
         ({"installer": "/nonexistent/Anaconda.sh", "sha256": "0" * 64}, "No such file or directory"),
         ({"prefix": "/"}, "must be an absolute folder below /"),
         ({"installer": "https://x/a b.sh", "sha256": "0" * 64}, "not an http"),
+        ({"prefix": "/opt/$(touch /tmp/x)"}, r"anaconda prefix '/opt/\$\(touch /tmp/x\)' may only hold"),
+        ({"prefix": "/opt/a`id`"}, "may only hold"),
+        ({"prefix": '/opt/a"b'}, "may only hold"),
+        ({"prefix": "/opt/a b"}, "may only hold"),
+        ({"prefix": "/opt/a'b"}, "may only hold"),
+        ({"channels": ["defaults", "x\n  - evil"]}, r"conda channel 'x\\n  - evil' may only hold"),
+        ({"channels": ["a b"]}, "may only hold"),
+        ({"channels": "defaults"}, "channels"),
     ],
 )
 def test_bad_input_before_any_host(installer, args, message):
@@ -132,6 +181,11 @@ def test_clones_per_prefix_skipped_when_present():
         'umask 022 && mkdir -p "${H_616c696365}"/.conda/envs && /opt/anaconda3/bin/conda create -q -y '
         '-p "${H_616c696365}"/.conda/envs/anaconda3 --clone /opt/anaconda3 >/dev/null'
     )
+
+
+def test_clone_prefix_checked_like_the_install_prefix():
+    with pytest.raises(ArgumentError, match="may only hold"):
+        plan("conda_clone", {"user": "alice", "prefixes": ["/opt/x;id"]}, {})
 
 
 def test_block_top_goes_before_the_early_return_and_is_replaced_in_place():

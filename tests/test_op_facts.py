@@ -91,3 +91,22 @@ def test_hostinfo_bounds_and_filters():
     info = parse_fact(FactKey("hostinfo"), text)
     assert info["short"] == "node1" and info["host_keys"] == ["ssh-ed25519 AAAA"]
     assert "$(evil)" not in info["addresses"] and len(info["addresses"]) < 200
+
+
+def test_stat_fact_reads_metadata_never_content(tmp_path):
+    path = tmp_path / "id_ed25519"
+    path.write_bytes(b"-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n")
+    os.chmod(path, 0o600)
+    key = FactKey("stat", str(path))
+    command = fact_command(key)
+    assert "base64" not in command and "cat" not in command and "sha256sum" not in command and "<" not in command
+    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout
+    assert "secret" not in out and "BEGIN" not in out
+    state = parse_fact(key, out)
+    assert state.kind == "f" and state.mode == 0o600 and state.owner == getpass.getuser()
+    assert state.sha256 is None and state.content is None
+    assert read(FactKey("stat", str(tmp_path))).kind == "d"
+    assert read(FactKey("stat", str(tmp_path / "nope"))) is None
+    assert read(FactKey("stat", "~nosuchuser9/.ssh/id_ed25519")) is None
+    with pytest.raises(ParseError):
+        parse_fact(key, "regular file|abc|root|root|1\n")

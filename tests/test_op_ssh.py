@@ -3,7 +3,7 @@
 import pytest
 
 from provision.operations import OPERATIONS
-from provision.operations.base import ArgumentError, FactKey, FileState, OperationError, Run, UserEntry, Write
+from provision.operations.base import UNKNOWN, ArgumentError, FactKey, FileState, OperationError, Run, UserEntry, Write
 from provision.operations.ssh import add_keys, keypair_result
 
 ALICE = UserEntry("alice", 2001, 2001, "/home/alice", "/bin/bash")
@@ -24,7 +24,7 @@ def text_file(text, mode=0o600, owner="alice"):
 
 
 AUTH = FactKey("file", "~alice/.ssh/authorized_keys")
-PRIV, PUB = FactKey("file", "~alice/.ssh/id_ed25519"), FactKey("file", "~alice/.ssh/id_ed25519.pub")
+PRIV, PUB = FactKey("stat", "~alice/.ssh/id_ed25519"), FactKey("file", "~alice/.ssh/id_ed25519.pub")
 USER = FactKey("user", "alice")
 
 
@@ -35,8 +35,23 @@ def test_keypair_generated_when_absent():
     assert "install -d -m 700 -o alice -g 2001" in change.command
 
 
+def test_private_key_is_only_stat_ed_never_read():
+    """The private key never leaves the node: its fact is a stat (no content), the public key is read."""
+    from provision.operations.facts import fact_command
+
+    keys = OPERATIONS["ssh_keypair"].requests(OPERATIONS["ssh_keypair"].check_args({"user": "alice"}))
+    assert PRIV in keys and PUB in keys and FactKey("file", PRIV.arg) not in keys
+    command = fact_command(PRIV)
+    assert "base64" not in command and "cat " not in command and "sha256sum" not in command
+    (change,) = plan("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: None, PUB: None})
+    assert (PRIV, UNKNOWN) in change.effects
+
+
 def test_existing_keypair_kept():
-    assert plan("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: text_file("secret"), PUB: text_file(K1)}) == []
+    assert (
+        plan("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: FileState("f", 0o600, "alice", "alice"), PUB: text_file(K1)})
+        == []
+    )
 
 
 def test_keypair_result_is_the_public_key():

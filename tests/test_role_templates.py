@@ -31,10 +31,10 @@ def test_ganesha_export_blocks():
 
 def test_condarc_and_profile():
     condarc = render("condarc.j2", item={"prefix": "/opt/anaconda3", "channels": ["defaults"]})
-    assert "envs_dirs:\n  - ~/.conda/envs\n" in condarc and "channels:\n  - defaults\n" in condarc
+    assert "envs_dirs:\n  - ~/.conda/envs\n" in condarc and 'channels:\n  - "defaults"\n' in condarc
     assert "channels" not in render("condarc.j2", item={"prefix": "/opt/anaconda3"}).split("auto_update_conda")[1]
     profile = render("conda-profile.sh.j2", item={"prefix": "/opt/anaconda3"})
-    assert 'PATH="/opt/anaconda3/bin:$PATH"' in profile
+    assert 'PATH=/opt/anaconda3/bin":$PATH"' in profile and "*:/opt/anaconda3/bin:*) ;;" in profile
 
 
 def test_jupyter_config_is_valid_python_with_secure_settings():
@@ -57,3 +57,25 @@ def test_jupyter_config_is_valid_python_with_secure_settings():
         "c.ServerApp.port_retries = 0",
     ):
         assert line in text
+
+
+def test_condarc_channels_are_yaml_strings():
+    import yaml
+
+    condarc = render("condarc.j2", item={"prefix": "/opt/anaconda3", "channels": ["defaults", "conda-forge", "a: b"]})
+    assert yaml.safe_load(condarc)["channels"] == ["defaults", "conda-forge", "a: b"]
+
+
+def test_profile_quotes_the_prefix(tmp_path):
+    import subprocess
+
+    prefix = f'/opt/x"; touch {tmp_path}/pwned; "`touch {tmp_path}/pwned2`$(touch {tmp_path}/pwned3)'
+    profile = tmp_path / "p.sh"
+    profile.write_text(render("conda-profile.sh.j2", item={"prefix": prefix}))
+    out = subprocess.run(["sh", "-c", f'. {profile}; printf %s "$PATH"'], capture_output=True, text=True, env={"PATH": "/bin"})
+    assert out.returncode == 0 and out.stdout == f"{prefix}/bin:/bin"
+    assert not any(tmp_path.glob("pwned*"))
+    again = subprocess.run(
+        ["sh", "-c", f'. {profile}; . {profile}; printf %s "$PATH"'], capture_output=True, text=True, env={"PATH": "/bin"}
+    )
+    assert again.stdout == f"{prefix}/bin:/bin"  # not added twice

@@ -37,6 +37,16 @@ CASES = [
         "  anaconda: [{installer: installers/A.sh, md5: 'ffffffffffffffffffffffffffffffff', prefix: /opt/a3}]\n",
         "md5 is",
     ),
+    (
+        "prefix-with-shell",
+        f"  anaconda: [{{installer: installers/A.sh, sha256: '{SHA}', prefix: '/opt/a3$(id)'}}]\n",
+        "anaconda prefix '/opt/a3$(id)' may only hold letters, digits and ._/+- after a leading /",
+    ),
+    (
+        "channel-with-yaml",
+        f"  anaconda: [{{installer: installers/A.sh, sha256: '{SHA}', prefix: /opt/a3, channels: ['defaults', 'a b']}}]\n",
+        "conda channel 'a b' may only hold",
+    ),
     ("no-checksum", "  anaconda: [{installer: installers/A.sh, prefix: /opt/a3}]\n", "a checksum is required"),
     (
         "missing-installer",

@@ -37,7 +37,8 @@ class ArgumentError(ProvisionError):
 @dataclass(frozen=True)
 class FactKey:
     """One piece of host state: ``kind`` (file, user, group, uid, gid, package, pkgmgr, command,
-    service, systemd, hostinfo) and its argument (a path, a name, a command...)."""
+    service, systemd, hostinfo; ``stat``: a file's metadata without its content) and its
+    argument (a path, a name, a command...)."""
 
     kind: str
     arg: str = ""

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 import threading
@@ -31,7 +32,6 @@ from provision.operations.base import (
     Operation,
     OperationError,
     Run,
-    Write,
     check_path,
     parent_of,
     quote,
@@ -40,7 +40,9 @@ from provision.operations.base import (
 from provision.operations.files import edit_block, plan_marked_block
 
 MARKER = ".provision-installer"
-UPLOAD_DIR = "/var/tmp"
+UPLOAD_DIR = "/var/tmp"  # the installer goes to a private ``mktemp -d`` folder (0700, root) in here
+_PREFIX = re.compile(r"^/[A-Za-z0-9._/+-]+$")  # written raw-safe into shell profiles and .condarc
+_CHANNEL = re.compile(r"^[A-Za-z0-9._:/@+-]+$")
 _URL = re.compile(r"^(https?|ftp)://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
 _HEX = {"sha256": re.compile(r"^[0-9a-f]{64}$"), "md5": re.compile(r"^[0-9a-f]{32}$")}
 
@@ -55,6 +57,27 @@ def checksum_of(args: dict) -> tuple[str, str]:
                 raise ArgumentError(f"anaconda {args['installer']}: {algorithm} {value!r} is not a {algorithm} digest")
             return algorithm, value
     raise ArgumentError(f"anaconda {args['installer']}: a checksum is required (sha256, or md5 as the archive lists)")
+
+
+def check_prefix(prefix: Any, what: str = "anaconda prefix") -> str:
+    """A prefix that is safe in every login shell's profile: ``/`` then only letters, digits and
+    ``._/+-``, normalised; else :class:`ArgumentError` naming the value."""
+    if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+        raise ArgumentError(f"{what} {prefix!r} may only hold letters, digits and ._/+- after a leading /")
+    return check_path(prefix)
+
+
+def check_channels(channels: Any) -> list[str]:
+    """The ``.condarc`` channels: names or URLs of letters, digits and ``._:/@+-``; else
+    :class:`ArgumentError` naming the value."""
+    if channels is None:
+        return []
+    if not isinstance(channels, list):
+        raise ArgumentError(f"anaconda channels {channels!r} must be a list")
+    for channel in channels:
+        if not isinstance(channel, str) or not _CHANNEL.match(channel):
+            raise ArgumentError(f"conda channel {channel!r} may only hold letters, digits and ._:/@+-")
+    return channels
 
 
 def is_url(installer: str) -> bool:
@@ -105,6 +128,8 @@ def _install_requests(args: dict) -> list[FactKey]:
     prefix = check_path(args["prefix"])
     if prefix.startswith("~") or prefix.count("/") < 2:
         raise ArgumentError(f"anaconda prefix {prefix!r} must be an absolute folder below / (e.g. /opt/anaconda3)")
+    prefix = check_prefix(args["prefix"])
+    check_channels(args.get("channels"))
     if is_url(args["installer"]):
         checksum_of(args)
         if not _URL.match(args["installer"]):
@@ -121,8 +146,9 @@ def _size_needed_kib(args: dict, installer_bytes: int) -> int:
 
 
 def plan_install(args: dict, facts: Mapping[FactKey, Any]) -> list:
-    """Upload/download, check, run the installer in batch mode, lock the prefix down; or nothing."""
-    prefix = check_path(args["prefix"])
+    """Send/download the installer into a private ``mktemp -d`` folder, check it, run it in batch
+    mode, remove the folder, lock the prefix down; or nothing."""
+    prefix = check_prefix(args["prefix"])
     algorithm, digest = checksum_of(args)
     stamp = f"{algorithm}:{digest}\n".encode()
     marker = facts.get(FactKey("file", f"{prefix}/{MARKER}"))
@@ -143,41 +169,39 @@ def plan_install(args: dict, facts: Mapping[FactKey, Any]) -> list:
             f"not enough free disk space for {prefix}: {free // 1024} MiB free on its filesystem, "
             f"{needed // 1024} MiB needed (set min_free_mb to change the estimate)"
         )
-    upload = f"{UPLOAD_DIR}/provision-installer-{digest[:16]}.sh"
     tool = "sha256sum" if algorithm == "sha256" else "md5sum"
-    fetch = []
     if local is None:
-        fetch.append(
-            f"{{ if command -v curl >/dev/null; then curl -fsSL -o {quote(upload)} {quote(args['installer'])}; "
-            f"else wget -q -O {quote(upload)} {quote(args['installer'])}; fi; }} || {{ echo 'download failed' >&2; exit 1; }}"
+        url = quote(args["installer"])
+        fetch = (
+            f'{{ if command -v curl >/dev/null; then curl -fsSL -o "$d/installer.sh" {url}; '
+            f'else wget -q -O "$d/installer.sh" {url}; fi; }} '
+            "|| { echo 'download failed' >&2; exit 1; }"
         )
-    changes: list = []
-    if local is not None:
-        changes.append(Write(upload, local, "root", "root", 0o600, None, f"upload installer to {upload}"))
+    else:  # the installer travels inside the script (as a Write would), straight into the private folder
+        fetch = f"printf %s '{base64.b64encode(local).decode()}' | base64 -d >\"$d/installer.sh\""
     script = " && ".join(
         [
             "umask 022",
-            *fetch,
-            f"got=$({tool} <{quote(upload)} | cut -d' ' -f1)",
-            f'{{ [ "$got" = {digest} ] || {{ echo "installer {algorithm} mismatch on the node: got $got" >&2; '
-            f"rm -f {quote(upload)}; exit 1; }}; }}",
+            fetch,
+            f"got=$({tool} <\"$d/installer.sh\" | cut -d' ' -f1)",
+            f'{{ [ "$got" = {digest} ] || {{ echo "installer {algorithm} mismatch on the node: got $got" >&2; exit 1; }}; }}',
             f"mkdir -p {shell_path(parent_of(prefix))}",
-            f"bash {quote(upload)} -b -p {shell_path(prefix)} >/dev/null",
-            f"rm -f {quote(upload)}",
+            f'bash "$d/installer.sh" -b -p {shell_path(prefix)} >/dev/null',
             f"chown -R root:root {shell_path(prefix)}",
             f"chmod -R go-w {shell_path(prefix)}",
             f"printf '%s\\n' {quote(stamp.decode().strip())} >{shell_path(prefix + '/' + MARKER)}",
         ]
     )
+    # A private folder (mktemp -d: unpredictable name, 0700, root's) holds the installer from its
+    # download through its checksum to its run: nobody can plant a link or swap the file; it is
+    # removed whatever happens. Nothing outside the prefix is recorded (no stale fact).
+    command = f'd=$(mktemp -d {UPLOAD_DIR}/provision-installer.XXXXXXXX) || exit 1\n( {script}\n); rc=$?\nrm -rf "$d"\nexit $rc'
     effects = (
         (FactKey("file", f"{prefix}/{MARKER}"), FileState("f", 0o644, "root", "root", hashlib.sha256(stamp).hexdigest(), stamp)),
         (FactKey("file", prefix), FileState("d", 0o755)),
         (FactKey("file", f"{prefix}/.condarc"), UNKNOWN),
     )
-    changes.append(
-        Run(f"( {script} ) || {{ rm -f {quote(upload)}; exit 1; }}", f"install {args['installer']} into {prefix}", effects)
-    )
-    return changes
+    return [Run(command, f"install {args['installer']} into {prefix}", effects)]
 
 
 def clone_name(prefix: str) -> str:
@@ -192,7 +216,7 @@ def clone_paths(args: dict) -> list[tuple[str, str]]:
     """``(prefix, ~USER/.conda/envs/NAME)`` for each prefix."""
     out = []
     for prefix in args["prefixes"]:
-        prefix = check_path(prefix)
+        prefix = check_prefix(prefix, "conda_clone: prefix")
         out.append((prefix, check_path(f"~{args['user']}/.conda/envs/{clone_name(prefix)}")))
     return out
 
@@ -243,6 +267,7 @@ OPERATIONS = {
             "prefix": Arg((str,), True),
             "min_free_mb": Arg((int,)),
             "base_dir": Arg((str,)),
+            "channels": Arg((list,), help="the channels of the prefix's .condarc (checked here)"),
         },
         _install_requests,
         plan_install,

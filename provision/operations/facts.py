@@ -47,6 +47,17 @@ def _file_command(path: str) -> str:
         f'if [ "$(stat -L -c %s "$p")" -le {CONTENT_LIMIT} ]; then base64 <"$p" | tr -d \'\\n\'; echo; fi; fi; '
         "else echo absent; fi"
     )
+    return _with_home(body)
+
+
+def _stat_command(path: str) -> str:
+    # Metadata only (type, mode, owner, group, size): the file is never opened, so a secret such
+    # as a private key never leaves the node.
+    word = shell_path(check_path(path))
+    return _with_home(f'p={word}; if [ -e "$p" ]; then stat -L -c \'%F|%a|%U|%G|%s\' "$p"; else echo absent; fi')
+
+
+def _with_home(body: str) -> str:
     prelude = home_prelude(body)
     if prelude:  # a missing user means the path does not exist (yet)
         return f"( {prelude.replace('exit 91', 'echo absent; exit 0')}\n{body} )"
@@ -60,6 +71,8 @@ def fact_command(key: FactKey) -> str:
         return EXTRA_KINDS[kind][0](arg)
     if kind == "file":
         return _file_command(arg)
+    if kind == "stat":
+        return _stat_command(arg)
     if kind == "user":
         name = quote(check_user(arg))
         return f"getent passwd {name} && id -Gn {name}; true"
@@ -112,13 +125,15 @@ def parse_fact(key: FactKey, text: str) -> Any:
     source = f"{kind} {key.arg}".strip()
     if kind in EXTRA_KINDS:
         return EXTRA_KINDS[kind][1](key.arg, text)
-    if kind == "file":
+    if kind in ("file", "stat"):
         if not lines or lines[0] == "absent":
             return None
         fields = lines[0].split("|")
         if len(fields) != 5 or not re.fullmatch(r"[0-7]{1,4}", fields[1]):
             raise ParseError(source, f"unexpected stat line {lines[0][:80]!r}")
         ftype = {"regular file": "f", "regular empty file": "f", "directory": "d"}.get(fields[0], "o")
+        if kind == "stat":  # metadata only: no checksum, no content
+            return FileState(ftype, int(fields[1], 8), fields[2], fields[3])
         sha = lines[1] if len(lines) > 1 and _SHA.match(lines[1]) else None
         content = None
         if ftype == "f" and len(lines) > 2:

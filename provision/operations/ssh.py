@@ -34,7 +34,8 @@ def _key_path(args: dict) -> str:
 
 def _keypair_requests(args: dict) -> list[FactKey]:
     path = _key_path(args)
-    return [FactKey("user", args["user"]), FactKey("file", path), FactKey("file", path + ".pub")]
+    # The private key is only stat-ed (never read: it must not leave the node); the public key is read.
+    return [FactKey("user", args["user"]), FactKey("stat", path), FactKey("file", path + ".pub")]
 
 
 def plan_keypair(args: dict, facts: Mapping[FactKey, Any]) -> list:
@@ -44,7 +45,7 @@ def plan_keypair(args: dict, facts: Mapping[FactKey, Any]) -> list:
     entry = facts.get(FactKey("user", user))
     if entry is None:
         raise OperationError(f"ssh_keypair: user {user} does not exist")
-    private, public = facts.get(FactKey("file", path)), facts.get(FactKey("file", path + ".pub"))
+    private, public = facts.get(FactKey("stat", path)), facts.get(FactKey("file", path + ".pub"))
     owner = quote(f"{user}:{entry.gid}")
     word, pub = shell_path(path), shell_path(path + ".pub")
     folder = shell_path(path.rpartition("/")[0])
@@ -55,7 +56,11 @@ def plan_keypair(args: dict, facts: Mapping[FactKey, Any]) -> list:
             f'chown {owner} "$d/k" "$d/k.pub" && chmod 600 "$d/k" && chmod 644 "$d/k.pub" && '
             f'mv -f "$d/k.pub" {pub} && mv -f "$d/k" {word} && rmdir "$d"'
         )
-        effects = ((FactKey("file", path), UNKNOWN), (FactKey("file", path + ".pub"), UNKNOWN))
+        effects = (
+            (FactKey("stat", path), UNKNOWN),
+            (FactKey("file", path), UNKNOWN),
+            (FactKey("file", path + ".pub"), UNKNOWN),
+        )
         return [Run(command, f"generate ssh key {path}", effects)]
     if private.kind != "f":
         raise OperationError(f"ssh_keypair: {path} is not a file")
