@@ -147,3 +147,11 @@ def test_nfs_variables_checked(args, message):
     with pytest.raises(ArgumentError, match=message):
         operation.requests(operation.check_args(args))
     assert operation.requests(operation.check_args({"exports": [{"path": "/d"}], "server": "n1", "hosts": ["n1"]})) == []
+
+
+def test_foreign_mount_named_by_the_node_is_shown_printable():
+    with pytest.raises(OperationError) as raised:
+        plan(
+            "nfs_mount", ARGS, {MOUNT: ("\x1b[2Jsrv:/x", "nfs\x1b]0;t\x07"), CAN: (), DIR: FileState("d"), FSTAB: text_file(b"")}
+        )
+    assert "\x1b" not in str(raised.value) and "\x07" not in str(raised.value) and "srv:/x" in str(raised.value)

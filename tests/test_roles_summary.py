@@ -50,3 +50,31 @@ def test_failed_nfs_server_is_said_not_hidden():
     [line] = role_summary(runs, variables, forks=2)
     assert not line.ok and line.host == "r1" and "no node's dataset paths were verified" in line.text
     assert role_summary(runs, variables, forks=2, roles=frozenset({"jupyter"})) == []
+
+
+def _server_run(session, kind="kernel"):
+    from types import SimpleNamespace
+
+    from provision.engine.hostrun import HOSTINFO
+
+    return SimpleNamespace(
+        failed=False, unreachable=None, registered={"nfs_kind": {"server": kind}}, facts={HOSTINFO: {}}, session=session
+    )
+
+
+def test_text_from_nodes_is_printable():
+    from provision.connection import CommandResult
+    from provision.engine.roles_summary import role_summary
+
+    nfs, _du = parse_node("@nfs /data/x nfs-cat \x1b]0;owned\x07\x1b[2Jdenied\n")
+    assert "\x1b" not in nfs["/data/x"][1] and "denied" in nfs["/data/x"][1]
+
+    class Session:
+        def run(self, command, stdin):
+            return CommandResult("sh: \x1b[2J\x1b]0;owned\x07cannot create\n", "", 1)
+
+    variables = {"s1": {"nfs_server": "s1", "nfs_server_address": "10.0.0.1", "nfs_exports": [{"path": "/data/x"}]}}
+    lines = role_summary({"s1": _server_run(Session())}, variables, forks=1)
+    [bad] = [line for line in lines if not line.ok]
+    assert "could not write the marker" in bad.text and "cannot create" in bad.text
+    assert "\x1b" not in bad.text and "\x07" not in bad.text

@@ -23,7 +23,7 @@ from typing import Any
 from provision.connection import HostFailure
 from provision.engine.hostrun import HOSTINFO
 from provision.engine.script import remote_command, stdin_for
-from provision.operations.base import check_user
+from provision.operations.base import check_user, printable
 from provision.operations.conda import clone_name
 from provision.operations.nfs import check_export_path
 from provision.parallel import fan_out
@@ -86,9 +86,9 @@ def parse_node(text: str) -> tuple[dict[str, tuple[str, str]], dict[tuple[str, s
             continue
         kind, a, b, rest = match.groups()
         if kind == "nfs":
-            nfs[a] = (b, rest.strip()[:200])
+            nfs[a] = (b, printable(rest, 200))
         else:
-            du[(a, b)] = rest.strip() if rest.strip() else b
+            du[(a, b)] = printable(rest, 40) or b
     return nfs, du
 
 
@@ -165,7 +165,9 @@ def role_summary(
         try:
             done = run.session.run(remote_command(True), stdin_for(write + "\n", True, password))
             if done.exit_code != 0:
-                lines.append(SummaryLine("nfs", server, f"could not write the marker: {done.stdout.strip()[-200:]}", False))
+                lines.append(
+                    SummaryLine("nfs", server, f"could not write the marker: {printable(done.stdout.strip()[-200:], 200)}", False)
+                )
                 token = None
         except HostFailure as failure:
             lines.append(SummaryLine("nfs", server, f"could not write the marker: {failure}", False))

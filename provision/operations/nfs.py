@@ -28,6 +28,7 @@ from provision.operations.base import (
     OperationError,
     Run,
     check_path,
+    printable,
     shell_path,
 )
 from provision.operations.files import content_changes
@@ -175,7 +176,8 @@ def plan_mount(args: dict, facts: Mapping[FactKey, Any]) -> list:
     if mounted is not None:
         if mounted[0] == source and mounted[1].startswith("nfs"):
             return []
-        raise OperationError(f"{path} is already a mount of {mounted[0]} ({mounted[1]}); refusing to mount {source} over it")
+        other = f"{printable(mounted[0], 200)} ({printable(mounted[1], 40)})"
+        raise OperationError(f"{path} is already a mount of {other}; refusing to mount {source} over it")
     changes: list = []
     state = facts.get(FactKey("file", path))
     if state is None:
