@@ -78,3 +78,40 @@ def test_text_from_nodes_is_printable():
     [bad] = [line for line in lines if not line.ok]
     assert "could not write the marker" in bad.text and "cannot create" in bad.text
     assert "\x1b" not in bad.text and "\x07" not in bad.text
+
+
+def _run_sh(script: str, tmp_path) -> str:
+    """Run a node script here, with a PATH of only the tools it needs (so never nfs-cat: no waiting)."""
+    import shutil
+    import subprocess
+
+    tools = tmp_path / "bin"
+    tools.mkdir(exist_ok=True)
+    for tool in ("sh", "awk", "head", "getent", "cut", "du", "chmod", "rm", "touch", "mktemp", "ln", "cat"):
+        if shutil.which(tool) and not (tools / tool).exists():
+            (tools / tool).symlink_to(shutil.which(tool))
+    env = {"PATH": str(tools)}
+    return subprocess.run([str(tools / "sh"), "-s"], input=script, capture_output=True, text=True, timeout=60, env=env).stdout
+
+
+def test_node_script_quotes_what_it_puts_in_commands(tmp_path):
+    import pytest
+
+    from provision.operations.base import ArgumentError
+
+    owned = tmp_path / "owned"
+    script = node_script([], None, None, [("nosuchuser-provision", f"a$(touch {owned})")])
+    _run_sh(script, tmp_path)
+    assert not owned.exists()
+    with pytest.raises(ArgumentError, match="may only hold"):
+        node_script([f"/data$(touch {owned})"], "10.0.0.1", "tok", [])
+
+
+def test_node_script_runs_and_is_parsed(tmp_path):
+    export = tmp_path / "export"
+    export.mkdir()
+    nfs, du = parse_node(
+        _run_sh(node_script([str(export)], "127.0.0.1", "tok", [("nosuchuser-provision", "anaconda3")]), tmp_path)
+    )
+    assert set(nfs) == {str(export)} and nfs[str(export)][0] == "none"
+    assert du == {("nosuchuser-provision", "anaconda3"): "absent"}

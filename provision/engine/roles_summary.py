@@ -58,21 +58,22 @@ def node_script(exports: list[str], server_address: str | None, token: str | Non
             lines.append(
                 f'if awk -v p={_q(path)} \'$5 == p {{ for (i = 7; i <= NF; i++) if ($i == "-" && $(i+1) ~ /^nfs/) f = 1 }} '
                 "END { exit !f }' /proc/self/mountinfo; "
-                f'then echo "@nfs {path} mount $(head -c 200 {_q(marker)} 2>&1 | head -n 1)"; '
+                f"then printf '@nfs %s mount %s\\n' {_q(path)} \"$(head -c 200 {_q(marker)} 2>&1 | head -n 1)\"; "
                 # Retries: NFSv4 clients starting at the same moment can collide (NFS4ERR_STALE_CLIENTID),
                 # and a server that just (re)started is in its grace period for a few seconds.
                 "elif command -v nfs-cat >/dev/null 2>&1; then "
                 f"for i in 1 2 3 4 5; do r=$(timeout 20 nfs-cat {_q(url)} 2>&1) && break; sleep $i; done; "
-                f'echo "@nfs {path} nfs-cat $(printf \'%s\' "$r" | head -c 200 | head -n 1)"; '
-                f'else echo "@nfs {path} none"; fi'
+                f"printf '@nfs %s nfs-cat %s\\n' {_q(path)} \"$(printf '%s' \"$r\" | head -c 200 | head -n 1)\"; "
+                f"else printf '@nfs %s none\\n' {_q(path)}; fi"
             )
     for user, name in clones:
         check_user(user)
+        env = f'"$h/.conda/envs/"{_q(name)}'
         lines.append(
             f"h=$(getent passwd {_q(user)} | cut -d: -f6); "
-            f'if [ -n "$h" ] && [ -d "$h/.conda/envs/{name}" ]; '
-            f'then echo "@du {user} {name} $(du -sm "$h/.conda/envs/{name}" | cut -f1)"; '
-            f'else echo "@du {user} {name} absent"; fi'
+            f'if [ -n "$h" ] && [ -d {env} ]; '
+            f"then printf '@du %s %s %s\\n' {_q(user)} {_q(name)} \"$(du -sm {env} | cut -f1)\"; "
+            f"else printf '@du %s %s absent\\n' {_q(user)} {_q(name)}; fi"
         )
     return "\n".join(lines) + "\n"
 
