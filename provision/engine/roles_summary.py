@@ -28,7 +28,7 @@ from provision.operations.conda import clone_name
 from provision.operations.nfs import check_export_path
 from provision.parallel import fan_out
 
-MARKER = ".provision-nfs-check"
+MARKER = ".provision-nfs-check"  # + "." + 16 random hex digits, one name per run
 _LINE = re.compile(r"^@(nfs|du) (\S+) (\S+) ?(.*)$")
 
 
@@ -46,14 +46,18 @@ def _q(value: str) -> str:
     return shlex.quote(value)
 
 
-def node_script(exports: list[str], server_address: str | None, token: str | None, clones: list[tuple[str, str]]) -> str:
-    """The script a node runs as root: for each export path, how it reads the marker (``mount`` or
-    ``nfs-cat``) and what it read; for each (user, env name) clone, its size in MB."""
+def node_script(
+    exports: list[str], server_address: str | None, token: str | None, clones: list[tuple[str, str]], marker_name: str = ""
+) -> str:
+    """The script a node runs as root: for each export path, how it reads the marker ``marker_name``
+    (``mount`` or ``nfs-cat``) and what it read; for each (user, env name) clone, its size in MB."""
     lines = ["set -u"]
     if token is not None and server_address:
+        if not re.fullmatch(re.escape(MARKER) + r"\.[0-9a-f]{16}", marker_name):
+            raise ValueError(f"marker name {marker_name!r} is not {MARKER}.<16 hex digits>")
         for path in exports:
             path = check_export_path(path)
-            marker = f"{path}/{MARKER}"
+            marker = f"{path}/{marker_name}"
             url = f"nfs://{server_address}{marker}?version=4"
             lines.append(
                 f'if awk -v p={_q(path)} \'$5 == p {{ for (i = 7; i <= NF; i++) if ($i == "-" && $(i+1) ~ /^nfs/) f = 1 }} '
@@ -130,6 +134,25 @@ def jupyter_lines(host: str, login: str, users: list[dict], listen: str) -> list
     return out
 
 
+def write_markers(exports: list[str], marker_name: str, token: str) -> str:
+    """The server's script: the marker created in each export with noclobber (``set -C``: refused,
+    never overwritten, where that name exists), ``@made INDEX`` for each one created."""
+    lines = []
+    for index, path in enumerate(exports):
+        marker = _q(f"{check_export_path(path)}/{marker_name}")
+        lines.append(
+            f"if (set -C; printf '%s' {_q(token)} >{marker}) 2>&1; then chmod 0644 {marker}; echo '@made {index}'; "
+            f"else echo {_q(f'{path}/{marker_name} exists or cannot be created')}; exit 1; fi"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def made_markers(stdout: str, exports: list[str], marker_name: str) -> list[str]:
+    """The markers the server's script says it created (only those are removed afterwards)."""
+    indexes = {int(m) for m in re.findall(r"^@made (\d+)$", stdout, re.M)}
+    return [f"{path}/{marker_name}" for index, path in enumerate(exports) if index in indexes]
+
+
 def role_summary(
     runs: dict[str, Any], variables: dict[str, dict], forks: int, password: str | None = None, roles: frozenset | None = None
 ) -> list[SummaryLine]:
@@ -144,6 +167,8 @@ def role_summary(
     server = any_vars.get("nfs_server")
     exports = [check_export_path(e["path"]) for e in (any_vars.get("nfs_exports") or []) if isinstance(e, dict) and "path" in e]
     token = secrets.token_hex(16) if server in healthy and exports and wanted("nfs") else None
+    marker_name = f"{MARKER}.{secrets.token_hex(8)}"
+    made: list[str] = []
     lines: list[SummaryLine] = []
     if exports and wanted("nfs") and server in runs and server not in healthy:
         lines.append(
@@ -162,13 +187,12 @@ def role_summary(
         lines.append(SummaryLine("nfs", server, f"NFS server: {label.get(kind, 'unknown')}; exports {', '.join(exports)}"))
         info = run.facts.get(HOSTINFO) or {}
         server_address = variables[server].get("nfs_server_address") or (info.get("addresses") or [None])[0]
-        write = "\n".join(f"printf '%s' {token} >{_q(p + '/' + MARKER)} && chmod 0644 {_q(p + '/' + MARKER)}" for p in exports)
         try:
-            done = run.session.run(remote_command(True), stdin_for(write + "\n", True, password))
+            done = run.session.run(remote_command(True), stdin_for(write_markers(exports, marker_name, token), True, password))
+            made = made_markers(done.stdout, exports, marker_name)
             if done.exit_code != 0:
-                lines.append(
-                    SummaryLine("nfs", server, f"could not write the marker: {printable(done.stdout.strip()[-200:], 200)}", False)
-                )
+                said = "; ".join(line for line in done.stdout.splitlines()[-20:] if line and not line.startswith("@made "))
+                lines.append(SummaryLine("nfs", server, f"could not write the marker: {printable(said[-200:], 200)}", False))
                 token = None
         except HostFailure as failure:
             lines.append(SummaryLine("nfs", server, f"could not write the marker: {failure}", False))
@@ -185,7 +209,7 @@ def role_summary(
         paths = exports if token and name != server else []
         out: list[SummaryLine] = []
         if paths or clones:
-            script = node_script(paths, server_address, token, clones)
+            script = node_script(paths, server_address, token, clones, marker_name)
             try:
                 done = run.session.run(remote_command(True), stdin_for(script, True, password))
                 nfs, du = parse_node(done.stdout)
@@ -213,8 +237,8 @@ def role_summary(
 
     for per_host in fan_out(list(healthy), one, forks, workers=1):  # the sessions are this process's
         lines.extend(per_host)
-    if token and server in healthy:
-        cleanup = "\n".join(f"rm -f {_q(p + '/' + MARKER)}" for p in exports)
+    if made:
+        cleanup = "\n".join(f"rm -f -- {_q(marker)}" for marker in made)
         with contextlib.suppress(HostFailure):  # the marker is harmless if it stays
             healthy[server].session.run(remote_command(True), stdin_for(cleanup + "\n", True, password))
     return lines
