@@ -6,6 +6,7 @@ import json
 from collections import Counter
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from provision.facts.cpulist import format_ranges
@@ -76,27 +77,34 @@ def print_table(results: list[ProbeResult], console: Console) -> None:
     for result in results:
         facts = result.facts
         if facts is None:
-            table.add_row(result.host, "", "", "", "", "", f"[red]{status_of(result)}[/red]")
+            table.add_row(escape(result.host), "", "", "", "", "", f"[red]{escape(status_of(result))}[/red]")
             continue
         memory = f"{facts.memory_mib / 1024:.0f} GiB" if facts.memory_mib else "-"
         table.add_row(
-            facts.host, facts.arch, facts.cpu.shape(), gpu_summary(facts), memory, openmpi_summary(facts), "[green]ok[/green]"
+            *(
+                escape(cell)
+                for cell in (facts.host, facts.arch, facts.cpu.shape(), gpu_summary(facts), memory, openmpi_summary(facts))
+            ),
+            "[green]ok[/green]",
         )
     console.print(table)
     for result in results:
         if result.facts is not None:
             for note in result.facts.notes:
-                console.print(f"[yellow]note[/yellow] {result.host}: {note}")
+                console.print("[yellow]note[/yellow] " + escape(f"{result.host}: {note}"))
     differing = heterogeneity(results)
     if differing:
-        console.print(f"[bold yellow]heterogeneous cluster:[/bold yellow] {differing[0]}")
+        console.print(f"[bold yellow]heterogeneous cluster:[/bold yellow] {escape(differing[0])}")
         for line in differing[1:]:
-            console.print(f"  {line}")
+            console.print(f"  {line}", markup=False)
 
 
 def print_topology(facts: HostFacts, console: Console) -> None:
     """The rank-file view of one host: each socket's cores (relative numbers) and CPUs, GPUs."""
-    console.print(f"[bold]{facts.host}[/bold] ({facts.hostname}, {facts.arch}): {facts.cpu.shape()} from {facts.cpu.source}")
+    console.print(
+        f"[bold]{escape(facts.host)}[/bold] "
+        + escape(f"({facts.hostname}, {facts.arch}): {facts.cpu.shape()} from {facts.cpu.source}")
+    )
     for socket in facts.cpu.sockets:
         cores = socket.cores
         cpus = [cpu for core in cores for cpu in core.cpus]

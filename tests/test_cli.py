@@ -116,3 +116,12 @@ def test_facts_that_cannot_be_saved_are_one_line_each_and_the_rest_still_printed
     assert [h["status"] for h in json.loads(done.stdout)["hosts"]] == ["ok", "ok"]
     assert [line for line in done.stderr.splitlines() if "cannot save" in line and str(blocked) in line] != []
     assert len(done.stderr.strip().splitlines()) == 2, done.stderr  # one line per host
+
+
+def test_error_with_rich_markup_characters_is_one_plain_line(tmp_path):
+    # `[/x]` once raised rich's MarkupError (a traceback); `[fe80::1]` vanished as a "tag".
+    done = run_cli("probe", "[/x]", "--facts-dir", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "[/x]" in done.stderr
+    done = run_cli("probe", "[fe80::1]", "--facts-dir", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 2 and "[fe80::1]" in done.stderr, done.stderr

@@ -30,3 +30,20 @@ def test_effects_predict_and_invalidate():
     assert FactKey("user", "u") not in run.facts and FactKey("user", "u") in run.invalidated
     run.record_effects(((EVERYTHING, UNKNOWN),))
     assert list(run.facts) == [HOSTINFO] and run.facts_hostname() == "h"
+
+
+def test_stderr_reason_from_the_node_is_printable():
+    import pytest
+
+    from provision.connection import CommandResult
+    from provision.engine.hostrun import HostFailed
+
+    class Session:
+        def run(self, command, stdin):
+            return CommandResult("", "sudo: \x1b[2J\x1b]0;owned\x07a password is required\n", 1)
+
+    run = HostRun(Host("h"), session=Session())
+    with pytest.raises(HostFailed) as raised:
+        run.round_trip([HOSTINFO], True, apply=False)
+    assert "\x1b" not in str(raised.value) and "\x07" not in str(raised.value) and "a password is required" in str(raised.value)
+    assert "\x1b" not in run.error and run.error.startswith("become (sudo) failed")

@@ -207,3 +207,14 @@ def test_installer_too_large_for_the_script_must_be_a_url(installer, monkeypatch
         OPERATIONS["conda_install"].requests(
             {"installer": str(path), "sha256": sha, "prefix": P, "md5": None, "base_dir": None, "min_free_mb": None}
         )
+
+
+def test_marker_content_from_the_node_is_shown_printable_and_short(installer):
+    path, sha, _md5 = installer
+    with pytest.raises(OperationError) as raised:
+        plan(
+            "conda_install",
+            {"installer": str(path), "sha256": sha, "prefix": P},
+            {PREFIX: FileState("d"), MARK: stamp(b"\x1b[2J\x1b]0;owned\x07" + b"x" * 5000), DF: 10**8},
+        )
+    assert "\x1b" not in str(raised.value) and "\x07" not in str(raised.value) and len(str(raised.value)) < 600

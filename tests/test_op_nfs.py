@@ -147,3 +147,29 @@ def test_nfs_variables_checked(args, message):
     with pytest.raises(ArgumentError, match=message):
         operation.requests(operation.check_args(args))
     assert operation.requests(operation.check_args({"exports": [{"path": "/d"}], "server": "n1", "hosts": ["n1"]})) == []
+
+
+def test_foreign_mount_named_by_the_node_is_shown_printable():
+    with pytest.raises(OperationError) as raised:
+        plan(
+            "nfs_mount", ARGS, {MOUNT: ("\x1b[2Jsrv:/x", "nfs\x1b]0;t\x07"), CAN: (), DIR: FileState("d"), FSTAB: text_file(b"")}
+        )
+    assert "\x1b" not in str(raised.value) and "\x07" not in str(raised.value) and "srv:/x" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/data$(touch /tmp/owned)", "/data`id`", '/data"x', "/data'x", "/data;x", "/data\\x", "/data/x y", "/data/{a}", "/data/é"],
+)
+def test_export_path_with_anything_but_safe_characters_is_refused(path):
+    from provision.operations.nfs import check_export_path
+
+    with pytest.raises(ArgumentError, match="may only hold") as raised:
+        check_export_path(path)
+    assert "\n" not in str(raised.value)
+
+
+def test_export_path_with_safe_characters_is_kept():
+    from provision.operations.nfs import check_export_path
+
+    assert check_export_path("/data/image-net_1.2+x/") == "/data/image-net_1.2+x"

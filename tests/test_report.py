@@ -27,3 +27,14 @@ def test_json_has_errors_and_facts():
     doc = json.loads(results_json([result("a", "minsky"), ProbeResult("z", None, "auth", "authentication failed")]))
     assert doc["hosts"][1] == {"host": "z", "status": "auth", "error": "authentication failed", "facts": None}
     assert doc["hosts"][0]["facts"]["cpu"]["threads_per_core"] == 8
+
+
+def test_host_error_with_markup_characters_is_shown_verbatim():
+    from rich.console import Console
+
+    from provision.report import print_table
+
+    console = Console(record=True, width=200)
+    print_table([ProbeResult("[/x]", error_kind="ssh", error="ssh: connect to host [fe80::1] port 22: [/x] refused")], console)
+    text = console.export_text()
+    assert "[/x]" in text and "[fe80::1]" in text

@@ -68,6 +68,11 @@ CASES = [
     ("star-client", "  nfs_server: n1\n  nfs_exports: [{path: /data/x}]\n  nfs_clients: ['*']\n", "* is never allowed"),
     ("bad-export-path", "  nfs_server: n1\n  nfs_exports: [{path: 'data/x'}]\n  nfs_clients: [10.0.0.1]\n", "must be absolute"),
     (
+        "export-path-with-shell-syntax",
+        "  nfs_server: n1\n  nfs_exports: [{path: '/data$(touch /tmp/owned)'}]\n  nfs_clients: [10.0.0.1]\n",
+        "nfs: export path '/data$(touch /tmp/owned)' may only hold",
+    ),
+    (
         "unknown-nfs-server",
         "  nfs_server: n7\n  nfs_exports: [{path: /data/x}]\n",
         "nfs_server 'n7' is not a host of the inventory",

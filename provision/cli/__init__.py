@@ -6,6 +6,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from provision import __version__
 from provision.errors import ProvisionError
@@ -42,7 +43,7 @@ def _root(
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``provision: error: message`` on stderr and return the Exit to raise."""
-    stderr.print(f"[bold red]provision: error:[/bold red] {message}", highlight=False, soft_wrap=True)
+    stderr.print(f"[bold red]provision: error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from provision.cli import inventory_app, options as opt
@@ -19,24 +20,29 @@ def show(inventory: Path = opt.INVENTORY) -> None:
     """Print hosts (how they are reached), racks in order, and groups."""
     inv = open_inventory(inventory)
     console = Console()
-    table = Table(title=f"hosts ({inv.path or 'no inventory file'})", title_justify="left")
+    table = Table(title=escape(f"hosts ({inv.path or 'no inventory file'})"), title_justify="left")
     for column in ("host", "address", "user", "port", "key", "rack"):
         table.add_column(column)
     rack_of = {name: rack.name for rack in inv.racks for name in rack.hosts}
     for host in inv.hosts.values():
         table.add_row(
-            host.name,
-            host.address or host.name,
-            host.user or "(ssh config)",
-            str(host.port or "(ssh config)"),
-            host.key or "-",
-            rack_of.get(host.name, "-"),
+            *(
+                escape(cell)
+                for cell in (
+                    host.name,
+                    host.address or host.name,
+                    host.user or "(ssh config)",
+                    str(host.port or "(ssh config)"),
+                    host.key or "-",
+                    rack_of.get(host.name, "-"),
+                )
+            )
         )
     console.print(table)
     for index, rack in enumerate(inv.racks, start=1):
-        console.print(f"rack {index} [bold]{rack.name}[/bold]: {', '.join(rack.hosts)}")
+        console.print(f"rack {index} [bold]{escape(rack.name)}[/bold]: {escape(', '.join(rack.hosts))}", highlight=False)
     for group, members in inv.groups.items():
-        console.print(f"group [bold]{group}[/bold]: {', '.join(members)}")
+        console.print(f"group [bold]{escape(group)}[/bold]: {escape(', '.join(members))}", highlight=False)
 
 
 @inventory_app.command(

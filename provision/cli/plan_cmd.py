@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from provision.cli import app, fail, options as opt, stderr
 from provision.errors import FactsError
@@ -61,7 +62,7 @@ def make_plan(
         raise fail(str(error), code=1) from None
     plan = plan_rankfile(dims, facts, allow_no_gpu=allow_no_gpu, use_gpu_affinity=not no_affinity)
     for warning in plan.warnings:
-        stderr.print(f"[yellow]warning[/yellow]: {warning}", highlight=False, soft_wrap=True)
+        stderr.print(f"[yellow]warning[/yellow]: {escape(str(warning))}", highlight=False, soft_wrap=True)
     return plan
 
 
@@ -74,7 +75,7 @@ def _write_or_print(text: str, output: Path | None) -> None:
         typer.echo(text, nl=False)
         return
     backup = write_atomic(output, text)
-    stderr.print(f"wrote {output}" + (f" (previous version kept as {backup})" if backup else ""), highlight=False)
+    stderr.print(f"wrote {output}" + (f" (previous version kept as {backup})" if backup else ""), highlight=False, markup=False)
 
 
 @app.command(
@@ -112,7 +113,7 @@ def rankfile(
                 facts[name] = load_host(facts_dir, name)
             except FactsError as error:
                 if (facts_dir / f"{name}.json").exists():  # corrupt: say so once; absent: per line below
-                    stderr.print(f"[yellow]warning[/yellow]: {error}", highlight=False, soft_wrap=True)
+                    stderr.print(f"[yellow]warning[/yellow]: {escape(str(error))}", highlight=False, soft_wrap=True)
         problems = check_rankfile(lines, facts, str(check))
         for problem in problems:
             typer.echo(problem)
@@ -212,10 +213,13 @@ def launch(
     options = settings.ssh
     if not run:
         stderr.print(
-            f"rank file: {local}" + (f", hostfile: {local_hosts}" if local_hosts else ""), highlight=False, soft_wrap=True
+            f"rank file: {local}" + (f", hostfile: {local_hosts}" if local_hosts else ""),
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
         )
         if login_user(first, options) == "root" and not allow_run_as_root:
-            stderr.print(f"[yellow]warning[/yellow]: {root_message(first.name, 'root')}", highlight=False, soft_wrap=True)
+            stderr.print(f"[yellow]warning[/yellow]: {escape(root_message(first.name, 'root'))}", highlight=False, soft_wrap=True)
         typer.echo(quoted(argv))
         return
     raise typer.Exit(

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from provision.cli import app, fail, options as opt, stderr
@@ -95,7 +96,11 @@ def probe(
             console.print(f"facts saved in {facts_dir}/")
     failed = [r for r in results if not r.ok]
     for result in failed:
-        stderr.print(f"[red]{result.host}[/red]: {result.error_kind}: {result.error}", highlight=False, soft_wrap=True)
+        stderr.print(
+            f"[red]{escape(result.host)}[/red]: " + escape(f"{result.error_kind}: {result.error}"),
+            highlight=False,
+            soft_wrap=True,
+        )
     for line in unsaved:
         stderr.print(f"provision: error: {line}", highlight=False, soft_wrap=True, markup=False)
     if failed or unsaved:

@@ -39,7 +39,7 @@ class _Live:
     def _table(self) -> Table:
         table = Table(show_header=False, box=None)
         for host, text in self.state.items():
-            table.add_row(host, text[:100])
+            table.add_row(escape(host), escape(text[:100]))
         return table
 
     def host(self, host: str, text: str) -> None:
@@ -180,14 +180,17 @@ def setup_cluster(
         console.print("\nRECAP", style="bold")
         for recap in report.recap:
             style = "red" if recap.failed or recap.unreachable else ("yellow" if recap.changed else "green")
-            console.print(recap.line(width), style=style, highlight=False)
+            console.print(recap.line(width), style=style, highlight=False, markup=False)
             if recap.message:
                 console.print(f"  {recap.message}", highlight=False, markup=False, soft_wrap=True)
         if pairs:
             console.print(f"BatchMode SSH: {len(pairs) - len(bad_pairs)}/{len(pairs)} ordered pairs connect", highlight=False)
             for pair in bad_pairs:
                 console.print(
-                    f"  FAILED {pair.user}@{pair.source} -> {pair.target}: {pair.message}", style="red", highlight=False
+                    f"  FAILED {pair.user}@{pair.source} -> {pair.target}: {pair.message}",
+                    style="red",
+                    highlight=False,
+                    markup=False,
                 )
         for line in summary:
             console.print(

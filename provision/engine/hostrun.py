@@ -18,7 +18,7 @@ from provision.connection import HostFailure
 from provision.engine.script import BECOME_FAILED, Step, build_script, new_nonce, parse_output, remote_command, stdin_for
 from provision.errors import ParseError
 from provision.inventory import Host
-from provision.operations.base import UNKNOWN, FactKey, Write
+from provision.operations.base import UNKNOWN, FactKey, Write, printable
 from provision.operations.facts import parse_fact
 from provision.operations.system import EVERYTHING
 
@@ -164,9 +164,9 @@ class HostRun:
             self._abort_pending(str(error))
             raise HostFailed(str(error)) from None
         if not output.began:
-            reason = result.stderr.strip().splitlines()[-1:] or [f"exit {result.exit_code}"]
+            reason = [printable(line, 200) for line in result.stderr.strip().splitlines()[-1:]] or [f"exit {result.exit_code}"]
             if result.exit_code == BECOME_FAILED or "sudo" in reason[0]:
-                reason = [f"become (sudo) failed: {reason[0][:200]}"]
+                reason = [f"become (sudo) failed: {reason[0]}"]
             self._abort_pending(reason[0][:300])
             self.failed, self.error = True, reason[0][:300]
             raise HostFailed(reason[0])
@@ -180,7 +180,7 @@ class HostRun:
                 task_result.status, task_result.message = "aborted", "not applied: an earlier change failed"
                 continue
             task_result.status = "failed"
-            task_result.message = _printable(text)[-600:] or f"exit {code}"
+            task_result.message = printable(text[-2400:], 100_000, newlines=True)[-600:] or f"exit {code}"
             self.failed = True
         if self.failed:
             raise HostFailed("a change failed")
@@ -201,7 +201,3 @@ class HostRun:
         for _step, task_result in self.pending:
             task_result.status, task_result.message = status, reason
         self.pending.clear()
-
-
-def _printable(text: str) -> str:
-    return "".join(ch if ch.isprintable() or ch == "\n" else "?" for ch in text).strip()

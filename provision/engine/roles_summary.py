@@ -23,12 +23,12 @@ from typing import Any
 from provision.connection import HostFailure
 from provision.engine.hostrun import HOSTINFO
 from provision.engine.script import remote_command, stdin_for
-from provision.operations.base import check_user
+from provision.operations.base import check_user, printable
 from provision.operations.conda import clone_name
 from provision.operations.nfs import check_export_path
 from provision.parallel import fan_out
 
-MARKER = ".provision-nfs-check"
+MARKER = ".provision-nfs-check"  # + "." + 16 random hex digits, one name per run
 _LINE = re.compile(r"^@(nfs|du) (\S+) (\S+) ?(.*)$")
 
 
@@ -46,33 +46,38 @@ def _q(value: str) -> str:
     return shlex.quote(value)
 
 
-def node_script(exports: list[str], server_address: str | None, token: str | None, clones: list[tuple[str, str]]) -> str:
-    """The script a node runs as root: for each export path, how it reads the marker (``mount`` or
-    ``nfs-cat``) and what it read; for each (user, env name) clone, its size in MB."""
+def node_script(
+    exports: list[str], server_address: str | None, token: str | None, clones: list[tuple[str, str]], marker_name: str = ""
+) -> str:
+    """The script a node runs as root: for each export path, how it reads the marker ``marker_name``
+    (``mount`` or ``nfs-cat``) and what it read; for each (user, env name) clone, its size in MB."""
     lines = ["set -u"]
     if token is not None and server_address:
+        if not re.fullmatch(re.escape(MARKER) + r"\.[0-9a-f]{16}", marker_name):
+            raise ValueError(f"marker name {marker_name!r} is not {MARKER}.<16 hex digits>")
         for path in exports:
             path = check_export_path(path)
-            marker = f"{path}/{MARKER}"
+            marker = f"{path}/{marker_name}"
             url = f"nfs://{server_address}{marker}?version=4"
             lines.append(
                 f'if awk -v p={_q(path)} \'$5 == p {{ for (i = 7; i <= NF; i++) if ($i == "-" && $(i+1) ~ /^nfs/) f = 1 }} '
                 "END { exit !f }' /proc/self/mountinfo; "
-                f'then echo "@nfs {path} mount $(head -c 200 {_q(marker)} 2>&1 | head -n 1)"; '
+                f"then printf '@nfs %s mount %s\\n' {_q(path)} \"$(head -c 200 {_q(marker)} 2>&1 | head -n 1)\"; "
                 # Retries: NFSv4 clients starting at the same moment can collide (NFS4ERR_STALE_CLIENTID),
                 # and a server that just (re)started is in its grace period for a few seconds.
                 "elif command -v nfs-cat >/dev/null 2>&1; then "
                 f"for i in 1 2 3 4 5; do r=$(timeout 20 nfs-cat {_q(url)} 2>&1) && break; sleep $i; done; "
-                f'echo "@nfs {path} nfs-cat $(printf \'%s\' "$r" | head -c 200 | head -n 1)"; '
-                f'else echo "@nfs {path} none"; fi'
+                f"printf '@nfs %s nfs-cat %s\\n' {_q(path)} \"$(printf '%s' \"$r\" | head -c 200 | head -n 1)\"; "
+                f"else printf '@nfs %s none\\n' {_q(path)}; fi"
             )
     for user, name in clones:
         check_user(user)
+        env = f'"$h/.conda/envs/"{_q(name)}'
         lines.append(
             f"h=$(getent passwd {_q(user)} | cut -d: -f6); "
-            f'if [ -n "$h" ] && [ -d "$h/.conda/envs/{name}" ]; '
-            f'then echo "@du {user} {name} $(du -sm "$h/.conda/envs/{name}" | cut -f1)"; '
-            f'else echo "@du {user} {name} absent"; fi'
+            f'if [ -n "$h" ] && [ -d {env} ]; '
+            f"then printf '@du %s %s %s\\n' {_q(user)} {_q(name)} \"$(du -sm {env} | cut -f1)\"; "
+            f"else printf '@du %s %s absent\\n' {_q(user)} {_q(name)}; fi"
         )
     return "\n".join(lines) + "\n"
 
@@ -86,9 +91,9 @@ def parse_node(text: str) -> tuple[dict[str, tuple[str, str]], dict[tuple[str, s
             continue
         kind, a, b, rest = match.groups()
         if kind == "nfs":
-            nfs[a] = (b, rest.strip()[:200])
+            nfs[a] = (b, printable(rest, 200))
         else:
-            du[(a, b)] = rest.strip() if rest.strip() else b
+            du[(a, b)] = printable(rest, 40) or b
     return nfs, du
 
 
@@ -129,6 +134,25 @@ def jupyter_lines(host: str, login: str, users: list[dict], listen: str) -> list
     return out
 
 
+def write_markers(exports: list[str], marker_name: str, token: str) -> str:
+    """The server's script: the marker created in each export with noclobber (``set -C``: refused,
+    never overwritten, where that name exists), ``@made INDEX`` for each one created."""
+    lines = []
+    for index, path in enumerate(exports):
+        marker = _q(f"{check_export_path(path)}/{marker_name}")
+        lines.append(
+            f"if (set -C; printf '%s' {_q(token)} >{marker}) 2>&1; then chmod 0644 {marker}; echo '@made {index}'; "
+            f"else echo {_q(f'{path}/{marker_name} exists or cannot be created')}; exit 1; fi"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def made_markers(stdout: str, exports: list[str], marker_name: str) -> list[str]:
+    """The markers the server's script says it created (only those are removed afterwards)."""
+    indexes = {int(m) for m in re.findall(r"^@made (\d+)$", stdout, re.M)}
+    return [f"{path}/{marker_name}" for index, path in enumerate(exports) if index in indexes]
+
+
 def role_summary(
     runs: dict[str, Any], variables: dict[str, dict], forks: int, password: str | None = None, roles: frozenset | None = None
 ) -> list[SummaryLine]:
@@ -143,6 +167,8 @@ def role_summary(
     server = any_vars.get("nfs_server")
     exports = [check_export_path(e["path"]) for e in (any_vars.get("nfs_exports") or []) if isinstance(e, dict) and "path" in e]
     token = secrets.token_hex(16) if server in healthy and exports and wanted("nfs") else None
+    marker_name = f"{MARKER}.{secrets.token_hex(8)}"
+    made: list[str] = []
     lines: list[SummaryLine] = []
     if exports and wanted("nfs") and server in runs and server not in healthy:
         lines.append(
@@ -161,11 +187,12 @@ def role_summary(
         lines.append(SummaryLine("nfs", server, f"NFS server: {label.get(kind, 'unknown')}; exports {', '.join(exports)}"))
         info = run.facts.get(HOSTINFO) or {}
         server_address = variables[server].get("nfs_server_address") or (info.get("addresses") or [None])[0]
-        write = "\n".join(f"printf '%s' {token} >{_q(p + '/' + MARKER)} && chmod 0644 {_q(p + '/' + MARKER)}" for p in exports)
         try:
-            done = run.session.run(remote_command(True), stdin_for(write + "\n", True, password))
+            done = run.session.run(remote_command(True), stdin_for(write_markers(exports, marker_name, token), True, password))
+            made = made_markers(done.stdout, exports, marker_name)
             if done.exit_code != 0:
-                lines.append(SummaryLine("nfs", server, f"could not write the marker: {done.stdout.strip()[-200:]}", False))
+                said = "; ".join(line for line in done.stdout.splitlines()[-20:] if line and not line.startswith("@made "))
+                lines.append(SummaryLine("nfs", server, f"could not write the marker: {printable(said[-200:], 200)}", False))
                 token = None
         except HostFailure as failure:
             lines.append(SummaryLine("nfs", server, f"could not write the marker: {failure}", False))
@@ -182,7 +209,7 @@ def role_summary(
         paths = exports if token and name != server else []
         out: list[SummaryLine] = []
         if paths or clones:
-            script = node_script(paths, server_address, token, clones)
+            script = node_script(paths, server_address, token, clones, marker_name)
             try:
                 done = run.session.run(remote_command(True), stdin_for(script, True, password))
                 nfs, du = parse_node(done.stdout)
@@ -210,8 +237,8 @@ def role_summary(
 
     for per_host in fan_out(list(healthy), one, forks, workers=1):  # the sessions are this process's
         lines.extend(per_host)
-    if token and server in healthy:
-        cleanup = "\n".join(f"rm -f {_q(p + '/' + MARKER)}" for p in exports)
+    if made:
+        cleanup = "\n".join(f"rm -f -- {_q(marker)}" for marker in made)
         with contextlib.suppress(HostFailure):  # the marker is harmless if it stays
             healthy[server].session.run(remote_command(True), stdin_for(cleanup + "\n", True, password))
     return lines

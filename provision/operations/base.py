@@ -187,6 +187,14 @@ def check_user(name: Any, what: str = "user") -> str:
     return name
 
 
+def printable(text: str, limit: int = 300, newlines: bool = False) -> str:
+    """Text a node sent, safe to show on a terminal or in --json: every control character
+    (escape sequences, bells; newlines too unless ``newlines``) becomes ``?``, at most ``limit``
+    characters (``...`` marks a cut)."""
+    clean = "".join(ch if ch.isprintable() or (newlines and ch == "\n") else "?" for ch in text[: limit * 4]).strip()
+    return clean if len(clean) <= limit else clean[: max(limit - 3, 0)] + "..."
+
+
 def check_path(path: Any) -> str:
     """A safe remote path (absolute, or ``~user/...``), normalised; else :class:`ArgumentError`."""
     if not isinstance(path, str) or not path or any(ord(ch) < 32 for ch in path):

@@ -34,6 +34,7 @@ from provision.operations.base import (
     Run,
     check_path,
     parent_of,
+    printable,
     quote,
     shell_path,
 )
@@ -156,7 +157,9 @@ def plan_install(args: dict, facts: Mapping[FactKey, Any]) -> list:
         return []
     if facts.get(FactKey("file", prefix)) is not None:
         held = (
-            marker.content.decode(errors="replace").strip() if marker and marker.content else "an install provision did not make"
+            printable(marker.content.decode(errors="replace"), 120)
+            if marker and marker.content
+            else "an install provision did not make"
         )
         raise OperationError(
             f"{prefix} already exists and holds {held}; refusing to install over it (remove it, or choose another prefix)"

@@ -28,6 +28,7 @@ from provision.operations.base import (
     OperationError,
     Run,
     check_path,
+    printable,
     shell_path,
 )
 from provision.operations.files import content_changes
@@ -36,11 +37,17 @@ _OPTIONS = re.compile(r"^[A-Za-z0-9_=.,-]{1,200}$")
 _SERVER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$")
 
 
+_EXPORT_PATH = re.compile(r"^/[A-Za-z0-9._/+-]+$")
+
+
 def check_export_path(path: Any) -> str:
-    """An exported path: absolute, no home shortcut, no whitespace (exports and fstab are split on it)."""
+    """An exported path: absolute, not /, only ``A-Za-z0-9._/+-`` (it goes into shell scripts run as
+    root, /etc/exports, fstab and ganesha.conf: nothing there may need quoting)."""
+    if isinstance(path, str) and not _EXPORT_PATH.match(path) and path.startswith("/"):
+        raise ArgumentError(f"nfs: export path {path!r} may only hold letters, digits and . _ / + -")
     path = check_path(path)
-    if path.startswith("~") or path == "/" or re.search(r"\s", path):
-        raise ArgumentError(f"nfs: export path {path!r} must be an absolute folder without spaces, not /")
+    if path.startswith("~") or path == "/" or not _EXPORT_PATH.match(path):
+        raise ArgumentError(f"nfs: export path {path!r} must be an absolute folder (only letters, digits and . _ / + -), not /")
     return path
 
 
@@ -175,7 +182,8 @@ def plan_mount(args: dict, facts: Mapping[FactKey, Any]) -> list:
     if mounted is not None:
         if mounted[0] == source and mounted[1].startswith("nfs"):
             return []
-        raise OperationError(f"{path} is already a mount of {mounted[0]} ({mounted[1]}); refusing to mount {source} over it")
+        other = f"{printable(mounted[0], 200)} ({printable(mounted[1], 40)})"
+        raise OperationError(f"{path} is already a mount of {other}; refusing to mount {source} over it")
     changes: list = []
     state = facts.get(FactKey("file", path))
     if state is None:
