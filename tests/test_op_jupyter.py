@@ -67,6 +67,19 @@ def test_existing_valid_hash_is_kept_so_a_converged_host_is_ok(password_file):
     assert plan("jupyter_config", config_args(password_file), {key: state}) == []
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "c.PasswordIdentityProvider.hashed_password = 'argon2:$argon2id$abc\nimport os'\n",
+        'c.PasswordIdentityProvider.hashed_password = "argon2:$argon2id$abc\nimport os"\n',
+        'c.PasswordIdentityProvider.hashed_password = "argon2:$argon2id$abc\\"x"\n',
+    ],
+    ids=["single-quoted-over-two-lines", "double-quoted-over-two-lines", "escaped-quote"],
+)
+def test_hash_line_never_spans_lines_or_quotes(line):
+    assert existing_hash(line.encode()) is None
+
+
 def test_changed_password_rewrites_the_config_with_a_backup(password_file):
     key = FactKey("file", "~alice/.jupyter/jupyter_server_config.py")
     [write] = plan("jupyter_config", config_args(password_file), {key: None})

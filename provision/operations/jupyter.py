@@ -32,7 +32,10 @@ from provision.operations.files import content_changes
 
 # jupyter_server.auth.security.passwd(algorithm="argon2"): argon2-cffi's PasswordHasher with these.
 ARGON2_PARAMETERS = {"memory_cost": 10240, "time_cost": 10, "parallelism": 8}
-_HASH_LINE = re.compile(r"^c\.PasswordIdentityProvider\.hashed_password\s*=\s*'(argon2:\$argon2[^']{1,400})'\s*$", re.MULTILINE)
+# The template writes the hash as a JSON (= Python) string literal: "argon2:$argon2id$...".
+_HASH_LINE = re.compile(
+    r'^c\.PasswordIdentityProvider\.hashed_password[ \t]*=[ \t]*"(argon2:\$argon2[^\'\n"\\]{1,400})"[ \t]*$', re.MULTILINE
+)
 MAX_PASSWORD_FILE = 4096
 PROMPTED: dict[str, str] = {}  # user -> password asked at the prompt (--ask-jupyter-pass), this process only
 
