@@ -14,6 +14,12 @@ def test_mask_secrets():
     assert "AAAA" not in mask_secrets(key)
 
 
+def test_mask_secrets_hides_a_multi_word_value_to_the_end_of_its_line():
+    masked = mask_secrets("password: my secret phrase\nsecret = two words \r\nname: kept\n")
+    assert "secret phrase" not in masked and "phrase" not in masked and "two words" not in masked
+    assert masked == "password: ********\nsecret = ********\r\nname: kept\n"
+
+
 def test_unified_diff_new_changed_secret():
     assert "+line\n" in unified_diff(Write("/etc/x", b"line\n"))
     diff = unified_diff(Write("/etc/x", b"a\nb\n", old=b"a\n"))

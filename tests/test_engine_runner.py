@@ -155,3 +155,36 @@ def test_register_from_other_hosts_is_deferred_not_bad_input(tmp_path):
 def test_limit(tmp_path):
     report = make(tmp_path, limit=["h2"]).run()
     assert [r.host for r in report.recap] == ["h2"] and list((tmp_path / "h1").iterdir()) == []
+
+
+def test_diff_and_json_never_show_the_jupyter_hash_or_any_word_of_a_secret(tmp_path):
+    import json
+
+    from provision.operations.jupyter import hash_password
+
+    (tmp_path / "alice.jupyter").write_text("correct horse battery staple\n")
+    (tmp_path / "h1").mkdir()
+    config = tmp_path / "h1" / "jupyter_server_config.py"
+    old_hash = hash_password("the old password")
+    config.write_text(f'c.PasswordIdentityProvider.hashed_password = "{old_hash}"\n')
+    playbook = f"""
+- name: secrets
+  hosts: all
+  tasks:
+    - name: jupyter
+      jupyter_config:
+        user: alice
+        path: "{config}"
+        port: 8888
+        password_file: "{tmp_path / "alice.jupyter"}"
+        root_dir: "~"
+        certfile: "~/.jupyter/c.crt"
+        keyfile: "~/.jupyter/c.key"
+    - name: app
+      file: {{path: "{{{{ root }}}}/app.conf", content: "password: my secret phrase\\n"}}
+"""
+    report = make(tmp_path, playbook=playbook, hosts=("h1",), check=True, diff=True).run()
+    shown = "".join(d for r in report.results for d in r.diff) + json.dumps([r.as_dict() for r in report.results])
+    assert str(config) in shown and "(content hidden: secret)" in shown and "password: ********" in shown
+    for hidden in ("argon2", old_hash.split("$")[-1], "secret phrase", "phrase", "horse", "battery", "staple"):
+        assert hidden not in shown, hidden

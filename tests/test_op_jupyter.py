@@ -56,8 +56,9 @@ def test_config_written_0600_with_hash_and_secure_defaults(password_file):
     assert "c.ServerApp.port = 8888" in text and "c.ServerApp.certfile" in text
     assert hash_matches(existing_hash(write.content), SECRET)
     assert SECRET not in text and SECRET not in write.describe
+    assert write.secret  # --diff/--json hide the whole file, not only what a masking regex matches
     diff = unified_diff(write)
-    assert "argon2" not in diff and "hashed_password = ********" in diff
+    assert "argon2" not in diff and "(content hidden: secret)" in diff
 
 
 def test_existing_valid_hash_is_kept_so_a_converged_host_is_ok(password_file):
@@ -65,6 +66,64 @@ def test_existing_valid_hash_is_kept_so_a_converged_host_is_ok(password_file):
     [write] = plan("jupyter_config", config_args(password_file), {key: None})
     state = FileState("f", 0o600, "alice", "alice", __import__("hashlib").sha256(write.content).hexdigest(), write.content)
     assert plan("jupyter_config", config_args(password_file), {key: state}) == []
+
+
+def with_parameters(hashed, **changes):
+    """``hashed`` with other argon2 parameters in its header (what a hostile node can write)."""
+    prefix, variant, version, params, salt, digest = hashed.split("$")
+    values = dict(item.split("=") for item in params.split(","))
+    values.update({k: str(v) for k, v in changes.items() if k in ("m", "t", "p")})
+    variant = changes.get("variant", variant)
+    digest = changes.get("digest", digest)
+    return "$".join([prefix, variant, version, ",".join(f"{k}={v}" for k, v in values.items()), salt, digest])
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"m": 4194304}, {"t": 100000}, {"p": 64}, {"variant": "argon2i"}, {"digest": "A" * 4000}],
+    ids=["memory", "time", "lanes", "type", "hash_len"],
+)
+def test_hash_with_other_parameters_is_no_match_and_never_verified(password_file, monkeypatch, changes):
+    import argon2
+
+    hostile = with_parameters(hash_password(SECRET), **changes)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("verified a hash with parameters provision never writes")
+
+    monkeypatch.setattr(argon2.PasswordHasher, "verify", refuse)
+    monkeypatch.setattr(argon2.low_level, "verify_secret", refuse)
+    assert not hash_matches(hostile, SECRET)
+    key = FactKey("file", "~alice/.jupyter/jupyter_server_config.py")
+    content = f'c.PasswordIdentityProvider.hashed_password = "{hostile}"\n'.encode()
+    state = FileState("f", 0o600, "alice", "alice", "0" * 64, content)
+    if len(hostile) <= 400:
+        assert existing_hash(content) == hostile
+    [write] = plan("jupyter_config", config_args(password_file), {key: state})  # rewritten with a fresh hash of ours
+    assert existing_hash(write.content).startswith("argon2:$argon2id$v=19$m=10240,t=10,p=8$")
+
+
+def test_hash_with_our_parameters_is_verified(monkeypatch):
+    import argon2
+
+    hashed = hash_password(SECRET)
+    calls = []
+    verify = argon2.PasswordHasher.verify
+    monkeypatch.setattr(argon2.PasswordHasher, "verify", lambda self, *a: calls.append(a) or verify(self, *a))
+    assert hash_matches(hashed, SECRET) and len(calls) == 1
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "c.PasswordIdentityProvider.hashed_password = 'argon2:$argon2id$abc\nimport os'\n",
+        'c.PasswordIdentityProvider.hashed_password = "argon2:$argon2id$abc\nimport os"\n',
+        'c.PasswordIdentityProvider.hashed_password = "argon2:$argon2id$abc\\"x"\n',
+    ],
+    ids=["single-quoted-over-two-lines", "double-quoted-over-two-lines", "escaped-quote"],
+)
+def test_hash_line_never_spans_lines_or_quotes(line):
+    assert existing_hash(line.encode()) is None
 
 
 def test_changed_password_rewrites_the_config_with_a_backup(password_file):

@@ -1,5 +1,7 @@
 """The roles' templates render from the documented variables (exactly what a node gets)."""
 
+import ast
+
 from provision.playbook.templating import render_template, template_loader
 
 ENV = template_loader([])
@@ -53,7 +55,7 @@ def test_jupyter_config_is_valid_python_with_secure_settings():
         'c.ServerApp.ip = "localhost"',
         "c.ServerApp.open_browser = False",
         "c.ServerApp.port = 8888",
-        "c.PasswordIdentityProvider.hashed_password = 'argon2:$argon2id$x'",
+        'c.PasswordIdentityProvider.hashed_password = "argon2:$argon2id$x"',
         "c.ServerApp.port_retries = 0",
     ):
         assert line in text
@@ -79,3 +81,31 @@ def test_profile_quotes_the_prefix(tmp_path):
         ["sh", "-c", f'. {profile}; . {profile}; printf %s "$PATH"'], capture_output=True, text=True, env={"PATH": "/bin"}
     )
     assert again.stdout == f"{prefix}/bin:/bin"  # not added twice
+
+
+def test_jupyter_config_string_values_are_python_literals_that_read_back_exactly():
+    values = {
+        "ip": "0.0.0.0",
+        "root_dir": "~/it's \"here\"\\\nimport os; os.system('x')\u00e9</script>",
+        "certfile": "/etc/ssl/a'b\nc.crt",
+        "keyfile": '/etc/ssl/a"b\\.key',
+        "hashed_password": "argon2:$argon2id$x'\nimport os\nos.system('id')\n#",
+    }
+    text = render("jupyter_server_config.py.j2", user="alice", port=8888, **values)
+    tree = ast.parse(text)
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Attribute):
+            value = node.value.args[0] if isinstance(node.value, ast.Call) else node.value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                found[node.targets[0].attr] = value.value
+    assert found == {
+        "ip": values["ip"],
+        "root_dir": values["root_dir"],
+        "token": "",
+        "hashed_password": values["hashed_password"],
+        "certfile": values["certfile"],
+        "keyfile": values["keyfile"],
+    }
+    # nothing but the settings: no statement smuggled in through a value
+    assert [type(node).__name__ for node in tree.body] == ["Import"] + ["Assign"] * 13

@@ -138,7 +138,7 @@ def test_roles_check_converge_idempotent_and_work(roles_cluster, tmp_path):
         "jupyter_server_config.py",
     ):
         assert path in diffs, path
-    assert "hashed_password = ********" in diffs
+    assert "jupyter_server_config.py\n+++ " in diffs and "(content hidden: secret)" in diffs  # the whole config hidden
     assert PASSWORD not in checked.stdout + checked.stderr and "argon2:" not in checked.stdout + checked.stderr
 
     first = setup(files)

@@ -23,7 +23,8 @@ from provision.operations.facts import parse_fact
 from provision.operations.system import EVERYTHING
 
 HOSTINFO = FactKey("hostinfo")
-_SECRET = re.compile(r"(?i)((?:pass(?:word|wd)?|secret|token|hashed_password|private)[\w.]*\s*[=:]\s*)(\S+)")
+# The value is masked to the end of its line (a multi-word secret is hidden whole).
+_SECRET = re.compile(r"(?i)((?:pass(?:word|wd)?|secret|token|hashed_password|private)[\w.]*[^\S\r\n]*[=:][^\S\r\n]*)(\S[^\r\n]*)")
 _PRIVATE = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)
 
 

@@ -8,7 +8,10 @@
   Jupyter Server's ``argon2:`` format (``jupyter_server.auth.security.passwd``). The password is
   read from a file on the controller (or asked once at a prompt); it never appears in an argument, a command line, a log or
   a diff. An existing hash that still verifies the password is kept (a fresh salt would make
-  every run a change), so the second run changes nothing. Mode 0600, the old file backed up.
+  every run a change), so the second run changes nothing; a hash naming argon2 parameters other
+  than ours is never verified (a hostile node could name gigabytes and hours) and is replaced.
+  Every string value is written as a ``tojson`` literal. The change is secret: --diff and --json
+  show no part of the file. Mode 0600, the old file backed up.
 """
 
 from __future__ import annotations
@@ -32,7 +35,10 @@ from provision.operations.files import content_changes
 
 # jupyter_server.auth.security.passwd(algorithm="argon2"): argon2-cffi's PasswordHasher with these.
 ARGON2_PARAMETERS = {"memory_cost": 10240, "time_cost": 10, "parallelism": 8}
-_HASH_LINE = re.compile(r"^c\.PasswordIdentityProvider\.hashed_password\s*=\s*'(argon2:\$argon2[^']{1,400})'\s*$", re.MULTILINE)
+# The template writes the hash as a JSON (= Python) string literal: "argon2:$argon2id$...".
+_HASH_LINE = re.compile(
+    r'^c\.PasswordIdentityProvider\.hashed_password[ \t]*=[ \t]*"(argon2:\$argon2[^\'\n"\\]{1,400})"[ \t]*$', re.MULTILINE
+)
 MAX_PASSWORD_FILE = 4096
 PROMPTED: dict[str, str] = {}  # user -> password asked at the prompt (--ask-jupyter-pass), this process only
 
@@ -84,15 +90,38 @@ def hash_password(password: str) -> str:
     return "argon2:" + argon2.PasswordHasher(**ARGON2_PARAMETERS).hash(password)
 
 
+def _our_parameters():
+    import argon2
+
+    hasher = argon2.PasswordHasher(**ARGON2_PARAMETERS)
+    return argon2.Parameters(
+        type=hasher.type,
+        version=argon2.low_level.ARGON2_VERSION,
+        salt_len=hasher.salt_len,
+        hash_len=hasher.hash_len,
+        time_cost=hasher.time_cost,
+        memory_cost=hasher.memory_cost,
+        parallelism=hasher.parallelism,
+    )
+
+
 def hash_matches(hashed: str, password: str) -> bool:
-    """Whether ``hashed`` (Jupyter's ``argon2:`` format) verifies ``password``."""
+    """Whether ``hashed`` (Jupyter's ``argon2:`` format) verifies ``password``.
+
+    The hash comes from the node (hostile): one whose argon2 parameters (memory, time, lanes,
+    lengths, type, version) are not exactly the ones :func:`hash_password` writes is "no match"
+    without being verified, so a node cannot make the controller spend gigabytes or hours; the
+    caller then rewrites the config with a fresh hash of ours."""
     import argon2
 
     if not hashed.startswith("argon2:"):
         return False
+    encoded = hashed[len("argon2:") :]
     try:
-        return argon2.PasswordHasher().verify(hashed[len("argon2:") :], password)
-    except (argon2.exceptions.VerificationError, argon2.exceptions.InvalidHashError):
+        if argon2.extract_parameters(encoded) != _our_parameters():
+            return False
+        return argon2.PasswordHasher(**ARGON2_PARAMETERS).verify(encoded, password)
+    except (argon2.exceptions.VerificationError, argon2.exceptions.InvalidHashError, ValueError):
         return False
 
 
@@ -186,11 +215,14 @@ def plan_config(args: dict, facts: Mapping[FactKey, Any]) -> list:
     state = facts.get(FactKey("file", path))
     password = password_for(args)
     hashed = existing_hash(state.content if state else None)
+    # No match also when the node's hash names argon2 parameters other than ours (not verified
+    # then, see hash_matches): the config is rewritten with a fresh hash of ours.
     if hashed is None or not hash_matches(hashed, password):
         hashed = hash_password(password)
     content = render_config(args, hashed).encode()
     attrs = {"owner": args["user"], "group": args["group"] or args["user"], "mode": 0o600}
-    return content_changes(path, content, attrs, state)
+    # secret: --diff/--json show "(content hidden: secret)", never the hash.
+    return content_changes(path, content, attrs, state, secret=True)
 
 
 OPERATIONS = {
