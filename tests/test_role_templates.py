@@ -2,7 +2,7 @@
 
 import ast
 
-from provision.playbook.templating import render_template, template_loader
+from provision.templating import render_template, template_loader
 
 ENV = template_loader([])
 

@@ -4,7 +4,7 @@ import pytest
 from jinja2 import UndefinedError
 from jinja2.exceptions import SecurityError
 
-from provision.playbook.templating import (
+from provision.templating import (
     TemplateError,
     evaluate_when,
     host_key_entries,

@@ -17,8 +17,8 @@ from provision.operations import OPERATIONS
 from provision.operations.base import FactKey, Write, check_path, check_user
 from provision.parallel import fan_out
 from provision.playbook.model import Play, Task
-from provision.playbook.templating import evaluate_when, render_template, render_value, template_loader, variables_in
 from provision.playbook.variables import Variables
+from provision.templating import evaluate_when, render_template, render_value, template_loader, variables_in
 
 DEFERRED = {"facts", "hostvars", "play_hosts"}  # known only while running
 DEFAULT_FORKS = 64

@@ -32,6 +32,7 @@ from provision.operations.base import (
     check_user,
 )
 from provision.operations.files import content_changes
+from provision.templating import render_template, template_loader
 
 # jupyter_server.auth.security.passwd(algorithm="argon2"): argon2-cffi's PasswordHasher with these.
 ARGON2_PARAMETERS = {"memory_cost": 10240, "time_cost": 10, "parallelism": 8}
@@ -194,8 +195,6 @@ def _config_requests(args: dict) -> list[FactKey]:
 
 def render_config(args: dict, hashed: str) -> str:
     """The config file's text from the template (built-in ``templates/``)."""
-    from provision.playbook.templating import render_template, template_loader
-
     env = template_loader(args["template_dirs"] or ())
     context = {
         "ip": "localhost" if args["listen"] == "localhost" else "0.0.0.0",

@@ -30,7 +30,7 @@ from typing import Any
 from provision.errors import ProvisionError
 from provision.operations import OPERATIONS
 from provision.operations.base import Arg
-from provision.playbook.templating import TemplateError, compile_expression
+from provision.templating import TemplateError, compile_expression
 from provision.yaml_lines import load_yaml_with_lines
 
 TEMPLATE_ARGS = {

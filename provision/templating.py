@@ -1,5 +1,6 @@
-"""Jinja2 for playbooks: sandboxed, StrictUndefined, native values for ``"{{ expr }}"``, shell
-quoting of every value rendered into a command, and ``when:`` expressions without ``eval``."""
+"""Jinja2 for playbooks and operations (the templates layer, below both): sandboxed,
+StrictUndefined, native values for ``"{{ expr }}"``, shell quoting of every value rendered into a
+command, and ``when:`` expressions without ``eval``."""
 
 from __future__ import annotations
 
