@@ -36,9 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from cluster_support import ensure_docker, wait_for_ssh, write_ed25519  # noqa: E402
+from sshd_nodes import start_nodes, stop_nodes  # noqa: E402
 
-IMAGE = os.environ.get("PROVISION_NODE_IMAGE", "provision-node:test")
+from cluster_support import ensure_docker  # noqa: E402
+
 LABELS = ("provision", "ansible-cold", "ansible-warm", "fabric-gather", "fabric-hostname")
 
 
@@ -70,53 +71,6 @@ def right(name, result):
     return split_output(result.stdout, nonce)["hostname"].stdout.strip() == name
 print(json.dumps({by_port[c.port]: right(by_port[c.port], r) for c, r in results.items()}))
 """
-
-
-def start_nodes(count: int, work: Path) -> tuple[list[str], dict[str, int], Path]:
-    key = work / "id_ed25519"
-    public = write_ed25519(key, "bench")
-    (work / "authorized_keys").write_text(public + "\n")
-    names = [f"bench{index:03d}" for index in range(count)]
-    for name in names:
-        subprocess.run(
-            [
-                "docker",
-                "run",
-                "-d",
-                "--rm",
-                "--init",
-                "--name",
-                name,
-                "--hostname",
-                name,
-                "-p",
-                "127.0.0.1::22",
-                "-v",
-                f"{work}/authorized_keys:/cluster/authorized_keys:ro",
-                IMAGE,
-            ],
-            check=True,
-            capture_output=True,
-        )
-    ports = {}
-    for name in names:
-        out = subprocess.run(["docker", "port", name, "22"], check=True, capture_output=True, text=True).stdout
-        ports[name] = int(out.splitlines()[0].rsplit(":", 1)[1])
-    wait_for_ssh(ports, timeout=180)
-    # Known hosts for provision and ansible (fabric auto-adds, its default).
-    lines = []
-    for name, port in ports.items():
-        for _ in range(50):
-            host_key = subprocess.run(
-                ["docker", "exec", name, "cat", "/etc/ssh/ssh_host_ed25519_key.pub"], capture_output=True, text=True
-            )
-            if host_key.returncode == 0:
-                break
-            time.sleep(0.1)
-        kind, data = host_key.stdout.split()[:2]
-        lines.append(f"[127.0.0.1]:{port} {kind} {data}\n")
-    (work / "known_hosts").write_text("".join(lines))
-    return names, ports, key
 
 
 def run(command: list[str], env: dict | None = None) -> tuple[float, str]:
@@ -175,7 +129,7 @@ def close_masters(folder: Path) -> None:
 
 
 def bench_size(count: int, repeat: int, work: Path) -> tuple[dict[str, float], dict[str, int]]:
-    names, ports, key = start_nodes(count, work)
+    names, ports, key, _known = start_nodes("bench", count, work)
     try:
         inventory = work / "hosts.yml"
         inventory.write_text(
@@ -249,7 +203,7 @@ def bench_size(count: int, repeat: int, work: Path) -> tuple[dict[str, float], d
                     close_masters(current_dir["path"])  # untimed: no idle masters linger into the next runs
         return {label: statistics.median(values) for label, values in times.items()}, reached
     finally:
-        subprocess.run(["docker", "rm", "-f", *names], capture_output=True)
+        stop_nodes("bench", count)
 
 
 def main() -> None:

@@ -30,9 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from cluster_support import ensure_docker, wait_for_ssh, write_ed25519  # noqa: E402
+from sshd_nodes import start_nodes, stop_nodes  # noqa: E402
 
-IMAGE = os.environ.get("PROVISION_NODE_IMAGE", "provision-node:test")
+from cluster_support import ensure_docker  # noqa: E402
+
 CONNECT_TIMEOUT = 60  # the same for every tool: the 2-core machine is shared and often overloaded
 
 
@@ -40,58 +41,6 @@ def tool(name: str) -> str:
     """The console script beside this interpreter, not a shim found on PATH."""
     beside = Path(sys.executable).parent / name
     return str(beside) if beside.exists() else shutil.which(name) or name
-
-
-def start_nodes(count: int, work: Path) -> tuple[dict[str, int], Path, Path]:
-    """N containers named sbenchNNN; returns their ports, the client key and a known_hosts."""
-    key = work / "id_ed25519"
-    (work / "authorized_keys").write_text(write_ed25519(key, "bench") + "\n")
-    names = [f"sbench{index:03d}" for index in range(count)]
-    for name in names:
-        subprocess.run(
-            [
-                "docker",
-                "run",
-                "-d",
-                "--rm",
-                "--init",
-                "--name",
-                name,
-                "--hostname",
-                name,
-                "-p",
-                "127.0.0.1::22",
-                "-v",
-                f"{work}/authorized_keys:/cluster/authorized_keys:ro",
-                IMAGE,
-            ],
-            check=True,
-            capture_output=True,
-        )
-    ports = {}
-    for name in names:
-        out = subprocess.run(["docker", "port", name, "22"], check=True, capture_output=True, text=True).stdout
-        ports[name] = int(out.splitlines()[0].rsplit(":", 1)[1])
-    wait_for_ssh(ports, timeout=180)
-    lines = []
-    for name, port in ports.items():
-        for _ in range(100):
-            found = subprocess.run(
-                ["docker", "exec", name, "cat", "/etc/ssh/ssh_host_ed25519_key.pub"], capture_output=True, text=True
-            )
-            if found.returncode == 0:
-                break
-            time.sleep(0.1)
-        lines.append(f"[127.0.0.1]:{port} {' '.join(found.stdout.split()[:2])}\n")
-    known = work / "known_hosts"
-    known.write_text("".join(lines))
-    return ports, key, known
-
-
-def stop_nodes(count: int) -> None:
-    """Remove the containers."""
-    names = [f"sbench{index:03d}" for index in range(count)]
-    subprocess.run(["docker", "rm", "-f", *names], capture_output=True)
 
 
 def users(prefix: str, base: int) -> list[dict]:
@@ -243,7 +192,7 @@ def main() -> None:
     for size in args.sizes:
         work = Path(tempfile.mkdtemp(prefix=f"setup-bench-{size}-"))
         try:
-            ports, key, known = start_nodes(size, work)
+            _names, ports, key, known = start_nodes("sbench", size, work)
             row = {"hosts": size}
             runs = {"provision": provision_runs, "ansible": ansible_runs, "pyinfra": pyinfra_runs}
             for name, function in runs.items():
@@ -256,7 +205,7 @@ def main() -> None:
                     print(f"{size} hosts {name}: FAILED {error}", flush=True)
             rows.append(row)
         finally:
-            stop_nodes(size)
+            stop_nodes("sbench", size)
             shutil.rmtree(work, ignore_errors=True)
         print_row(rows[-1])
 
