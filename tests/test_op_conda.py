@@ -10,7 +10,8 @@ import pytest
 
 from provision.operations import OPERATIONS
 from provision.operations.base import ArgumentError, FactKey, FileState, OperationError, Run, Write
-from provision.operations.conda import MARKER, edit_block_top
+from provision.operations.conda import MARKER
+from provision.operations.files import edit_block_top
 
 
 def plan(op, args, facts):

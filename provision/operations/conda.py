@@ -9,8 +9,8 @@
 - ``conda_clone``: for each prefix, ``conda create -p ~USER/.conda/envs/NAME --clone PREFIX`` (NAME:
   the prefix's last folder), run as the user
   (``become_user`` in the playbook), skipped when the clone exists.
-- ``block_top``: a marked block at the *top* of a file (Debian's /etc/bash.bashrc returns early
-  for non-interactive shells, so a block appended at its end would never run for mpirun).
+The playbook puts conda on non-interactive SSH sessions (mpirun) with ``block_top`` (in
+:mod:`provision.operations.files`): Debian's /etc/bash.bashrc returns early for them.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from provision.operations.base import (
     quote,
     shell_path,
 )
-from provision.operations.files import edit_block, plan_marked_block
 
 MARKER = ".provision-installer"
 UPLOAD_DIR = "/var/tmp"  # the installer goes to a private ``mktemp -d`` folder (0700, root) in here
@@ -244,22 +243,6 @@ def plan_clone(args: dict, facts: Mapping[FactKey, Any]) -> list:
     return changes
 
 
-def edit_block_top(text: str, block: str, marker: str) -> str:
-    """Like :func:`edit_block`, but a new block goes first in the file (before any early return)."""
-    begin = marker.replace("{mark}", "BEGIN")
-    if begin in text.splitlines():
-        return edit_block(text, block, marker)
-    end = marker.replace("{mark}", "END")
-    return "\n".join([begin, *block.splitlines(), end]) + "\n" + text
-
-
-def plan_block_top(args: dict, facts: Mapping[FactKey, Any]) -> list:
-    """A marked block at the top of a file, replaced as a whole; other lines untouched."""
-    return plan_marked_block("block_top", edit_block_top, args, facts)
-
-
-_FILE = lambda args: [FactKey("file", check_path(args["path"]))]  # noqa: E731
-
 OPERATIONS = {
     "conda_install": Operation(
         "conda_install",
@@ -282,19 +265,5 @@ OPERATIONS = {
         _clone_requests,
         plan_clone,
         doc="a user's clone of a shared conda prefix (run it with become_user)",
-    ),
-    "block_top": Operation(
-        "block_top",
-        {
-            "path": Arg((str,), True),
-            "block": Arg((str,), True),
-            "owner": Arg((str,)),
-            "group": Arg((str,)),
-            "mode": Arg((str, int)),
-            "marker": Arg((str,), default="# {mark} provision managed block"),
-        },
-        _FILE,
-        plan_block_top,
-        doc="a marked block at the top of a file",
     ),
 }

@@ -197,6 +197,21 @@ def plan_block(args: dict, facts: Mapping[FactKey, Any]) -> list:
     return plan_marked_block("block", edit_block, args, facts)
 
 
+def edit_block_top(text: str, block: str, marker: str) -> str:
+    """Like :func:`edit_block`, but a new block goes first in the file (before any early return,
+    as in Debian's /etc/bash.bashrc, which returns at once for non-interactive shells)."""
+    begin = marker.replace("{mark}", "BEGIN")
+    if begin in text.splitlines():
+        return edit_block(text, block, marker)
+    end = marker.replace("{mark}", "END")
+    return "\n".join([begin, *block.splitlines(), end]) + "\n" + text
+
+
+def plan_block_top(args: dict, facts: Mapping[FactKey, Any]) -> list:
+    """A marked block at the top of a file, replaced as a whole; other lines untouched."""
+    return plan_marked_block("block_top", edit_block_top, args, facts)
+
+
 _URL = re.compile(r"^(https?|ftp)://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
 
 
@@ -228,6 +243,12 @@ def plan_download(args: dict, facts: Mapping[FactKey, Any]) -> list:
 
 
 _PATH = {"path": Arg((str,), True, help="remote path (absolute or ~user/...)")}
+_BLOCK_ARGS = {
+    **_PATH,
+    **_OWNERSHIP,
+    "block": Arg((str,), True),
+    "marker": Arg((str,), default="# {mark} provision managed block"),
+}
 
 OPERATIONS = {
     "directory": Operation(
@@ -254,13 +275,8 @@ OPERATIONS = {
         plan_line,
         doc="one line in a file",
     ),
-    "block": Operation(
-        "block",
-        {**_PATH, **_OWNERSHIP, "block": Arg((str,), True), "marker": Arg((str,), default="# {mark} provision managed block")},
-        _file_request,
-        plan_block,
-        doc="a marked block in a file",
-    ),
+    "block": Operation("block", _BLOCK_ARGS, _file_request, plan_block, doc="a marked block in a file"),
+    "block_top": Operation("block_top", _BLOCK_ARGS, _file_request, plan_block_top, doc="a marked block at the top of a file"),
     "download": Operation(
         "download",
         {**_PATH, **_OWNERSHIP, "url": Arg((str,), True), "sha256": Arg((str,), True)},
