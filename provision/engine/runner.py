@@ -323,6 +323,7 @@ class Runner:
                 changes, exact = self._decide(run, operation, args, reader, bool(become or user), result)
             except HostFailed:
                 result.status, result.message = "aborted", "host stopped"
+                run.finish(result)
                 raise
             except Exception as error:  # noqa: BLE001 - bad args, render errors, host errors: this task fails
                 self._fail(run, result, error)
