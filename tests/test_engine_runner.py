@@ -269,4 +269,4 @@ def test_unless_runs_as_the_tasks_user(tmp_path):
 
     script = build_script([], [FactKey("command", "id -u", "alice"), FactKey("command", "id -u", LOGIN_USER)], "n", True)
     assert script.count("runuser -u alice -- sh -c '( id -u") == 1
-    assert script.count("runuser -u \"$SUDO_USER\" -- sh -c '( id -u") == 1
+    assert script.count('runuser -u "$SUDO_USER" -- sh -c \'( id -u') == 1

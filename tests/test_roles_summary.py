@@ -58,7 +58,6 @@ def test_failed_nfs_server_is_said_not_hidden():
 def _server_run(session, kind="kernel"):
     from types import SimpleNamespace
 
-
     return SimpleNamespace(
         failed=False, unreachable=None, registered={"nfs_kind": {"server": kind}}, identity=dict, session=session
     )

@@ -29,7 +29,7 @@ def test_undefined_is_an_error():
         render_value("a {{ nope }}", {})
 
 
-HOSTILE = ["a'; touch {pwned}; '", '$(touch {pwned})', '"; touch {pwned}; "', "`touch {pwned}`", "a b\n*", ""]
+HOSTILE = ["a'; touch {pwned}; '", "$(touch {pwned})", '"; touch {pwned}; "', "`touch {pwned}`", "a b\n*", ""]
 
 
 @pytest.mark.parametrize("value", HOSTILE)
@@ -37,7 +37,7 @@ HOSTILE = ["a'; touch {pwned}; '", '$(touch {pwned})', '"; touch {pwned}; "', "`
     "command",
     [
         "printf '%s|' {{ x }}",
-        'printf \'%s|\' "$(printf %s {{ x }})"',  # inside $(...) within double quotes: a word of that command
+        "printf '%s|' \"$(printf %s {{ x }})\"",  # inside $(...) within double quotes: a word of that command
         "printf '%s|' {{ x }}{{ x }} # it's a comment",
         "{% for v in [x, x] %}printf '%s|' {{ v }}; {% endfor %}",
     ],
