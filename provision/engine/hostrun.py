@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision.connection import HostFailure
-from provision.engine.factcache import ANYTHING, IDENTITY, FactCache, Scope, scope_of
+from provision.engine.factcache import ANYTHING, IDENTITY, FactCache, scope_of
 from provision.engine.script import BECOME_FAILED, Step, build_script, new_nonce, parse_output, remote_command, stdin_for
 from provision.errors import ParseError
 from provision.inventory import Host
@@ -122,10 +122,6 @@ class HostRun:
     def plan_unknown(self) -> None:
         """A --check prediction that could not say what it would change: trust nothing after it."""
         self.cache.plan(ANYTHING)
-
-    def plan_scope(self, scope: Scope) -> None:
-        """Record a change's scope without a step (tests, predictions)."""
-        self.cache.plan(scope)
 
     def view(self, keys: list[FactKey]) -> dict[FactKey, Any]:
         """The trusted values of ``keys`` (None: absent on the host); UNKNOWN (--check only) where
