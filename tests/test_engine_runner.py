@@ -188,3 +188,20 @@ def test_diff_and_json_never_show_the_jupyter_hash_or_any_word_of_a_secret(tmp_p
     assert str(config) in shown and "(content hidden: secret)" in shown and "password: ********" in shown
     for hidden in ("argon2", old_hash.split("$")[-1], "secret phrase", "phrase", "horse", "battery", "staple"):
         assert hidden not in shown, hidden
+
+
+def test_no_log_hides_changes_diffs_and_failure_output(tmp_path):
+    playbook = """
+- hosts: all
+  tasks:
+    - file: {path: "{{ root }}/token", content: "token=s3cr3t-value"}
+      no_log: true
+    - command: {cmd: "echo leaked-s3cr3t-value >&2; exit 3"}
+      no_log: true
+"""
+    report = make(tmp_path, playbook, hosts=("h1",), diff=True).run()
+    wrote, failed = report.results
+    assert wrote.status == "changed" and wrote.changes == ["(no_log)"] and wrote.diff == ["(no_log)"]
+    assert failed.status == "failed" and failed.message == "(no_log)" and failed.changes == ["(no_log)"]
+    shown = repr([r.as_dict() for r in report.results]) + repr([r.message for r in report.recap])
+    assert "s3cr3t" not in shown and "token=" not in shown

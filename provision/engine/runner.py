@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision.connection import SshOptions
-from provision.engine.hostrun import HOSTINFO, HostFailed, HostRun, TaskResult, unified_diff
+from provision.engine.hostrun import HOSTINFO, NO_LOG, HostFailed, HostRun, TaskResult, unified_diff
 from provision.engine.script import Step
 from provision.errors import ProvisionError
 from provision.inventory import Host, Inventory
@@ -38,7 +38,7 @@ class RunOptions:
     tags: frozenset[str] | None = None
     skip_tags: frozenset[str] = frozenset()
     forks: int = DEFAULT_FORKS
-    become_password: str | None = None
+    become_password: str | None = field(default=None, repr=False)
     template_dirs: tuple = ()
 
 
@@ -284,12 +284,13 @@ class Runner:
         try:
             items = self.loop_items(task, self.context(run.host, play, run))
         except Exception as error:  # noqa: BLE001
-            failed = TaskResult(run.host.name, play.name, task.name, task.where)
+            failed = TaskResult(run.host.name, play.name, task.name, task.where, no_log=task.no_log)
             run.results.append(failed)
             self._fail(run, failed, error)
         registered = []
         for item in items:
             result = TaskResult(run.host.name, play.name, task.name, task.where, item=None if item is _NO_ITEM else item)
+            result.no_log = task.no_log
             run.results.append(result)
             try:
                 ctx = self.context(run.host, play, run, item)
@@ -303,7 +304,7 @@ class Runner:
                 args = operation.check_args(args)
                 keys = operation.requests(args)
                 run.need(keys, become)
-                changes = operation.plan(args, run.view(keys))
+                changes = operation.decide(args, run.view(keys))
             except HostFailed:
                 result.status, result.message = "aborted", "host stopped"
                 raise
@@ -312,9 +313,9 @@ class Runner:
             for change in changes:
                 run.record_effects(change.effects)
                 run.pending.append((Step(change, become, user), result))
-                result.changes.append(change.describe)
+                result.changes.append(change.describe if not task.no_log else NO_LOG)
                 if self.options.diff and isinstance(change, Write):
-                    result.diff.append(unified_diff(change) if not task.no_log else f"--- {change.path}\n(no_log: diff hidden)\n")
+                    result.diff.append(unified_diff(change) if not task.no_log else NO_LOG)
             if changes:
                 result.status = "changed"
                 if notified is not None:
