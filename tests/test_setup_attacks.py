@@ -133,6 +133,7 @@ def test_a_secret_written_as_a_user_never_shows_in_argv(cluster, files, tmp_path
     playbook.write_text(
         "- hosts: s1\n  become: true\n  tasks:\n"
         f"    - file: {{path: ~alice/big.secret, content: {json.dumps(content.decode())}, owner: alice, secret: true}}\n"
+        "      become_user: alice\n"
     )
     watch = (
         "rm -f /run/argv-hits /run/argv-stop; : >/run/argv-seen; while [ ! -e /run/argv-stop ]; do "
