@@ -15,7 +15,7 @@ import subprocess
 import threading
 
 import pytest
-from setup_support import SETUP_NODES, compose, start_setup_cluster, stop_setup_cluster, write_files
+from setup_support import SETUP_NODES, add_sudo_user, start_setup_cluster, stop_setup_cluster, write_files
 
 from conftest import run_cli
 
@@ -166,16 +166,8 @@ def test_a_secret_written_as_a_user_never_shows_in_argv(cluster, files, tmp_path
 
 def test_become_password_where_tmp_is_noexec(cluster, files, tmp_path):
     password = "N0exec pass$"
-    cluster.docker_exec(
-        "s4",
-        "sh",
-        "-c",
-        (
-            "mount | grep -q ' /tmp .*noexec' || exit 3; id pw >/dev/null 2>&1 || useradd -m -s /bin/bash pw; "
-            f"echo 'pw:{password}' | chpasswd; echo 'pw ALL=(ALL) ALL' > /etc/sudoers.d/pw; chmod 440 /etc/sudoers.d/pw; "
-            "install -d -m 700 -o pw -g pw /home/pw/.ssh; install -m 600 -o pw -g pw /cluster/authorized_keys /home/pw/.ssh/"
-        ),
-    )
+    assert "noexec" in cluster.docker_exec("s4", "findmnt", "-no", "OPTIONS", "/tmp")
+    add_sudo_user(cluster, "s4", password)
     inventory, known = files
     inventory.write_text(inventory.read_text().replace("user: mpi", "user: pw"))
     playbook = tmp_path / "become.yml"
