@@ -61,3 +61,17 @@ def write_files(cluster: Cluster, folder: Path, users_yaml: str, nodes=SETUP_NOD
     known = folder / "known_hosts"
     known.write_text("".join(cluster.known_hosts_line(n) for n in nodes))
     return inventory, known
+
+
+def add_sudo_user(cluster: Cluster, node: str, password: str) -> None:
+    """User ``pw`` on ``node``: sudo with a password, logging in with the tests' key."""
+    cluster.docker_exec(
+        node,
+        "sh",
+        "-c",
+        (
+            "id pw >/dev/null 2>&1 || useradd -m -s /bin/bash pw; "
+            f"echo 'pw:{password}' | chpasswd; echo 'pw ALL=(ALL) ALL' > /etc/sudoers.d/pw; chmod 440 /etc/sudoers.d/pw; "
+            "install -d -m 700 -o pw -g pw /home/pw/.ssh; install -m 600 -o pw -g pw /cluster/authorized_keys /home/pw/.ssh/"
+        ),
+    )

@@ -61,3 +61,20 @@ def test_stderr_reason_from_the_node_is_printable():
         run.round_trip([HOSTINFO], True, apply=False)
     assert "\x1b" not in str(raised.value) and "\x07" not in str(raised.value) and "a password is required" in str(raised.value)
     assert "\x1b" not in run.error and run.error.startswith("become (sudo) failed")
+
+
+def test_password_never_in_repr():
+    from provision.engine.hostrun import HostRun
+    from provision.engine.runner import RunOptions
+    from provision.inventory import Host
+
+    run = HostRun(Host("n1", "127.0.0.1"), None, password="Secr3t-pw")
+    assert "Secr3t-pw" not in repr(run) and "Secr3t-pw" not in repr(RunOptions(become_password="Secr3t-pw"))
+
+
+def test_no_log_hides_failure_output():
+    from provision.engine.hostrun import NO_LOG, TaskResult
+
+    result = TaskResult("n1", "p", "t", "f:1", no_log=True)
+    result.message = "cat: /etc/secret: token=abc"
+    assert result.message == NO_LOG and TaskResult("n1", "p", "t", "f:1", message="x").message == "x"

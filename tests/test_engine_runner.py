@@ -268,5 +268,22 @@ def test_unless_runs_as_the_tasks_user(tmp_path):
     from provision.operations.base import FactKey
 
     script = build_script([], [FactKey("command", "id -u", "alice"), FactKey("command", "id -u", LOGIN_USER)], "n", True)
-    assert script.count("runuser -u alice -- sh -c '( id -u") == 1
-    assert script.count('runuser -u "$SUDO_USER" -- sh -c \'( id -u') == 1
+    assert script.count("runuser -u alice -- sh -s <<'PROVISION_n_fact0'\n( ( id -u") == 1
+    assert script.count("runuser -u \"$SUDO_USER\" -- sh -s <<'PROVISION_n_fact1'\n( ( id -u") == 1
+
+
+def test_no_log_hides_changes_diffs_and_failure_output(tmp_path):
+    playbook = """
+- hosts: all
+  tasks:
+    - file: {path: "{{ root }}/token", content: "token=s3cr3t-value"}
+      no_log: true
+    - command: {cmd: "echo leaked-s3cr3t-value >&2; exit 3"}
+      no_log: true
+"""
+    report = make(tmp_path, playbook, hosts=("h1",), diff=True).run()
+    wrote, failed = report.results
+    assert wrote.status == "changed" and wrote.changes == ["(no_log)"] and wrote.diff == ["(no_log)"]
+    assert failed.status == "failed" and failed.message == "(no_log)" and failed.changes == ["(no_log)"]
+    shown = repr([r.as_dict() for r in report.results]) + repr([r.message for r in report.recap])
+    assert "s3cr3t" not in shown and "token=" not in shown

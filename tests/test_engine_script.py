@@ -55,7 +55,8 @@ def test_connection_lost_mid_change():
 
 def test_become_password_goes_on_stdin_only():
     command = remote_command(True)
-    assert "s3cret" not in command and "sudo -n" in command and "SUDO_ASKPASS" in command
+    assert "s3cret" not in command and "sudo -n" in command and "sudo -S -p '' -v" in command
+    assert "mktemp)" not in command and "/tmp" not in command  # nothing run from /tmp (noexec there works)
     assert stdin_for("echo hi\n", True, "s3cret") == b"s3cret\necho hi\n"
     assert stdin_for("echo hi\n", True, None) == b"\necho hi\n"
     assert remote_command(False) == "sh -s" and stdin_for("x", False, "pw") == b"x"
@@ -66,7 +67,8 @@ def test_become_password_goes_on_stdin_only():
 def test_askpass_helper_prints_the_password(tmp_path):
     # The helper script the become wrapper writes, run for real: it prints $PROVISION_BECOME.
     command = remote_command(True)
-    helper = command.split("printf '", 1)[1].split("' >", 1)[0]
+    helper = command.split("printf '#!", 1)[1].split("' >", 1)[0]
+    helper = "#!" + helper
     script = subprocess.run(["sh", "-c", f"printf '{helper}'"], capture_output=True, text=True).stdout
     (tmp_path / "askpass").write_text(script)
     printed = subprocess.run(["sh", str(tmp_path / "askpass")], env={"PROVISION_BECOME": "p w$d"}, capture_output=True, text=True)
@@ -83,6 +85,52 @@ def test_home_paths_resolved_before_use():
 
 def test_become_user_runs_the_change_as_that_user():
     script = build_script([Step(Run("id -un", "who"), True, "nobody")], [], "n", True)
-    assert "runuser -u nobody -- sh -c 'id -un'" in script
+    assert "runuser -u nobody -- sh -s <<'PROVISION_n_0'\n( id -un\n) </dev/null\nPROVISION_n_0\n" in script
     with pytest.raises(ArgumentError, match="user name 'bad user'"):
         build_script([Step(Run("id", "x"), True, "bad user")], [], "n", True)
+
+
+def test_home_paths_are_acted_on_and_read_as_their_user():
+    # The one rule (provision.engine.acting): a change or fact on ~alice/ runs as alice, its shell
+    # on her sh's stdin (a quoted here-document), never in argv.
+    steps = [Step(Write("~alice/.ssh/authorized_keys", b"SECRET-CONTENT"), True)]
+    script = build_script(steps, [FactKey("file", "~alice/.jupyter/c.py"), FactKey("file", "/etc/motd")], "n", True)
+    assert "runuser -u alice -- sh -s <<'PROVISION_n_0'\n" in script
+    assert "runuser -u alice -- sh -s <<'PROVISION_n_fact0'\n" in script and "PROVISION_n_fact1" not in script
+    assert "sh -c" not in script
+    assert build_script(steps, [], "n", False).count("runuser") == 0  # the login user's own script
+
+
+def test_a_step_on_several_homes_is_refused():
+    step = Step(Run('cp "${H_616c696365}"/x "${H_626f62}"/x', "copy"), True)
+    out = parse_output(run_local(build_script([step], [], "n", True)), "n")
+    assert out.steps[0][1] == 1 and "homes of several users (alice, bob)" in out.steps[0][2]
+
+
+def test_no_login_step_drops_to_the_login_user_on_stdin():
+    script = build_script([Step(Run("id -un", "who"), False)], [], "n", True)
+    assert "runuser -u \"$SUDO_USER\" -- sh -s <<'PROVISION_n_0'" in script
+
+
+def test_secret_write_is_0600_and_its_backup_narrowed(tmp_path):
+    target = tmp_path / "app.key"
+    target.write_text("old secret\n")
+    target.chmod(0o644)
+    run_local(build_script([Step(Write(str(target), b"new\n", mode=0o600), True)], [], "n", False))
+    backup = tmp_path / "app.key.provision~"
+    assert backup.read_text() == "old secret\n" and (backup.stat().st_mode & 0o7777) == 0o600
+    fresh = tmp_path / "new.key"
+    run_local(build_script([Step(Write(str(fresh), b"s", secret=True), True)], [], "n", False))
+    assert (fresh.stat().st_mode & 0o777) == 0o600
+
+
+def test_backup_name_planted_as_a_link_is_replaced_not_followed(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    victim.chmod(0o644)
+    target = tmp_path / "f"
+    target.write_text("old\n")
+    (tmp_path / "f.provision~").symlink_to(victim)
+    run_local(build_script([Step(Write(str(target), b"new\n", mode=0o600), True)], [], "n", False))
+    assert victim.read_text() == "keep\n" and (victim.stat().st_mode & 0o777) == 0o644
+    assert not (tmp_path / "f.provision~").is_symlink() and (tmp_path / "f.provision~").read_text() == "old\n"

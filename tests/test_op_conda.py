@@ -219,3 +219,16 @@ def test_marker_content_from_the_node_is_shown_printable_and_short(installer):
             {PREFIX: FileState("d"), MARK: stamp(b"\x1b[2J\x1b]0;owned\x07" + b"x" * 5000), DF: 10**8},
         )
     assert "\x1b" not in str(raised.value) and "\x07" not in str(raised.value) and len(str(raised.value)) < 600
+
+
+def test_clone_and_prefix_through_a_link_refused(installer):
+    link = FileState("l", 0o777, "alice", "alice")
+    clone = OPERATIONS["conda_clone"]
+    key = FactKey("file", "~alice/.conda/envs/anaconda3/conda-meta")
+    with pytest.raises(OperationError, match=r"^~alice/.conda/envs/anaconda3/conda-meta is a symbolic link"):
+        clone.decide(clone.check_args({"user": "alice", "prefixes": [P]}), {key: link})
+    path, sha, _md5 = installer
+    install = OPERATIONS["conda_install"]
+    args = install.check_args({"installer": str(path), "sha256": sha, "prefix": P})
+    with pytest.raises(OperationError, match=r"^/opt/anaconda3 is below a folder another user can write"):
+        install.decide(args, {PREFIX: FileState("u", 0o777, "bob", "bob", below="/opt"), MARK: None, DF: None})

@@ -110,3 +110,53 @@ def test_stat_fact_reads_metadata_never_content(tmp_path):
     assert read(FactKey("stat", "~nosuchuser9/.ssh/id_ed25519")) is None
     with pytest.raises(ParseError):
         parse_fact(key, "regular file|abc|root|root|1\n")
+
+
+# -- paths a user controls: never followed, never read through (issue 14) ----------------------
+
+
+def test_final_symlink_is_reported_never_followed(tmp_path):
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$hash\n")
+    link = tmp_path / "authorized_keys"
+    link.symlink_to(secret)
+    for kind in ("file", "stat"):
+        out = subprocess.run(["sh", "-c", fact_command(FactKey(kind, str(link)))], capture_output=True, text=True).stdout
+        assert "hash" not in out and "cm9vd" not in out  # neither the text nor its base64
+        state = parse_fact(FactKey(kind, str(link)), out)
+        assert state.kind == "l" and state.content is None and state.sha256 is None
+    (tmp_path / "dangling").symlink_to(tmp_path / "nothing")
+    assert read(FactKey("file", str(tmp_path / "dangling"))).kind == "l"  # a dangling link is not "absent"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give files to another user")
+def test_foreign_hard_link_and_folder_another_user_can_write(tmp_path):
+    target = tmp_path / "theirs"
+    target.write_text("not yours\n")
+    os.chown(target, 65534, 65534)
+    os.link(target, tmp_path / "planted")
+    state = read(FactKey("file", str(tmp_path / "planted")))
+    assert state.kind == "h" and state.content is None
+    os.chown(target, 0, 0)  # root's own file with two names is root's business
+    assert read(FactKey("file", str(tmp_path / "planted"))).kind == "f"
+
+    theirs = tmp_path / "home"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    state = read(FactKey("file", str(theirs / ".ssh" / "authorized_keys")))
+    assert state.kind == "u" and state.below == str(theirs) and state.owner == "nobody"
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)  # other-writable without the sticky bit
+    assert read(FactKey("stat", str(shared / "x"))).kind == "u"
+    os.chmod(shared, 0o1777)  # sticky, like /tmp: nobody can replace root's names in it
+    assert read(FactKey("stat", str(shared / "x"))) is None
+    (tmp_path / "via").symlink_to(theirs)  # a folder reached through a link is checked where it really is
+    assert read(FactKey("file", str(tmp_path / "via" / "f"))).kind == "u"
+
+
+def test_refused_kinds_parse():
+    assert parse_fact(FactKey("file", "/x"), "symbolic link|777|alice|alice|11\n").kind == "l"
+    assert parse_fact(FactKey("file", "/x"), "hard link|640|root|shadow|900\n").kind == "h"
+    state = parse_fact(FactKey("stat", "/d/x"), "below|755|alice|alice|0\n/d\n")
+    assert (state.kind, state.below, state.owner, state.mode) == ("u", "/d", "alice", 0o755)

@@ -31,7 +31,7 @@ CASES = [
         "directory",
         {"path": "/data/x", "mode": "0750", "owner": "alice"},
         {FK("/data/x"): None},
-        [(Run, "mkdir -p /data/x && chmod 0750 /data/x && chown alice /data/x")],
+        [(Run, "mkdir -p /data/x && chmod 0750 /data/x && chown -h alice /data/x")],
     ),
     ("dir-ok", "directory", {"path": "/data/x", "mode": "0755"}, {FK("/data/x"): f(None, 0o755, kind="d")}, []),
     (
@@ -55,7 +55,7 @@ CASES = [
         "file",
         {"path": "/etc/motd", "content": "hi\n", "owner": "bob"},
         {FK("/etc/motd"): f(b"hi\n")},
-        [(Run, "chown bob /etc/motd")],
+        [(Run, "chown -h bob /etc/motd")],
     ),
     (
         "file-differs",
@@ -170,3 +170,38 @@ def test_directory_over_a_file_is_a_host_error():
 def test_line_in_missing_file_without_create():
     with pytest.raises(OperationError, match="create: true"):
         plan("line", {"path": "/a", "line": "x"}, {FK("/a"): None})
+
+
+# -- refusals: a link, a foreign hard link, a folder another user can write (issue 14) --------
+LINK = FileState("l", 0o777, "alice", "alice")
+HARD = FileState("h", 0o640, "root", "shadow")
+BELOW = FileState("u", 0o755, "alice", "alice", below="/home/alice")
+REFUSALS = [
+    ("directory", {"path": "~alice/.ssh", "owner": "alice", "mode": "0700"}, "~alice/.ssh"),
+    ("file", {"path": "~alice/.jupyter/x", "content": "x"}, "~alice/.jupyter/x"),
+    ("line", {"path": "~alice/.bashrc", "line": "x"}, "~alice/.bashrc"),
+    ("block", {"path": "/etc/bash.bashrc", "block": "x"}, "/etc/bash.bashrc"),
+    ("download", {"path": "/data/f", "url": "https://e.org/f", "sha256": "0" * 64}, "/data/f"),
+]
+
+
+@pytest.mark.parametrize("state,why", [(LINK, "symbolic link"), (HARD, "hard link"), (BELOW, "below a folder")])
+@pytest.mark.parametrize("op,args,path", REFUSALS, ids=[r[0] for r in REFUSALS])
+def test_refused_paths(op, args, path, state, why):
+    operation = OPERATIONS[op]
+    with pytest.raises(OperationError) as error:
+        operation.decide(operation.check_args(args), {FK(path): state})
+    assert str(error.value).startswith(f"{path} ") and why in str(error.value) and "\n" not in str(error.value)
+
+
+def test_refusal_names_the_folder_and_its_owner():
+    operation = OPERATIONS["file"]
+    with pytest.raises(OperationError, match=r"/home/alice, owner alice, mode 0755"):
+        operation.decide(operation.check_args({"path": "/home/alice/x", "content": "x"}), {FK("/home/alice/x"): BELOW})
+
+
+def test_new_secret_is_0600_and_its_backup_never_wider():
+    (change,) = plan("file", {"path": "/etc/app.key", "content": "k", "secret": True}, {FK("/etc/app.key"): None})
+    assert change.mode == 0o600 and change.effects[0][1].mode == 0o600
+    (kept,) = plan("file", {"path": "/etc/app.key", "content": "k2", "secret": True}, {FK("/etc/app.key"): f(b"k", 0o640)})
+    assert kept.mode == 0o640  # an existing file keeps its mode unless told

@@ -220,3 +220,12 @@ def test_prompted_password_when_no_file(monkeypatch):
     assert hash_matches(existing_hash(write.content), "asked-at-the-prompt")
     with pytest.raises(ArgumentError, match="empty or more than one line"):
         jupyter.remember_password("bob", "")
+
+
+@pytest.mark.parametrize("kind", ["l", "h", "u"])
+def test_config_through_a_link_refused(password_file, kind):
+    operation = OPERATIONS["jupyter_config"]
+    key = FactKey("file", "~alice/.jupyter/jupyter_server_config.py")
+    bad = FileState(kind, 0o777, "alice", "alice", below="/home/alice" if kind == "u" else None)
+    with pytest.raises(OperationError, match=r"^~alice/.jupyter/jupyter_server_config.py .*refused$"):
+        operation.decide(operation.check_args(config_args(password_file)), {key: bad})

@@ -119,3 +119,24 @@ def test_keypair_result_from_a_hostile_node():
     assert keypair_result({"user": "alice"}, {PUB: text_file(hostile)})["public_key"] is None
     odd = K1.replace("alice@node1", "alice@node1 $(x) `y`")
     assert keypair_result({"user": "alice"}, {PUB: text_file(odd)})["public_key"] == K1.replace("alice@node1", "alice@node1xy")
+
+
+@pytest.mark.parametrize("kind", ["l", "h", "u"])
+def test_links_in_ssh_paths_refused(kind):
+    bad = FileState(kind, 0o777, "alice", "alice", below="/home/alice" if kind == "u" else None)
+    cases = [
+        ("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: bad, PUB: None}, "~alice/.ssh/id_ed25519 "),
+        ("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: text_file("k"), PUB: bad}, "~alice/.ssh/id_ed25519.pub "),
+        ("authorized_key", {"user": "alice", "keys": [K1]}, {USER: ALICE, AUTH: bad}, "~alice/.ssh/authorized_keys "),
+        ("known_hosts", {"entries": []}, {FactKey("file", "/etc/ssh/ssh_known_hosts"): bad}, "/etc/ssh/ssh_known_hosts "),
+    ]
+    for op, args, facts, prefix in cases:
+        operation = OPERATIONS[op]
+        with pytest.raises(OperationError, match="refused$") as error:
+            operation.decide(operation.check_args(args), facts)
+        assert str(error.value).startswith(prefix)
+
+
+def test_keypair_commands_never_chown_through_a_name():
+    (change,) = plan("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: None, PUB: None})
+    assert "chown -h" in change.command and " chown alice" not in change.command

@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from setup_support import SETUP_NODES, restart_node, start_setup_cluster, stop_setup_cluster, write_files
+from setup_support import SETUP_NODES, add_sudo_user, restart_node, start_setup_cluster, stop_setup_cluster, write_files
 
 from conftest import run_cli
 
@@ -168,16 +168,7 @@ def test_node_stopped_mid_run(setup_cluster, files, tmp_path):
 def test_ask_become_pass_sent_on_stdin(setup_cluster, files, tmp_path):
     password = "Secr3t pass$"
     for node in SETUP_NODES:
-        setup_cluster.docker_exec(
-            node,
-            "sh",
-            "-c",
-            (
-                "id pw >/dev/null 2>&1 || useradd -m -s /bin/bash pw; "
-                f"echo 'pw:{password}' | chpasswd; echo 'pw ALL=(ALL) ALL' > /etc/sudoers.d/pw; chmod 440 /etc/sudoers.d/pw; "
-                "install -d -m 700 -o pw -g pw /home/pw/.ssh; install -m 600 -o pw -g pw /cluster/authorized_keys /home/pw/.ssh/"
-            ),
-        )
+        add_sudo_user(setup_cluster, node, password)
     inventory, known = files
     inventory.write_text(inventory.read_text().replace("user: mpi", "user: pw"))
     args = ["setup-cluster", "-i", str(inventory), "--known-hosts", str(known), "--json", "--no-verify", "--ask-become-pass"]

@@ -28,6 +28,7 @@ from provision.operations.base import FactKey, Write, printable
 from provision.operations.facts import parse_fact
 
 HOSTINFO = IDENTITY
+NO_LOG = "(no_log)"  # what a no_log task shows instead of a change, a diff or a failure
 # The value is masked to the end of its line (a multi-word secret is hidden whole).
 _SECRET = re.compile(r"(?i)((?:pass(?:word|wd)?|secret|token|hashed_password|private)[\w.]*[^\S\r\n]*[=:][^\S\r\n]*)(\S[^\r\n]*)")
 _PRIVATE = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)
@@ -64,6 +65,14 @@ class TaskResult:
     changes: list[str] = field(default_factory=list)
     diff: list[str] = field(default_factory=list)
     message: str = ""
+    no_log: bool = False  # the task's no_log: its changes, diffs and failure output are never shown
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Every place that sets a message (the engine, a failed change's output) goes through
+        # here, so a no_log task can never show one.
+        if name == "message" and value and getattr(self, "no_log", False):
+            value = NO_LOG
+        object.__setattr__(self, name, value)
 
     def as_dict(self) -> dict:
         """JSON-ready form."""
@@ -91,7 +100,7 @@ class HostRun:
     host: Host
     session: Any
     check: bool = False
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)  # the become password: never in a repr or traceback
     on_result: Callable[[TaskResult], None] | None = None
     cache: FactCache = field(default_factory=FactCache)
     pending: list[tuple[Step, TaskResult]] = field(default_factory=list)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision.connection import SshOptions
-from provision.engine.hostrun import HOSTINFO, HostFailed, HostRun, TaskResult, unified_diff
+from provision.engine.hostrun import HOSTINFO, NO_LOG, HostFailed, HostRun, TaskResult, unified_diff
 from provision.engine.script import LOGIN_USER, Step
 from provision.errors import ProvisionError
 from provision.inventory import Host, Inventory
@@ -39,7 +39,7 @@ class RunOptions:
     tags: frozenset[str] | None = None
     skip_tags: frozenset[str] = frozenset()
     forks: int = DEFAULT_FORKS
-    become_password: str | None = None
+    become_password: str | None = field(default=None, repr=False)
     template_dirs: tuple = ()
 
 
@@ -302,12 +302,13 @@ class Runner:
         try:
             items = self.loop_items(task, self.context(run.host, play, run))
         except Exception as error:  # noqa: BLE001
-            failed = TaskResult(run.host.name, play.name, task.name, task.where)
+            failed = TaskResult(run.host.name, play.name, task.name, task.where, no_log=task.no_log)
             run.results.append(failed)
             self._fail(run, failed, error)
         registered = []
         for item in items:
             result = TaskResult(run.host.name, play.name, task.name, task.where, item=None if item is _NO_ITEM else item)
+            result.no_log = task.no_log
             run.results.append(result)
             try:
                 ctx = self.context(run.host, play, run, item)
@@ -329,9 +330,9 @@ class Runner:
                 self._fail(run, result, error)
             for change in changes:
                 run.plan(change, result, Step(change, become, user), exact)
-                result.changes.append(change.describe)
+                result.changes.append(change.describe if not task.no_log else NO_LOG)
                 if self.options.diff and isinstance(change, Write):
-                    result.diff.append(unified_diff(change) if not task.no_log else f"--- {change.path}\n(no_log: diff hidden)\n")
+                    result.diff.append(unified_diff(change) if not task.no_log else NO_LOG)
             if changes or result.status == "changed":
                 result.status = "changed"
                 if notified is not None:
@@ -369,10 +370,10 @@ class Runner:
         decide, it is predicted ``changed`` (as Ansible would) and nothing after it is trusted."""
         facts, unknown = self._facts(run, operation.requests(args), reader, as_root)
         if not unknown:
-            return operation.plan(args, facts), True
+            return operation.decide(args, facts), True
         where = ", ".join(f"{key.kind} {key.arg}".strip()[:60] for key in unknown[:3])
         try:
-            changes = operation.plan(args, facts)
+            changes = operation.decide(args, facts)
         except Exception as error:  # noqa: BLE001 - on stale facts the real run may well succeed
             run.plan_unknown()
             result.status = "changed"

@@ -10,9 +10,9 @@ from __future__ import annotations
 import base64
 import re
 import secrets
-import shlex
 from dataclasses import dataclass, field
 
+from provision.engine.acting import acting_user, refused, run_as
 from provision.errors import ParseError
 from provision.operations.base import FactKey, Run, Write, check_user, home_prelude, quote, shell_path
 from provision.operations.facts import fact_command
@@ -26,10 +26,24 @@ def new_nonce() -> str:
     return secrets.token_hex(12)
 
 
+def narrowing(mode: int) -> str:
+    """The ``chmod`` symbolic mode that removes every permission bit ``mode`` lacks (a backup is
+    never wider than the file it backs up)."""
+    parts = []
+    for who, shift in (("u", 6), ("g", 3), ("o", 0)):
+        lacking = "".join(flag for flag, bit in (("r", 4), ("w", 2), ("x", 1)) if not (mode >> shift) & bit)
+        if lacking:
+            parts.append(f"{who}-{lacking}")
+    parts.append("ug-s,-t")
+    return ",".join(parts)
+
+
 def write_command(change: Write) -> str:
     """Shell that writes a file atomically: temp file in the same folder, owner/group/mode set on
-    it, the previous file kept as ``PATH.provision~`` (a hard link: never half-written), then an
-    atomic rename. Stale temp files of an interrupted run are removed first."""
+    it, the previous file kept as ``PATH.provision~`` (a hard link: never half-written, narrowed
+    to the new mode), then an atomic rename. Stale temp files of an interrupted run are removed
+    first. A link is never written through: the rename replaces the name, and the engine runs
+    writes below a home as that home's user (:mod:`provision.engine.acting`)."""
     word = shell_path(change.path)
     payload = base64.b64encode(change.content).decode()
     lines = [
@@ -42,11 +56,15 @@ def write_command(change: Write) -> str:
     ]
     if change.owner or change.group:
         spec = (change.owner or "") + (f":{change.group}" if change.group else (":" if change.owner else ""))
-        lines.append(f'chown {quote(spec)} "$t" || exit 1')
-    mode = change.mode if change.mode is not None else 0o644
+        lines.append(f'chown -h {quote(spec)} "$t" || exit 1')
+    mode = change.mode if change.mode is not None else (0o600 if change.secret else 0o644)
     lines.append(f'chmod {mode:04o} "$t" || exit 1')
-    lines.append('if [ -f "$p" ]; then ln -f "$p" "$p.provision~" 2>/dev/null || cp -p "$p" "$p.provision~" || exit 1; fi')
-    lines.append('mv -f "$t" "$p" && trap - EXIT')
+    lines.append(
+        'if [ -f "$p" ] && [ ! -L "$p" ]; then rm -f "$p.provision~"; '
+        'ln "$p" "$p.provision~" 2>/dev/null || cp -p "$p" "$p.provision~" || exit 1; fi'
+    )
+    lines.append('mv -f "$t" "$p" && trap - EXIT || exit 1')
+    lines.append(f'if [ -f "$p.provision~" ] && [ ! -L "$p.provision~" ]; then chmod {narrowing(mode)} "$p.provision~"; fi')
     return "\n".join(lines)
 
 
@@ -71,17 +89,20 @@ def build_script(steps: list[Step], facts: list[FactKey], nonce: str, as_root: b
     out = ["umask 022", f"N='@@{nonce}@@'", "printf '%s begin\\n' \"$N\""]
     for index, step in enumerate(steps):
         command = change_command(step.change)
-        if step.user:
-            command = f"runuser -u {quote(check_user(step.user))} -- sh -c {shlex.quote(command)}"
-        elif as_root and not step.become:
-            command = f'runuser -u "$SUDO_USER" -- sh -c {shlex.quote(command)}'
+        user, refusal = acting_user(command, as_root, step.become, step.user)
+        if refusal:
+            command = refused(refusal)
+        elif user:
+            command = run_as(command, user, f"PROVISION_{nonce}_{index}")
         out.append(f"printf '%s step {index}\\n' \"$N\"")
         out.append(f"( {command}\n) </dev/null 2>&1; rc=$?")
         out.append(f'printf \'\\n%s rc {index} %s\\n\' "$N" "$rc"')
         out.append('[ "$rc" -eq 0 ] || exit 0')
     for index, key in enumerate(facts):
         out.append(f"printf '%s fact {index}\\n' \"$N\"")
-        out.append(f"( {as_reader(fact_command(key), key.user, as_root)}\n) </dev/null 2>/dev/null")
+        out.append(
+            f"( {read_as(fact_command(key), key.user, as_root, f'PROVISION_{nonce}_fact{index}')}\n) </dev/null 2>/dev/null"
+        )
         out.append("printf '\\n'")
     out.append("printf '%s end\\n' \"$N\"")
     return "\n".join(out) + "\n"
@@ -90,26 +111,36 @@ def build_script(steps: list[Step], facts: list[FactKey], nonce: str, as_root: b
 LOGIN_USER = "@login"  # FactKey.user of a command the login user runs (a task without become)
 
 
-def as_reader(command: str, user: str, as_root: bool) -> str:
-    """``command`` run as the fact's reader: the script's own user (""), root, the login user, or
-    a named user (become_user; a root script only)."""
-    if user in ("", "root") or (user == LOGIN_USER and not as_root):
-        if user == "root" and not as_root:
-            raise ValueError("a fact read as root needs a root round trip")
-        return command
-    who = '"$SUDO_USER"' if user == LOGIN_USER else quote(check_user(user))
-    if not as_root:
-        raise ValueError(f"a fact read as {user} needs a root round trip")
-    return f"runuser -u {who} -- sh -c {shlex.quote(command)}"
+def read_as(command: str, user: str, as_root: bool, delimiter: str) -> str:
+    """``command`` (a fact read) run as its reader: for a ``command`` fact (``creates``/``unless``)
+    the task's user (``user``: "" the script's own, root, the login user, or a become_user); for
+    any other fact the one user whose home it reads (:func:`acting_user`), so a link a user planted
+    there leads only where that user could go. Another user's command travels on stdin
+    (:func:`run_as`), never in argv."""
+    if user:
+        if user in ("", "root") or (user == LOGIN_USER and not as_root):
+            if user == "root" and not as_root:
+                raise ValueError("a fact read as root needs a root round trip")
+            return command
+        if not as_root:
+            raise ValueError(f"a fact read as {user} needs a root round trip")
+        return run_as(command, '"$SUDO_USER"' if user == LOGIN_USER else check_user(user), delimiter)
+    home_user, refusal = acting_user(command, as_root)  # several homes: read as root, refused when planned
+    return run_as(command, home_user, delimiter) if home_user and not refusal else command
 
 
-# sudo reads the password through an askpass helper that prints it from the environment of
-# sudo itself (readable only by that user and root): never on a command line, never in a file.
+# sudo reads the password from a pipe the shell fills with the printf builtin (never a command
+# line, never a file) and only validates it (-v); the script then runs with the cached timestamp
+# (-n), its stdin free for the script. Nothing is executed from /tmp, so a noexec /tmp works.
+# Where timestamps are off (timestamp_timeout=0), an askpass helper in a private folder of the
+# login user's home prints the password from sudo's own environment.
 _BECOME = (
-    'IFS= read -r P; if [ -n "$P" ]; then A=$(mktemp) || exit {code}; '
-    'printf \'#!/bin/sh\\nprintf "%%s\\\\n" "$PROVISION_BECOME"\\n\' >"$A"; chmod 700 "$A"; '
-    'PROVISION_BECOME="$P" SUDO_ASKPASS="$A" sudo -A -p \'\' -- sh -s; R=$?; rm -f "$A"; exit $R; '
-    "else exec sudo -n -- sh -s; fi"
+    'IFS= read -r P; if [ -z "$P" ]; then exec sudo -n -- sh -s; fi; '
+    "printf '%s\\n' \"$P\" | sudo -S -p '' -v || exit {code}; "
+    "if sudo -n true 2>/dev/null; then P=; sudo -n -- sh -s; R=$?; sudo -k; exit $R; fi; "
+    'A=$(mktemp -d "$HOME/.provision-askpass.XXXXXX") || exit {code}; '
+    'printf \'#!/bin/sh\\nprintf "%%s\\\\n" "$PROVISION_BECOME"\\n\' >"$A/p"; chmod 700 "$A/p"; '
+    'PROVISION_BECOME="$P" SUDO_ASKPASS="$A/p" sudo -A -p \'\' -- sh -s; R=$?; rm -rf "$A"; exit $R'
 )
 
 

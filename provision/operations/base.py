@@ -49,7 +49,11 @@ class FactKey:
 @dataclass(frozen=True)
 class FileState:
     """A path on the host: kind ``f`` (file) or ``d`` (directory) or ``o`` (other), mode, owner,
-    group, sha256 and content (None for folders and for files over the read limit)."""
+    group, sha256 and content (None for folders and for files over the read limit).
+
+    Kinds that no operation acts on (:data:`REFUSED_KINDS`): ``l`` a symbolic link (never
+    followed), ``h`` a hard link to a file the reading user does not own, ``u`` a path below a
+    folder another user can write (``below`` names that folder; owner/group/mode are its)."""
 
     kind: str
     mode: int = 0o644
@@ -57,6 +61,15 @@ class FileState:
     group: str = "root"
     sha256: str | None = None
     content: bytes | None = None
+    below: str | None = None
+
+
+# Why each refused kind is refused: root never acts through what a user controls.
+REFUSED_KINDS = {
+    "l": "is a symbolic link (provision never follows a link)",
+    "h": "is a hard link to a file its user does not own",
+    "u": "is below a folder another user can write",
+}
 
 
 @dataclass(frozen=True)
@@ -120,7 +133,7 @@ class Write:
 
         state = FileState(
             "f",
-            self.mode if self.mode is not None else 0o644,
+            self.mode if self.mode is not None else (0o600 if self.secret else 0o644),
             self.owner or "root",
             self.group or "root",
             hashlib.sha256(self.content).hexdigest(),
@@ -153,6 +166,12 @@ class Operation:
     result: Callable[[dict, Mapping[FactKey, Any]], dict] | None = None
     result_requests: Callable[[dict], list[FactKey]] | None = None
     doc: str = field(default="")
+
+    def decide(self, args: dict, facts: Mapping[FactKey, Any]) -> list[Change]:
+        """:meth:`plan`, after refusing every path fact that is a link, a foreign hard link or
+        below a folder another user can write (:func:`refuse_unsafe_paths`)."""
+        refuse_unsafe_paths(facts)
+        return self.plan(args, facts)
 
     def check_args(self, raw: Mapping[str, Any]) -> dict:
         """Validate ``raw`` against the spec: unknown/missing names and wrong types raise
@@ -190,6 +209,17 @@ _DIGITS = re.compile(r"[0-9]+")
 def is_number(text: Any) -> bool:
     """Whether ``text`` is ASCII digits only (``'²'.isdigit()`` is True, yet ``int('²')`` raises)."""
     return isinstance(text, str) and _DIGITS.fullmatch(text) is not None
+
+
+def refuse_unsafe_paths(facts: Mapping[FactKey, Any]) -> None:
+    """The one rule for paths a user controls, as operations see it: a ``file``/``stat`` fact of
+    a refused kind (:data:`REFUSED_KINDS`) fails the host with one line naming the path and why."""
+    for key, state in facts.items():
+        if key.kind in ("file", "stat") and isinstance(state, FileState) and state.kind in REFUSED_KINDS:
+            why = REFUSED_KINDS[state.kind]
+            if state.kind == "u":
+                why += f" ({printable(state.below or '?', 200)}, owner {printable(state.owner, 40)}, mode {state.mode:04o})"
+            raise OperationError(f"{key.arg} {why}: refused")
 
 
 def check_user(name: Any, what: str = "user") -> str:

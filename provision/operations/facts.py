@@ -40,13 +40,30 @@ def register_fact_kind(kind: str, command, parse) -> None:
     EXTRA_KINDS[kind] = (command, parse)
 
 
+# The path as the reading user may act on it, without following a final link: a folder above it
+# that another user can write (owned by someone else than the reader and root, or group/other
+# writable without the sticky bit) prints ``below|MODE|OWNER|GROUP|0`` and that folder; a link
+# prints its own stat line ("symbolic link"); a regular file with other names that the reader
+# does not own, "hard link". Folders are checked as written and as resolved (readlink -f).
+_PATH_STATE = (
+    'for a in "$p" "$(readlink -f -- "${p%/*}" 2>/dev/null)/"; do q=$a; while [ -n "$q" ]; do q=${q%/*}; d=${q:-/}; '
+    'if [ -d "$d" ]; then set -- $(stat -L -c \'%a %u\' "$d"); m=$((0$1)); '
+    'if { [ "$2" -ne 0 ] && [ ! -O "$d" ]; } || { [ $((m & 01000)) -eq 0 ] && '
+    '{ [ $((m & 02)) -ne 0 ] || { [ $((m & 020)) -ne 0 ] && [ ! -G "$d" ]; }; }; }; then '
+    "stat -L -c 'below|%a|%U|%G|0' \"$d\"; printf '%s\\n' \"$d\"; exit 0; fi; fi; done; done; "
+    'if [ -L "$p" ]; then stat -c \'%F|%a|%U|%G|%s\' "$p"; exit 0; fi; '
+    '[ -e "$p" ] || { echo absent; exit 0; }; '
+    'if [ -f "$p" ] && [ "$(stat -c %h "$p")" -gt 1 ] && [ ! -O "$p" ]; then stat -c \'hard link|%a|%U|%G|%s\' "$p"; exit 0; fi; '
+    "stat -c '%F|%a|%U|%G|%s' \"$p\"; "
+)
+
+
 def _file_command(path: str) -> str:
     word = shell_path(check_path(path))
     body = (
-        f'p={word}; if [ -e "$p" ]; then stat -L -c \'%F|%a|%U|%G|%s\' "$p"; '
+        f"p={word}; {_PATH_STATE}"
         'if [ -f "$p" ] && [ -r "$p" ]; then sha256sum <"$p" | cut -c1-64; '
-        f'if [ "$(stat -L -c %s "$p")" -le {CONTENT_LIMIT} ]; then base64 <"$p" | tr -d \'\\n\'; echo; fi; fi; '
-        "else echo absent; fi"
+        f'if [ "$(stat -c %s "$p")" -le {CONTENT_LIMIT} ]; then base64 <"$p" | tr -d \'\\n\'; echo; fi; fi'
     )
     return _with_home(body)
 
@@ -54,15 +71,14 @@ def _file_command(path: str) -> str:
 def _stat_command(path: str) -> str:
     # Metadata only (type, mode, owner, group, size): the file is never opened, so a secret such
     # as a private key never leaves the node.
-    word = shell_path(check_path(path))
-    return _with_home(f'p={word}; if [ -e "$p" ]; then stat -L -c \'%F|%a|%U|%G|%s\' "$p"; else echo absent; fi')
+    return _with_home(f"p={shell_path(check_path(path))}; {_PATH_STATE}")
 
 
 def _with_home(body: str) -> str:
     prelude = home_prelude(body)
     if prelude:  # a missing user means the path does not exist (yet)
         return f"( {prelude.replace('exit 91', 'echo absent; exit 0')}\n{body} )"
-    return body
+    return f"( {body} )"  # its own subshell: the state ends with ``exit``
 
 
 def fact_command(key: FactKey) -> str:
@@ -132,7 +148,12 @@ def parse_fact(key: FactKey, text: str) -> Any:
         fields = lines[0].split("|")
         if len(fields) != 5 or not re.fullmatch(r"[0-7]{1,4}", fields[1]):
             raise ParseError(source, f"unexpected stat line {lines[0][:80]!r}")
-        ftype = {"regular file": "f", "regular empty file": "f", "directory": "d"}.get(fields[0], "o")
+        if fields[0] == "below":  # a folder above the path that another user can write
+            return FileState("u", int(fields[1], 8), fields[2], fields[3], below=lines[1] if len(lines) > 1 else "?")
+        kinds = {"regular file": "f", "regular empty file": "f", "directory": "d", "symbolic link": "l", "hard link": "h"}
+        ftype = kinds.get(fields[0], "o")
+        if ftype in ("l", "h"):  # never read through
+            return FileState(ftype, int(fields[1], 8), fields[2], fields[3])
         if kind == "stat":  # metadata only: no checksum, no content
             return FileState(ftype, int(fields[1], 8), fields[2], fields[3])
         sha = lines[1] if len(lines) > 1 and _SHA.match(lines[1]) else None

@@ -52,7 +52,7 @@ def _fix_attributes(path: str, state: FileState, args: dict) -> list[Run]:
     owner, group, mode = args.get("owner"), args.get("group"), args.get("mode")
     if (owner and owner != state.owner) or (group and group != state.group):
         spec = (owner or state.owner) + (f":{group}" if group else "")
-        commands.append(f"chown {quote(spec)} {shell_path(path)}")
+        commands.append(f"chown -h {quote(spec)} {shell_path(path)}")
         what.append(f"owner {spec}")
     if mode is not None and mode != state.mode:
         commands.append(f"chmod {mode:04o} {shell_path(path)}")
@@ -80,7 +80,7 @@ def plan_directory(args: dict, facts: Mapping[FactKey, Any]) -> list:
         mode = args["mode"] if args["mode"] is not None else 0o755
         command = f"mkdir -p {word} && chmod {mode:04o} {word}"
         if args["owner"] or args["group"]:
-            command += f" && chown {quote((args['owner'] or 'root') + (':' + args['group'] if args['group'] else ''))} {word}"
+            command += f" && chown -h {quote((args['owner'] or 'root') + (':' + args['group'] if args['group'] else ''))} {word}"
         new = FileState("d", mode, args["owner"] or "root", args["group"] or "root")
         return [Run(command, f"create folder {path}", ((FactKey("file", path), new),), (path,))]
     if state.kind != "d":
@@ -97,7 +97,8 @@ def content_changes(path: str, content: bytes, args: dict, state: FileState | No
         return _fix_attributes(path, state, args)
     owner = args.get("owner") or (state.owner if state else None)
     group = args.get("group") or (state.group if state else None)
-    mode = args.get("mode") if args.get("mode") is not None else (state.mode if state else 0o644)
+    # A new secret is 0600 unless told otherwise; an existing file keeps its mode.
+    mode = args.get("mode") if args.get("mode") is not None else (state.mode if state else (0o600 if secret else 0o644))
     verb = "update" if state is not None else "create"
     return [Write(path, content, owner, group, mode, state.content if state else None, f"{verb} {path}", secret)]
 
@@ -236,7 +237,7 @@ def plan_download(args: dict, facts: Mapping[FactKey, Any]) -> list:
         f'{{ if command -v curl >/dev/null; then curl -fsSL -o "$t" {quote(url)}; else wget -q -O "$t" {quote(url)}; fi; }} && '
         f'got=$(sha256sum <"$t" | cut -c1-64) && '
         f'if [ "$got" != {digest} ]; then rm -f "$t"; echo "sha256 mismatch: got $got" >&2; false; '
-        f'else chmod {mode:04o} "$t" && chown {quote(owner)} "$t" && mv -f "$t" {word}; fi'
+        f'else chmod {mode:04o} "$t" && chown -h {quote(owner)} "$t" && mv -f "$t" {word}; fi'
     )
     new = FileState("f", mode, args["owner"] or "root", args["group"] or "root", digest, None)
     return [Run(command, f"download {url} to {path}", ((FactKey("file", path), new),), (path,))]

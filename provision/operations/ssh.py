@@ -53,7 +53,7 @@ def plan_keypair(args: dict, facts: Mapping[FactKey, Any]) -> list:
         command = (
             f"install -d -m 700 -o {quote(user)} -g {entry.gid} {folder} && d=$(mktemp -d {folder}/.provision-key.XXXXXX) && "
             f'ssh-keygen -q -t ed25519 -N \'\' -C {quote(user)}@"$(hostname)" -f "$d/k" && '
-            f'chown {owner} "$d/k" "$d/k.pub" && chmod 600 "$d/k" && chmod 644 "$d/k.pub" && '
+            f'chown -h {owner} "$d/k" "$d/k.pub" && chmod 600 "$d/k" && chmod 644 "$d/k.pub" && '
             f'mv -f "$d/k.pub" {pub} && mv -f "$d/k" {word} && rmdir "$d"'
         )
         effects = (
@@ -67,7 +67,7 @@ def plan_keypair(args: dict, facts: Mapping[FactKey, Any]) -> list:
     if public is None:
         command = (
             f't=$(mktemp {folder}/.provision-key.XXXXXX) && ssh-keygen -y -f {word} >"$t" && '
-            f'chown {owner} "$t" && chmod 644 "$t" && mv -f "$t" {pub}'
+            f'chown -h {owner} "$t" && chmod 644 "$t" && mv -f "$t" {pub}'
         )
         return [Run(command, f"derive {path}.pub", ((FactKey("file", path + ".pub"), UNKNOWN),), (path.rpartition("/")[0],))]
     return []
