@@ -235,6 +235,37 @@ def open_inventory(path: Path | None) -> Inventory:
     return Inventory()
 
 
+_ANSIBLE_CONNECTION_VARS = (
+    ("address", "ansible_host"),
+    ("user", "ansible_user"),
+    ("port", "ansible_port"),
+    ("key", "ansible_ssh_private_key_file"),
+)
+
+
+def ansible_list(inventory: Inventory) -> dict[str, Any]:
+    """The inventory as ``ansible-inventory --list`` prints it: each group with its ``hosts``,
+    ``all`` with its ``children``, and ``_meta.hostvars`` (vars: merged under each host's own, and
+    how each host is reached as ansible_host/user/port/ssh_private_key_file). Racks are groups."""
+    groups: dict[str, tuple[str, ...]] = dict(inventory.groups)
+    for rack in inventory.racks:
+        groups.setdefault(rack.name, rack.hosts)
+    grouped = {name for members in groups.values() for name in members}
+    ungrouped = [name for name in inventory.hosts if name not in grouped]
+    hostvars: dict[str, dict[str, Any]] = {}
+    for host in inventory.hosts.values():
+        merged = {**inventory.vars, **host.vars}
+        for field_name, ansible_name in _ANSIBLE_CONNECTION_VARS:
+            value = getattr(host, field_name)
+            if value is not None:
+                merged[ansible_name] = value
+        hostvars[host.name] = merged
+    document: dict[str, Any] = {"_meta": {"hostvars": hostvars}, "all": {"children": ["ungrouped", *groups]}}
+    document.update({name: {"hosts": list(members)} for name, members in groups.items()})
+    document["ungrouped"] = {"hosts": ungrouped} if ungrouped else {}
+    return document
+
+
 def inventory_to_yaml(inventory: Inventory) -> str:
     """Serialise an inventory in the format :func:`load_inventory` reads."""
     import yaml

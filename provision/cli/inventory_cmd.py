@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
@@ -9,16 +10,34 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from provision.cli import inventory_app, options as opt
+from provision.cli import fail, inventory_app, options as opt
 from provision.files import write_atomic
-from provision.inventory import inventory_to_yaml, open_inventory
+from provision.inventory import DEFAULT_INVENTORY, ansible_list, inventory_to_yaml, open_inventory
 from provision.inventory_import import import_ansible_inventory
+from provision.resources import resource_file
 
 
-@inventory_app.command("show", epilog="Example:\n\n  provision inventory show -i inventory/hosts.yml")
-def show(inventory: Path = opt.INVENTORY) -> None:
+@inventory_app.command(
+    "show",
+    epilog="Examples:\n\n  provision inventory show -i inventory/hosts.yml\n\n"
+    "  provision inventory show --json      # as ansible-inventory --list",
+)
+def show(
+    inventory: Path = opt.INVENTORY,
+    with_vars: bool = typer.Option(False, "--vars", help="Also print the variables: vars: and each host's own."),
+    as_json: bool = typer.Option(False, "--json", help="Print ansible-inventory --list's JSON (groups, _meta.hostvars)."),
+) -> None:
     """Print hosts (how they are reached), racks in order, and groups."""
     inv = open_inventory(inventory)
+    if inv.path is None:
+        raise fail(
+            f"no inventory: {DEFAULT_INVENTORY} does not exist here and no -i FILE was given; "
+            "write one (`provision inventory example > inventory/hosts.yml`, then edit it) "
+            "or convert Ansible's (`provision inventory import /etc/ansible/hosts -o inventory/hosts.yml`)"
+        )
+    if as_json:
+        typer.echo(json.dumps(ansible_list(inv), indent=2, default=str))
+        return
     console = Console()
     table = Table(title=escape(f"hosts ({inv.path or 'no inventory file'})"), title_justify="left")
     for column in ("host", "address", "user", "port", "key", "rack"):
@@ -43,6 +62,22 @@ def show(inventory: Path = opt.INVENTORY) -> None:
         console.print(f"rack {index} [bold]{escape(rack.name)}[/bold]: {escape(', '.join(rack.hosts))}", highlight=False)
     for group, members in inv.groups.items():
         console.print(f"group [bold]{escape(group)}[/bold]: {escape(', '.join(members))}", highlight=False)
+    if with_vars:
+        for name, value in inv.vars.items():
+            console.print(f"var {escape(name)} = {escape(json.dumps(value, default=str))}", highlight=False, soft_wrap=True)
+        for host in inv.hosts.values():
+            for name, value in host.vars.items():
+                console.print(
+                    f"host {escape(host.name)} var {escape(name)} = {escape(json.dumps(value, default=str))}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+
+
+@inventory_app.command("example", epilog="Example:\n\n  provision inventory example > inventory/hosts.yml")
+def example() -> None:
+    """Print the example inventory, every field explained (ships with the package)."""
+    typer.echo(resource_file("inventory/hosts.example.yml").read_text(), nl=False)
 
 
 @inventory_app.command(
