@@ -60,7 +60,9 @@ def make_plan(
         facts = plan_facts(names, inventory, facts_dir, probe)
     except ProbeFailed as error:
         raise fail(str(error), code=1) from None
-    plan = plan_rankfile(dims, facts, allow_no_gpu=allow_no_gpu, use_gpu_affinity=not no_affinity)
+    plan = plan_rankfile(
+        dims, facts, allow_no_gpu=allow_no_gpu, use_gpu_affinity=not no_affinity, racks=open_inventory(inventory).racks
+    )
     for warning in plan.warnings:
         stderr.print(f"[yellow]warning[/yellow]: {escape(str(warning))}", highlight=False, soft_wrap=True)
     return plan
