@@ -170,7 +170,7 @@ def test_cli_openmpi_5_writes_the_hostfile_beside_the_rank_file(v5_facts, tmp_pa
     assert done.returncode == 0, done.stderr
     hosts = tmp_path / "job.hosts"
     assert done.stdout == f"mpirun -n 2 --map-by rankfile:file={rf} --hostfile {hosts} -x PATH -x LD_LIBRARY_PATH hostname\n"
-    assert hosts.read_text().splitlines()[1:] == ["minsky slots=2"] and f"hostfile: {hosts}" in done.stderr
+    assert hosts.read_text().splitlines()[1:] == ["minsky slots=2"] and f"wrote hostfile {hosts}" in done.stderr
     assert "run as root" not in done.stderr
 
 
