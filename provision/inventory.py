@@ -154,16 +154,44 @@ def _host_fields(path: Path, name: str, raw: Any, line: int, defaults: dict[str,
     return Host(name, address, user, port, key, dict(host_vars))  # key: "~" expanded at connect time
 
 
+_INI_SECTION = re.compile(r"^\s*\[[A-Za-z0-9_.:-]+\]\s*$", re.MULTILINE)
+
+
+def _ansible_hint(path: Path, kind: str | None = None) -> InventoryError | None:
+    """For an Ansible inventory given where provision's is expected: the error saying how to convert it."""
+    if kind is None:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            return None
+        if not _INI_SECTION.search(text) and not re.search(r"^\S+\s+ansible_\w+=", text, re.MULTILINE):
+            return None
+        kind = "an Ansible INI inventory"
+    return _fail(
+        path,
+        None,
+        f"this is {kind}, not provision's YAML format: convert it once with "
+        f"`provision inventory import {path} -o inventory/hosts.yml`, then use -i inventory/hosts.yml",
+    )
+
+
 def load_inventory(path: Path) -> Inventory:
     """Read and check an inventory file; every error names the file and line."""
     path = Path(path)
-    data = load_yaml_with_lines(path)
+    try:
+        data = load_yaml_with_lines(path)
+    except InventoryError as error:
+        raise _ansible_hint(path) or error from None
     if data is None:
         return Inventory(path=path)
     if not isinstance(data, dict):
-        raise _fail(path, getattr(data, "line", 1), "expected a mapping with hosts:, groups:, racks:, vars:")
+        raise _ansible_hint(path) or _fail(
+            path, getattr(data, "line", 1), "expected a mapping with hosts:, groups:, racks:, vars:"
+        )
     allowed = {"defaults", "hosts", "groups", "racks", "vars"}
     for key in data:
+        if key not in allowed and ("all" in data or "ungrouped" in data):
+            raise _ansible_hint(path, "an Ansible YAML inventory") or _fail(path, None, "not provision's format")
         if key not in allowed:
             raise _fail(path, data.key_lines.get(key), f"unknown section {key!r} (allowed: {', '.join(sorted(allowed))})")
     defaults = data.get("defaults") or {}

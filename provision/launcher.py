@@ -192,7 +192,7 @@ def run_from_first_host(
         print(f"provision: interrupted before mpirun started on {host.name}", file=sys.stderr)
         return INTERRUPTED
     except Exception as error:  # noqa: BLE001 - one line for the host, never a traceback
-        print(f"provision: error: {host.name}: {describe_failure(error, options)}", file=sys.stderr)
+        print(f"provision: error: {host.name}: {describe_failure(error, options, connection)}", file=sys.stderr)
         return 1
     finally:
         if connection is not None:

@@ -6,14 +6,15 @@ import json
 from pathlib import Path
 
 import typer
+import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from provision.cli import fail, inventory_app, options as opt
+from provision.cli import fail, inventory_app, options as opt, stderr
 from provision.files import write_atomic
 from provision.inventory import DEFAULT_INVENTORY, ansible_list, inventory_to_yaml, open_inventory
-from provision.inventory_import import import_ansible_inventory
+from provision.inventory_import import read_ansible_inventory
 from provision.resources import resource_file
 
 
@@ -88,10 +89,29 @@ def import_(
     source: Path = typer.Argument(..., help="Ansible inventory, INI or YAML."),
     output: Path = typer.Option(None, "-o", "--output", help="Write here (atomically; an existing file is kept as FILE~)."),
 ) -> None:
-    """Convert an Ansible inventory; groups named rack* become racks, in file order."""
-    text = inventory_to_yaml(import_ansible_inventory(source))
+    """Convert an Ansible inventory; groups named rack* become racks, in file order.
+
+    [all:vars] become vars:, each group's own variables go to group_vars/<group>.yml beside the
+    output, and SSH arguments (ansible_ssh_common_args...) are dropped with a warning."""
+    imported = read_ansible_inventory(source)
+    for warning in imported.warnings:
+        stderr.print(f"warning: {warning}", highlight=False, soft_wrap=True, markup=False)
+    text = inventory_to_yaml(imported.inventory)
     if output is None:
         typer.echo(text, nl=False)
+        if imported.group_vars:
+            stderr.print(
+                f"warning: the variables of group(s) {', '.join(imported.group_vars)} are not in this output: "
+                "give -o FILE to write them to group_vars/<group>.yml beside it",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
         return
     backup = write_atomic(output, text)
     typer.echo(f"wrote {output}" + (f" (previous version kept as {backup})" if backup else ""), err=True)
+    for group, variables in imported.group_vars.items():
+        target = output.parent / "group_vars" / f"{group}.yml"
+        target.parent.mkdir(exist_ok=True)
+        backup = write_atomic(target, yaml.safe_dump(variables, sort_keys=False, default_flow_style=False))
+        typer.echo(f"wrote {target}" + (f" (previous version kept as {backup})" if backup else ""), err=True)
