@@ -102,7 +102,7 @@ def probe(
                 if result.facts is not None:
                     print_topology(result.facts, console)
         if save and len(unsaved) < sum(r.ok for r in results):
-            console.print(f"facts saved in {facts_dir}/")
+            console.print(escape(f"facts saved in {facts_dir}/"), soft_wrap=True, highlight=False)
     failed = [r for r in results if not r.ok]
     for line in failure_lines(results):  # once, one line per host, under the table
         stderr.print(escape(line), highlight=False, soft_wrap=True, style="red")

@@ -19,9 +19,10 @@ def suggestion(inventory: Inventory, name: str) -> str | None:
     known = [*inventory.hosts, *inventory.groups, "all"]
     if name in known or not HOST_NAME.match(name):  # patterns (w[1:3], gpu:!w3) are the resolver's
         return None
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)  # 0.5: one letter off in a 2-letter name
     if not close:
         return None
+    close.sort(key=lambda match: (-difflib.SequenceMatcher(None, name, match).ratio(), known.index(match)))
     return "did you mean " + " or ".join(close) + "?"
 
 
