@@ -202,3 +202,13 @@ def test_cli_root_login_is_said_and_the_switch_is_explicit(v5_facts, tmp_path):
     )
     done = run_cli(*args, "--allow-run-as-root", "--", "hostname")
     assert done.returncode == 0 and "r.hosts --allow-run-as-root -x PATH" in done.stdout and "warning" not in done.stderr
+
+
+def test_default_exports_that_are_unset_are_left_out_but_asked_ones_kept():
+    the_plan = plan(host("a"), host("b"))
+    argv = mpirun_argv(
+        the_plan, "x.rf", ["hostname"], export=["NCCL_DEBUG"], unset_env=frozenset({"LD_LIBRARY_PATH", "NCCL_DEBUG"})
+    )
+    assert "LD_LIBRARY_PATH" not in argv and argv[argv.index("PATH") - 1] == "-x"
+    assert argv[argv.index("NCCL_DEBUG") - 1] == "-x"  # the user named it: passed anyway
+    assert "LD_LIBRARY_PATH" in mpirun_argv(the_plan, "x.rf", ["hostname"])  # printed commands keep the seed's form

@@ -272,3 +272,24 @@ def test_no_gpu_is_not_drawn_as_gpu_0(facts_dir, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "-> no GPU" in done.stdout and "GPU 0" not in done.stdout
     assert "GPU 0" not in svg.read_text() and "no GPU" in svg.read_text()
+
+
+def test_slurm_nodes_takes_groups_and_prints_all_or_nothing(rack_cluster, tmp_path):
+    inventory, facts = rack_cluster
+    inventory.write_text(inventory.read_text() + "groups: {gpu: [w1, w3]}\n")
+    done = run_cli("slurm-nodes", "-i", str(inventory), "gpu", "--facts-dir", str(facts))
+    assert done.returncode == 0, done.stderr
+    assert [line.split()[0] for line in done.stdout.splitlines()] == ["NodeName=w1", "NodeName=w3"]
+    done = run_cli("slurm-nodes", "w1", "wX", "--facts-dir", str(facts))
+    assert done.returncode == 2 and done.stdout == "" and "wX" in done.stderr and "nothing printed" in done.stderr
+
+
+def test_launch_says_what_it_wrote_and_where_the_users_file_went(facts_dir, tmp_path):
+    mine = tmp_path / "2x1x1.rf"
+    mine.write_text("# my own rank file\n")
+    done = run_cli(
+        "launch", "2x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir), "--allow-no-gpu", "--", "hostname", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"wrote rank file {mine}" in done.stderr and f"kept as {mine}~" in done.stderr
+    assert (tmp_path / "2x1x1.rf~").read_text() == "# my own rank file\n"

@@ -76,7 +76,7 @@ def _now() -> str:
 def _say_written(what: str, path: Path, backup: Path | None) -> None:
     """One stderr line: what was written where (absolute), and where a file it replaced was kept."""
     stderr.print(
-        f"wrote {what} {path.resolve()}" + (f" (the file that was there is kept as {backup})" if backup else ""),
+        f"wrote {what} {path.resolve()}" + (f" (the file that was there is kept as {backup.resolve()})" if backup else ""),
         highlight=False,
         soft_wrap=True,
         markup=False,
