@@ -76,6 +76,7 @@ class _Connection(fabric.Connection):
     """
 
     inline_ssh_env = None
+    provision_key_files: tuple[str, ...] = ()  # the key files given, named in an authentication failure
 
 
 @lru_cache(maxsize=4)
@@ -163,8 +164,9 @@ def _secure_hop(hop: fabric.Connection, options: SshOptions) -> None:
     # Fabric would pass int(connect_timeout) (0.5 -> 0 -> no limit) and gives a ProxyJump hop none
     # at all; our own float limits go straight to SSHClient.connect instead.
     hop.connect_timeout = None
-    files = hop.connect_kwargs.get("key_filename") or []
-    hop.provision_key_files = [files] if isinstance(files, str) else list(files)  # named in an auth failure
+    if isinstance(hop, _Connection):  # a real attribute there (a hop's would go into the shared Config)
+        files = hop.connect_kwargs.get("key_filename") or []
+        hop.provision_key_files = (files,) if isinstance(files, str) else tuple(files)
     hop.connect_kwargs = {
         **_use_cached_key(hop.connect_kwargs),
         **_connect_limits(options),
