@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from provision.errors import PlanError, UnsafeValueError
 from provision.facts.model import HostFacts
 from provision.plans.dims import Dims
-from provision.plans.rankfile import RankPlan
+from provision.plans.rankfile import RankPlan, some_names as _some
 
 DDL_MODES = {
     "b": "enhanced NCCL where possible, else ring",
@@ -68,11 +68,6 @@ def openmpi_version(facts_list: list[HostFacts]) -> tuple[int, int]:
         raise PlanError(f"OpenMPI versions differ across hosts ({listing}): mpirun needs the same everywhere")
     major, minor = next(iter(series.values())).split(".")
     return int(major), int(minor)
-
-
-def _some(names: list[str], shown: int = 8) -> str:
-    """``a, b, c`` or ``a, ..., h and 12 more``: bounded for thousands of hosts."""
-    return ", ".join(names) if len(names) <= shown else f"{', '.join(names[:shown])} and {len(names) - shown} more"
 
 
 def rankfile_option(version: tuple[int, int], path: str) -> list[str]:

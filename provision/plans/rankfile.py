@@ -172,7 +172,7 @@ def plan_rankfile(
     (:func:`provision.plans.dims.rack_names`)."""
     if len(facts_list) != dims.hosts:
         raise PlanError(
-            f"dims {dims} need Y·Z = {dims.hosts} hosts, got {len(facts_list)}: {_some(f.host for f in facts_list)}; "
+            f"dims {dims} need Y·Z = {dims.hosts} hosts, got {len(facts_list)}: {some_names(f.host for f in facts_list)}; "
             f"choose which with --hosts h1,h2,... ({dims.hosts} names, rack by rack) or change Y·Z"
         )
     names = [facts.host for facts in facts_list]
@@ -191,7 +191,8 @@ def plan_rankfile(
     return RankPlan(dims, hosts, tuple(facts_list), tuple(warnings), inventory_racks)
 
 
-def _some(names, shown: int = 8) -> str:
+def some_names(names, shown: int = 8) -> str:
+    """``a, b, c`` or ``a, ..., h and 12 more``: bounded for thousands of hosts."""
     names = list(names)
     return ", ".join(names) if len(names) <= shown else f"{', '.join(names[:shown])} and {len(names) - shown} more"
 
