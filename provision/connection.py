@@ -76,6 +76,7 @@ class _Connection(fabric.Connection):
     """
 
     inline_ssh_env = None
+    provision_key_files: tuple[str, ...] = ()  # the key files given, named in an authentication failure
 
 
 @lru_cache(maxsize=4)
@@ -163,6 +164,9 @@ def _secure_hop(hop: fabric.Connection, options: SshOptions) -> None:
     # Fabric would pass int(connect_timeout) (0.5 -> 0 -> no limit) and gives a ProxyJump hop none
     # at all; our own float limits go straight to SSHClient.connect instead.
     hop.connect_timeout = None
+    if isinstance(hop, _Connection):  # a real attribute there (a hop's would go into the shared Config)
+        files = hop.connect_kwargs.get("key_filename") or []
+        hop.provision_key_files = (files,) if isinstance(files, str) else tuple(files)
     hop.connect_kwargs = {
         **_use_cached_key(hop.connect_kwargs),
         **_connect_limits(options),
@@ -212,8 +216,28 @@ def _command_timed_out(options: SshOptions) -> HostFailure:
     return HostFailure("timeout", f"command still running after {options.command_timeout:g}s")
 
 
-def describe_failure(error: BaseException, options: SshOptions) -> HostFailure:
-    """Turn any connection or command error into a :class:`HostFailure` with a kind and one line."""
+_DEFAULT_KEYS = ("id_rsa", "id_ecdsa", "id_ed25519", "id_dsa")  # what paramiko looks for in ~/.ssh
+
+
+def auth_detail(connection: fabric.Connection | None) -> str:
+    """``user mpi, keys tried: ~/.ssh/a, ~/.ssh/id_ed25519, ssh-agent`` for an authentication
+    failure: the login name and every key source paramiko tries, in its order."""
+    if connection is None:
+        return ""
+    keys = list(getattr(connection, "provision_key_files", []))
+    if connection.connect_kwargs.get("look_for_keys", True):
+        home = Path("~/.ssh")
+        keys += [str(home / name) for name in _DEFAULT_KEYS if (home / name).expanduser().is_file()]
+    if connection.connect_kwargs.get("allow_agent", True) and os.environ.get("SSH_AUTH_SOCK"):
+        keys.append("ssh-agent")
+    tried = ", ".join(dict.fromkeys(keys)) or "none (no IdentityFile, no ~/.ssh/id_* file, no ssh-agent)"
+    user = connection.user
+    return f" as user {user} (keys tried: {tried}); is the matching public key in ~{user}/.ssh/authorized_keys?"
+
+
+def describe_failure(error: BaseException, options: SshOptions, connection: fabric.Connection | None = None) -> HostFailure:
+    """Turn any connection or command error into a :class:`HostFailure` with a kind and one line
+    (an authentication failure names ``connection``'s user and the keys tried)."""
     if isinstance(error, HostFailure):
         return error
     if isinstance(error, CommandTimeout):
@@ -225,7 +249,7 @@ def describe_failure(error: BaseException, options: SshOptions) -> HostFailure:
     if isinstance(error, paramiko.BadHostKeyException):  # not raised with our policy; kept one line anyway
         return HostFailure("hostkey", f"HOST KEY CHANGED for {error.hostname}; refusing to connect")
     if isinstance(error, paramiko.AuthenticationException):
-        return HostFailure("auth", f"authentication failed: {error}")
+        return HostFailure("auth", f"authentication failed: {error}{auth_detail(connection)}")
     if isinstance(error, socket.gaierror):
         return HostFailure("unreachable", f"cannot resolve host name: {error.strerror}")
     if isinstance(error, (socket.timeout, TimeoutError)) or (isinstance(error, paramiko.SSHException) and _timed_out(error)):
@@ -262,7 +286,7 @@ def run_command(host: Host, command: str, options: SshOptions, stdin: str | byte
         connection.open()
         return run_on_connection(connection, command, data, options)
     except Exception as error:  # noqa: BLE001 - every failure becomes one line for this host
-        raise describe_failure(error, options) from None
+        raise describe_failure(error, options, connection) from None
     finally:
         if connection is not None:
             connection.close()

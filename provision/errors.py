@@ -27,6 +27,18 @@ class ParseError(ProvisionError):
         super().__init__(f"cannot parse {where}: {message}")
 
 
+class NotCapturedError(ParseError):
+    """A capture the facts need was not collected at all (the command is absent on the host, or a
+    replayed folder lacks its file): nothing was there to parse."""
+
+    def __init__(self, source: str, message: str):
+        super().__init__(source, message)
+        self.args = (f"`{source}` not captured: {message}",)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
 class FactsError(ProvisionError):
     """Facts are missing or corrupt; the message names the host or file."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 from provision.errors import FactsError
@@ -52,7 +53,10 @@ def load_host(facts_dir: Path, host: str) -> HostFacts:
         raise FactsError(f"{host!r} is not a host name (letters, digits, '.', '_', '-')")
     path = facts_dir / f"{host}.json"
     if not path.exists():
-        raise FactsError(f"no facts for host {host} in {facts_dir}/ (run `provision probe {host}` first)")
+        raise FactsError(
+            f"no facts for host {host} in {facts_dir}/ "
+            f"(run `provision probe {host} --facts-dir {shlex.quote(str(facts_dir))}` first: it writes them there)"
+        )
     try:
         data = json.loads(path.read_text())
         problem = _text_problem(data, host)

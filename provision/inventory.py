@@ -154,16 +154,44 @@ def _host_fields(path: Path, name: str, raw: Any, line: int, defaults: dict[str,
     return Host(name, address, user, port, key, dict(host_vars))  # key: "~" expanded at connect time
 
 
+_INI_SECTION = re.compile(r"^\s*\[[A-Za-z0-9_.:-]+\]\s*$", re.MULTILINE)
+
+
+def _ansible_hint(path: Path, kind: str | None = None) -> InventoryError | None:
+    """For an Ansible inventory given where provision's is expected: the error saying how to convert it."""
+    if kind is None:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            return None
+        if not _INI_SECTION.search(text) and not re.search(r"^\S+\s+ansible_\w+=", text, re.MULTILINE):
+            return None
+        kind = "an Ansible INI inventory"
+    return _fail(
+        path,
+        None,
+        f"this is {kind}, not provision's YAML format: convert it once with "
+        f"`provision inventory import {path} -o inventory/hosts.yml`, then use -i inventory/hosts.yml",
+    )
+
+
 def load_inventory(path: Path) -> Inventory:
     """Read and check an inventory file; every error names the file and line."""
     path = Path(path)
-    data = load_yaml_with_lines(path)
+    try:
+        data = load_yaml_with_lines(path)
+    except InventoryError as error:
+        raise _ansible_hint(path) or error from None
     if data is None:
         return Inventory(path=path)
     if not isinstance(data, dict):
-        raise _fail(path, getattr(data, "line", 1), "expected a mapping with hosts:, groups:, racks:, vars:")
+        raise _ansible_hint(path) or _fail(
+            path, getattr(data, "line", 1), "expected a mapping with hosts:, groups:, racks:, vars:"
+        )
     allowed = {"defaults", "hosts", "groups", "racks", "vars"}
     for key in data:
+        if key not in allowed and ("all" in data or "ungrouped" in data):
+            raise _ansible_hint(path, "an Ansible YAML inventory") or _fail(path, None, "not provision's format")
         if key not in allowed:
             raise _fail(path, data.key_lines.get(key), f"unknown section {key!r} (allowed: {', '.join(sorted(allowed))})")
     defaults = data.get("defaults") or {}
@@ -233,6 +261,37 @@ def open_inventory(path: Path | None) -> Inventory:
     if DEFAULT_INVENTORY.exists():
         return load_inventory(DEFAULT_INVENTORY)
     return Inventory()
+
+
+_ANSIBLE_CONNECTION_VARS = (
+    ("address", "ansible_host"),
+    ("user", "ansible_user"),
+    ("port", "ansible_port"),
+    ("key", "ansible_ssh_private_key_file"),
+)
+
+
+def ansible_list(inventory: Inventory) -> dict[str, Any]:
+    """The inventory as ``ansible-inventory --list`` prints it: each group with its ``hosts``,
+    ``all`` with its ``children``, and ``_meta.hostvars`` (vars: merged under each host's own, and
+    how each host is reached as ansible_host/user/port/ssh_private_key_file). Racks are groups."""
+    groups: dict[str, tuple[str, ...]] = dict(inventory.groups)
+    for rack in inventory.racks:
+        groups.setdefault(rack.name, rack.hosts)
+    grouped = {name for members in groups.values() for name in members}
+    ungrouped = [name for name in inventory.hosts if name not in grouped]
+    hostvars: dict[str, dict[str, Any]] = {}
+    for host in inventory.hosts.values():
+        merged = {**inventory.vars, **host.vars}
+        for field_name, ansible_name in _ANSIBLE_CONNECTION_VARS:
+            value = getattr(host, field_name)
+            if value is not None:
+                merged[ansible_name] = value
+        hostvars[host.name] = merged
+    document: dict[str, Any] = {"_meta": {"hostvars": hostvars}, "all": {"children": ["ungrouped", *groups]}}
+    document.update({name: {"hosts": list(members)} for name, members in groups.items()})
+    document["ungrouped"] = {"hosts": ungrouped} if ungrouped else {}
+    return document
 
 
 def inventory_to_yaml(inventory: Inventory) -> str:

@@ -8,6 +8,8 @@ flattens ``:children``, and turns groups named ``rack*`` into racks, in file ord
 from __future__ import annotations
 
 import re
+import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,8 @@ _CONNECTION_VARS = {
     "ansible_ssh_private_key_file": "key",
     "ansible_private_key_file": "key",
 }
+_SSH_ARGS = {"ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_ssh_args"}
+_PROXY_JUMP = re.compile(r"(?:-o\s*ProxyJump[= ]\s*|-J\s*)([^\s'\"]+)", re.IGNORECASE)
 _RANGE = re.compile(r"\[([0-9]+):([0-9]+)\]|\[([a-z]):([a-z])\]")
 _RACK = re.compile(r"^rack", re.IGNORECASE)
 
@@ -50,6 +54,16 @@ def _coerce(value: str) -> Any:
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
         return value[1:-1]
     return value
+
+
+@dataclass(frozen=True)
+class ImportedInventory:
+    """What an Ansible inventory becomes: the inventory (``all``'s variables as ``vars:``), each
+    group's own variables (for ``group_vars/<group>.yml``), and warnings about what was dropped."""
+
+    inventory: Inventory
+    group_vars: dict[str, dict[str, Any]]
+    warnings: tuple[str, ...]
 
 
 class _Builder:
@@ -98,40 +112,69 @@ class _Builder:
             memo[group] = names
         return names
 
-    def build(self) -> Inventory:
-        """Check every host through provision's own rules and make the :class:`Inventory`."""
+    def build(self) -> ImportedInventory:
+        """Check every host through provision's own rules and make the :class:`ImportedInventory`.
+
+        Connection variables (ansible_host, _user, _port, _ssh_private_key_file) become each
+        host's fields, from its groups and ``all`` as Ansible applies them; other variables stay
+        where they were written: ``all``'s in ``vars:``, a group's in its group variables, a
+        host's with the host. SSH arguments are dropped with a warning (ssh_config holds them)."""
         memo: dict[str, list[str]] = {}
         groups_of: dict[str, list[str]] = {}  # host -> the groups holding it, in group order
         for group in list(self.groups) + list(self.children):
             for name in self.members(group, (), memo):
                 groups_of.setdefault(name, []).append(group)
+        warnings: list[str] = []
+        scoped: dict[str, dict[str, Any]] = {}  # group -> its variables, SSH arguments taken out
+        for group, variables in self.group_vars.items():
+            scoped[group] = self._without_ssh_args(variables, f"group {group}", warnings)
         hosts: dict[str, Host] = {}
-        for name, variables in self.host_vars.items():
-            merged: dict[str, Any] = {}
-            for group in groups_of.get(name, ()):
-                merged.update(self.group_vars.get(group, {}))
-            merged = {**self.group_vars.get("all", {}), **merged, **variables}
-            fields: dict[str, Any] = {}
-            extra: dict[str, Any] = {}
-            for key, value in merged.items():
-                if key in _CONNECTION_VARS:
-                    fields[_CONNECTION_VARS[key]] = value
-                else:
-                    extra[key] = value
+        for name, own in self.host_vars.items():
+            own = self._without_ssh_args(own, f"host {name}", warnings)
+            connection: dict[str, Any] = {}
+            for group in ("all", *groups_of.get(name, ())):
+                connection.update({k: v for k, v in scoped.get(group, {}).items() if k in _CONNECTION_VARS})
+            connection.update({k: v for k, v in own.items() if k in _CONNECTION_VARS})
+            fields: dict[str, Any] = {_CONNECTION_VARS[key]: value for key, value in connection.items()}
+            extra = {k: v for k, v in own.items() if k not in _CONNECTION_VARS}
             if extra:
                 fields["vars"] = extra
             hosts[name] = _host_fields(self.path, name, fields, self.host_lines[name], {})
         all_groups = list(dict.fromkeys(list(self.groups) + list(self.children)))
         groups = {g: tuple(self.members(g, (), memo)) for g in all_groups if g not in ("all", "ungrouped")}
         racks = tuple(Rack(g, members) for g, members in groups.items() if _RACK.match(g) and members)
-        return Inventory(hosts, groups, racks, {}, None)
+        site_vars = {k: v for k, v in scoped.get("all", {}).items() if k not in _CONNECTION_VARS}
+        group_vars = {
+            group: plain
+            for group, variables in scoped.items()
+            if group != "all" and (plain := {k: v for k, v in variables.items() if k not in _CONNECTION_VARS})
+        }
+        return ImportedInventory(Inventory(hosts, groups, racks, site_vars, None), group_vars, tuple(warnings))
+
+    def _without_ssh_args(self, variables: dict[str, Any], where: str, warnings: list[str]) -> dict[str, Any]:
+        """``variables`` less Ansible's SSH argument variables, each dropped with a warning saying
+        what to put in ssh_config instead (a ProxyJump becomes a ``ProxyJump`` line)."""
+        kept = {}
+        for key, value in variables.items():
+            if key not in _SSH_ARGS:
+                kept[key] = value
+                continue
+            jump = _PROXY_JUMP.search(str(value))
+            advice = f"ProxyJump {jump.group(1)}" if jump else "the same options"
+            warnings.append(
+                f"{self.path}: {where}: {key}={value!r} dropped: provision reads SSH options from ssh_config; "
+                f"put {advice} under a Host line for these hosts in ~/.ssh/config (or a file given with --ssh-config)"
+            )
+        return kept
 
 
-def _parse_ini(path: Path, text: str) -> Inventory:
+def _parse_ini(path: Path, text: str) -> ImportedInventory:
     builder = _Builder(path)
     section, kind = "ungrouped", "hosts"
     for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].split(";", 1)[0].strip() if not raw.lstrip().startswith(("#", ";")) else ""
+        # Comments: a line starting with '#' or ';', or '#' after a space; ';' inside a line is
+        # not one (in Ansible neither), so `w1;rm ...` is refused as a host name, not cut to `w1`.
+        line = re.split(r"\s#", raw, maxsplit=1)[0].strip() if not raw.lstrip().startswith(("#", ";")) else ""
         if not line:
             continue
         if line.startswith("["):
@@ -150,7 +193,10 @@ def _parse_ini(path: Path, text: str) -> Inventory:
         elif kind == "children":
             builder.children.setdefault(section, []).append(line)
         else:
-            pattern, *assignments = line.split()
+            try:
+                pattern, *assignments = shlex.split(line)  # values may be quoted: key='-o a=b c'
+            except ValueError as error:
+                raise InventoryError(str(path), number, f"cannot split host line: {error}") from None
             variables = {}
             for assignment in assignments:
                 key, sep, value = assignment.partition("=")
@@ -178,6 +224,12 @@ def _walk_yaml(builder: _Builder, group: str, body: Any, line: int) -> None:
 
 def import_ansible_inventory(path: Path) -> Inventory:
     """Read an Ansible INI or YAML inventory file; errors name the file and line."""
+    return read_ansible_inventory(path).inventory
+
+
+def read_ansible_inventory(path: Path) -> ImportedInventory:
+    """Read an Ansible INI or YAML inventory file, with its group variables and warnings;
+    errors name the file and line."""
     path = Path(path)
     try:
         text = path.read_text()

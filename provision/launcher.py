@@ -24,7 +24,7 @@ from collections.abc import Callable
 from provision.connection import SshOptions, describe_failure, open_connection
 from provision.inventory import Host
 from provision.plans.bindings import Binding, check_bindings, parse_binding_line
-from provision.plans.launch import quoted, root_message
+from provision.plans.launch import DEFAULT_EXPORTS, quoted, root_message
 from provision.plans.rankfile import RankPlan
 
 _RUN_DIR = re.compile(r"^\.provision/[0-9x]{1,40}\.[A-Za-z0-9]{10}$")
@@ -54,6 +54,16 @@ def _make_run_dir(connection, dims: str) -> str:
     if result.exited != 0 or not _RUN_DIR.match(path):
         raise LaunchError(f"mktemp -d {template} failed: {(result.stderr.strip() or path)[:200]!r}")
     return path
+
+
+def _unset_variables(connection, names: tuple[str, ...]) -> frozenset[str]:
+    """Which of ``names`` (constants, not user input) are unset in the host's login environment,
+    the one mpirun starts in; the answer is checked against ``names``, not trusted."""
+    words = " ".join(shlex.quote(name) for name in names)
+    result = connection.run(
+        f'for n in {words}; do printenv "$n" >/dev/null || echo "$n"; done', hide=True, warn=True, in_stream=False
+    )
+    return frozenset(line for line in result.stdout.split() if line in names)
 
 
 def _login_uid(connection) -> str:
@@ -134,14 +144,15 @@ def run_from_first_host(
     options: SshOptions,
     plan: RankPlan,
     files: dict[str, str],
-    argv_for: Callable[[str], list[str]],
+    argv_for: Callable[[str, frozenset[str]], list[str]],
     *,
     allow_run_as_root: bool = False,
     check: bool = False,
 ) -> int:
-    """Put ``files`` ({name: text}) in a fresh directory on ``host``, run ``argv_for(directory)``
-    there in a terminal, streaming its output here; remove the directory after. ``check``: compare
-    the reported bindings with ``plan``. Returns mpirun's exit status (2: refused before it ran,
+    """Put ``files`` ({name: text}) in a fresh directory on ``host``, run ``argv_for(directory,
+    unset)`` there in a terminal (``unset``: the default ``-x`` variables not set on the host),
+    streaming its output here; remove the directory after. ``check``: compare the reported bindings
+    with ``plan``. Returns mpirun's exit status (2: refused before it ran,
     1: a host failed or bindings differ from the plan, 130: interrupted)."""
     connection = None
     run_dir = None
@@ -153,7 +164,10 @@ def run_from_first_host(
         run_dir = _make_run_dir(connection, str(plan.dims))
         for name, text in files.items():
             connection.put(io.BytesIO(text.encode()), remote=f"{run_dir}/{name}")
-        argv = argv_for(run_dir)
+        unset = _unset_variables(connection, DEFAULT_EXPORTS)
+        for name in sorted(unset):
+            print(f"provision: {name} is not set on {host.name}: not passed with -x", file=sys.stderr)
+        argv = argv_for(run_dir, unset)
         print(f"[{host.name}] $ {quoted(argv)}", file=sys.stderr, flush=True)
         channel = connection.client.get_transport().open_session()
         size = shutil.get_terminal_size((200, 50))
@@ -178,7 +192,7 @@ def run_from_first_host(
         print(f"provision: interrupted before mpirun started on {host.name}", file=sys.stderr)
         return INTERRUPTED
     except Exception as error:  # noqa: BLE001 - one line for the host, never a traceback
-        print(f"provision: error: {host.name}: {describe_failure(error, options)}", file=sys.stderr)
+        print(f"provision: error: {host.name}: {describe_failure(error, options, connection)}", file=sys.stderr)
         return 1
     finally:
         if connection is not None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from provision.connection import HostFailure, SshOptions, run_command
-from provision.errors import ParseError
+from provision.errors import NotCapturedError, ParseError
 from provision.facts.derive import derive_facts
 from provision.facts.model import HostFacts
 from provision.factstore import read_capture_dir
@@ -29,7 +29,7 @@ class ProbeResult:
 
     host: str
     facts: HostFacts | None = None
-    error_kind: str | None = None  # unreachable, timeout, auth, hostkey, key, ssh, parse
+    error_kind: str | None = None  # unreachable, timeout, auth, hostkey, key, ssh, parse, missing
     error: str | None = None
     captures: dict[str, Capture] = field(default_factory=dict)
     seconds: float = 0.0
@@ -50,6 +50,9 @@ def facts_from_captures(host: str, captures: dict[str, Capture]) -> ProbeResult:
     unavailable = {name: c.why_unavailable() for name, c in captures.items() if not c.available}
     try:
         facts = derive_facts(host, available, unavailable, probed_at=_now())
+    except NotCapturedError as error:
+        why = unavailable.get(error.source)
+        return ProbeResult(host, None, "missing", str(error) + (f" ({error.source}: {why})" if why else ""), captures)
     except ParseError as error:
         return ProbeResult(host, None, "parse", str(error), captures)
     except Exception as error:  # noqa: BLE001 - a parser defect must cost this host only, never the run

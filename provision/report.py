@@ -77,7 +77,8 @@ def print_table(results: list[ProbeResult], console: Console) -> None:
     for result in results:
         facts = result.facts
         if facts is None:
-            table.add_row(escape(result.host), "", "", "", "", "", f"[red]{escape(status_of(result))}[/red]")
+            # The kind only: the whole message is one line per host under the table (print_failures).
+            table.add_row(escape(result.host), "", "", "", "", "", f"[red]{escape(result.error_kind or 'failed')}[/red]")
             continue
         memory = f"{facts.memory_mib / 1024:.0f} GiB" if facts.memory_mib else "-"
         table.add_row(
@@ -97,6 +98,11 @@ def print_table(results: list[ProbeResult], console: Console) -> None:
         console.print(f"[bold yellow]heterogeneous cluster:[/bold yellow] {escape(differing[0])}")
         for line in differing[1:]:
             console.print(f"  {line}", markup=False)
+
+
+def failure_lines(results: list[ProbeResult]) -> list[str]:
+    """One line per failed host: ``host: kind: message``."""
+    return [f"{result.host}: {status_of(result)}" for result in results if not result.ok]
 
 
 def print_topology(facts: HostFacts, console: Console) -> None:

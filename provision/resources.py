@@ -1,6 +1,8 @@
-"""Locate the project's templates and playbooks, in a source checkout or a pip-installed wheel.
+"""Locate the project's templates, playbooks and example inventory, in a source checkout or a
+pip-installed wheel.
 
-The wheel carries them inside the package (``provision/templates``, ``provision/playbooks``);
+The wheel carries them inside the package (``provision/templates``, ``provision/playbooks``,
+``provision/inventory/hosts.example.yml``);
 a checkout has them at the top level beside ``provision/``.
 """
 
@@ -20,6 +22,14 @@ def resource_dir(name: str) -> Path:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(f"provision's {name}/ folder is missing from this install ({_PACKAGE_DIR})")
+
+
+def resource_file(relative: str) -> Path:
+    """A file shipped with provision (``inventory/hosts.example.yml``), in a wheel or a checkout."""
+    for candidate in (_PACKAGE_DIR / relative, _PACKAGE_DIR.parent / relative):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"provision's {relative} is missing from this install ({_PACKAGE_DIR})")
 
 
 @lru_cache(maxsize=1)

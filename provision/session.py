@@ -36,11 +36,12 @@ class Session:
         """Connect (once); raises :class:`HostFailure`."""
         if self.host.is_local or self._connection is not None:
             return
+        connection = None
         try:
             connection = open_connection(self.host, self.options)
             connection.open()
         except Exception as error:  # noqa: BLE001 - every failure becomes one line for this host
-            raise describe_failure(error, self.options) from None
+            raise describe_failure(error, self.options, connection) from None
         self._connection = connection
 
     def run(self, command: str, stdin: bytes | str | None = None, timeout: float | None = None) -> CommandResult:

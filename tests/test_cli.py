@@ -125,3 +125,16 @@ def test_error_with_rich_markup_characters_is_one_plain_line(tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1 and "[/x]" in done.stderr
     done = run_cli("probe", "[fe80::1]", "--facts-dir", str(tmp_path), cwd=tmp_path)
     assert done.returncode == 2 and "[fe80::1]" in done.stderr, done.stderr
+
+
+def test_run_passes_each_word_as_typed_and_reports_each_host(tmp_path):
+    done = run_cli("run", "localhost", "--", "sh", "-c", 'printf "%s|" "$@"; echo; exit 3', "x", "a b", "$(id)", ";")
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == "localhost | rc=3\na b|$(id)|;|\n"
+    assert "1 of 1 hosts failed: localhost" in done.stderr
+    done = run_cli("run", "localhost", "--shell", "echo $((6*7)) | cat")
+    assert done.returncode == 0 and done.stdout == "localhost | rc=0\n42\n", done.stderr
+    done = run_cli("run", "localhost", "--", "printf", "\033[2Jx")
+    assert "\\x1b[2Jx" in done.stdout and "\033" not in done.stdout  # a host's escape sequences are shown, not run
+    done = run_cli("run", "localhost")
+    assert done.returncode == 2 and "no command" in done.stderr

@@ -57,6 +57,8 @@ def _undeclared(imports: dict[str, str], declared: set[str]) -> list[str]:
     providers = packages_distributions()
     missing = []
     for module, where in sorted(imports.items()):
+        if _normalise(module) in declared:  # declared under its own name (tomli: only on Python 3.10)
+            continue
         distributions = {_normalise(d) for d in providers.get(module, [])}
         if not distributions & declared:
             missing.append(f"{module} (imported by {where}; provided by {sorted(distributions) or 'nothing installed'})")

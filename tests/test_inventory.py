@@ -76,3 +76,65 @@ def test_unsafe_command_line_host_rejected():
 def test_unreadable_file(tmp_path):
     with pytest.raises(InventoryError, match="cannot read"):
         load_inventory(tmp_path / "missing.yml")
+
+
+def test_show_without_an_inventory_says_how_to_make_one(tmp_path):
+    from conftest import run_cli
+
+    done = run_cli("inventory", "show", cwd=tmp_path)
+    assert done.returncode == 2 and "no inventory" in done.stderr and "inventory example" in done.stderr
+    assert done.stdout == ""
+
+
+def test_show_json_is_ansible_inventory_list_and_vars_are_shown(tmp_path):
+    import json
+
+    from conftest import run_cli
+
+    path = write(
+        tmp_path,
+        """\
+        hosts:
+          w1: {address: 10.0.0.1, user: mpi, vars: {gpu_model: V100}}
+          w2:
+          login:
+        groups:
+          gpu: [w1, w2]
+        racks:
+          - {name: rack1, hosts: [w1]}
+        vars:
+          dataset_dir: /data
+        """,
+    )
+    done = run_cli("inventory", "show", "-i", str(path), "--json")
+    assert done.returncode == 0, done.stderr
+    listing = json.loads(done.stdout)
+    assert listing["gpu"] == {"hosts": ["w1", "w2"]} and listing["rack1"] == {"hosts": ["w1"]}
+    assert listing["ungrouped"] == {"hosts": ["login"]} and set(listing["all"]["children"]) == {"ungrouped", "gpu", "rack1"}
+    assert listing["_meta"]["hostvars"]["w1"] == {
+        "dataset_dir": "/data",
+        "gpu_model": "V100",
+        "ansible_host": "10.0.0.1",
+        "ansible_user": "mpi",
+    }
+    done = run_cli("inventory", "show", "-i", str(path), "--vars")
+    assert 'var dataset_dir = "/data"' in done.stdout and 'host w1 var gpu_model = "V100"' in done.stdout
+
+
+def test_an_ansible_ini_file_given_to_i_says_to_import_it(tmp_path):
+    from conftest import run_cli
+
+    ini = tmp_path / "hosts"
+    ini.write_text("[gpu]\nw1 ansible_host=10.0.0.1\n")
+    done = run_cli("inventory", "show", "-i", str(ini))
+    assert done.returncode == 2 and f"provision inventory import {ini}" in done.stderr and "YAML syntax" not in done.stderr
+
+
+def test_example_inventory_is_printed_from_the_installed_package(tmp_path):
+    from conftest import run_cli
+
+    done = run_cli("inventory", "example", cwd=tmp_path)
+    assert done.returncode == 0 and "racks:" in done.stdout
+    example = tmp_path / "hosts.yml"
+    example.write_text(done.stdout)
+    assert load_inventory(example).racks

@@ -50,6 +50,6 @@ def test_example_is_not_the_default_inventory(tmp_path):
     (tmp_path / "inventory").mkdir()
     shutil.copy2(EXAMPLE, tmp_path / "inventory" / "hosts.example.yml")
     shown = run_cli("inventory", "show", cwd=tmp_path)
-    assert shown.returncode == 0 and "no inventory file" in shown.stdout and "sys-89074" not in shown.stdout
+    assert shown.returncode == 2 and "no inventory" in shown.stderr and "sys-89074" not in shown.stdout
     shown = run_cli("inventory", "show", "-i", "inventory/hosts.example.yml", cwd=tmp_path)
     assert shown.returncode == 0 and "rack 1 rack1: sys-89074, sys-89075" in shown.stdout

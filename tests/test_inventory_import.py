@@ -89,7 +89,10 @@ def test_big_inventory_imported_exactly(tmp_path):
 
     path = tmp_path / "hosts.ini"
     path.write_text(_big_ini(8192, 32))
-    inv = import_ansible_inventory(path)
+    from provision.inventory_import import read_ansible_inventory
+
+    imported = read_ansible_inventory(path)
+    inv = imported.inventory
     names = [f"n{i:05d}" for i in range(8192)]
     assert list(inv.hosts) == names
     assert [r.name for r in inv.racks] == [f"rack{r:03d}" for r in range(32)]
@@ -98,8 +101,11 @@ def test_big_inventory_imported_exactly(tmp_path):
     assert inv.groups["login"] == ("n00000",)
     last = inv.hosts["n08191"]
     assert (last.address, last.user, last.port) == ("10.31.0.255", "mpi", 2222)
-    assert last.vars == {"gpus": 3, "switch": "sw031", "role": "worker"}
-    assert inv.hosts["n00000"].vars == {"gpus": 0, "switch": "sw000", "role": "login", "shell": "bash"}
+    # Each variable stays where it was written: a host's own with it, a group's in its group variables.
+    assert last.vars == {"gpus": 3}
+    assert inv.hosts["n00000"].vars == {"gpus": 0, "role": "login"}
+    assert imported.group_vars["rack031"] == {"switch": "sw031", "role": "worker"}
+    assert imported.group_vars["login"] == {"shell": "bash"} and len(imported.group_vars) == 33
     out = tmp_path / "hosts.yml"
     out.write_text(inventory_to_yaml(inv))
     again = load_inventory(out)
@@ -111,3 +117,41 @@ def test_children_cycle_named(tmp_path):
     path.write_text("[a]\nh1\n[a:children]\nb\n[b:children]\nc\n[c:children]\na\n")
     with pytest.raises(InventoryError, match="contains itself"):
         import_ansible_inventory(path)
+
+
+def test_group_and_all_vars_stay_where_written_and_ssh_args_are_dropped_with_advice(tmp_path):
+    from provision.inventory_import import read_ansible_inventory
+
+    path = tmp_path / "hosts"
+    path.write_text(
+        "[gpu]\nw1 ansible_host=10.0.0.1 ansible_ssh_common_args='-o ProxyJump=bastion'\nw2\n"
+        "[gpu:vars]\ncuda_version=12\nansible_user=mpi\n[all:vars]\ndataset_dir=/data\nansible_port=2222\n"
+    )
+    imported = read_ansible_inventory(path)
+    inv = imported.inventory
+    assert inv.vars == {"dataset_dir": "/data"}
+    assert imported.group_vars == {"gpu": {"cuda_version": 12}}
+    assert all(host.vars == {} for host in inv.hosts.values())  # nothing copied into every host
+    assert inv.hosts["w2"].user == "mpi" and inv.hosts["w2"].port == 2222  # connection vars still reach each host
+    (warning,) = imported.warnings
+    assert "ansible_ssh_common_args" in warning and "ProxyJump bastion" in warning and "host w1" in warning
+
+
+def test_a_host_line_with_a_semicolon_is_refused_with_its_line(tmp_path):
+    path = tmp_path / "hosts"
+    path.write_text("[g]\nok1\nw1;rm ansible_host=1.2.3.4\n")
+    with pytest.raises(InventoryError, match=f"{path}:3: host name 'w1;rm'"):
+        import_ansible_inventory(path)
+
+
+def test_cli_import_writes_group_vars_beside_the_output(tmp_path):
+    from conftest import run_cli
+
+    source = tmp_path / "hosts"
+    source.write_text("[gpu]\nw1\n[gpu:vars]\ncuda_version=12\n[all:vars]\nsite=lab\n")
+    done = run_cli("inventory", "import", str(source), "-o", str(tmp_path / "out" / "hosts.yml"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "group_vars" / "gpu.yml").read_text() == "cuda_version: 12\n"
+    assert "site: lab" in (tmp_path / "out" / "hosts.yml").read_text()
+    done = run_cli("inventory", "import", str(source))
+    assert "group_vars" in done.stderr and "site: lab" in done.stdout

@@ -170,7 +170,7 @@ def test_cli_openmpi_5_writes_the_hostfile_beside_the_rank_file(v5_facts, tmp_pa
     assert done.returncode == 0, done.stderr
     hosts = tmp_path / "job.hosts"
     assert done.stdout == f"mpirun -n 2 --map-by rankfile:file={rf} --hostfile {hosts} -x PATH -x LD_LIBRARY_PATH hostname\n"
-    assert hosts.read_text().splitlines()[1:] == ["minsky slots=2"] and f"hostfile: {hosts}" in done.stderr
+    assert hosts.read_text().splitlines()[1:] == ["minsky slots=2"] and f"wrote hostfile {hosts}" in done.stderr
     assert "run as root" not in done.stderr
 
 
@@ -202,3 +202,13 @@ def test_cli_root_login_is_said_and_the_switch_is_explicit(v5_facts, tmp_path):
     )
     done = run_cli(*args, "--allow-run-as-root", "--", "hostname")
     assert done.returncode == 0 and "r.hosts --allow-run-as-root -x PATH" in done.stdout and "warning" not in done.stderr
+
+
+def test_default_exports_that_are_unset_are_left_out_but_asked_ones_kept():
+    the_plan = plan(host("a"), host("b"))
+    argv = mpirun_argv(
+        the_plan, "x.rf", ["hostname"], export=["NCCL_DEBUG"], unset_env=frozenset({"LD_LIBRARY_PATH", "NCCL_DEBUG"})
+    )
+    assert "LD_LIBRARY_PATH" not in argv and argv[argv.index("PATH") - 1] == "-x"
+    assert argv[argv.index("NCCL_DEBUG") - 1] == "-x"  # the user named it: passed anyway
+    assert "LD_LIBRARY_PATH" in mpirun_argv(the_plan, "x.rf", ["hostname"])  # printed commands keep the seed's form

@@ -112,6 +112,13 @@ def test_rank_file_from_facts_binds_every_rank_where_planned(mpi_cluster, tmp_pa
     assert done.returncode == 0, output
     assert f"all {learners * len(hosts)} ranks bound as planned" in done.stderr  # provision's own check
     command = re.search(r"^\[\w+\] \$ (mpirun .*)$", done.stderr, re.MULTILINE).group(1)
+    # -x only for variables set where mpirun starts: no mpirun warning about an unset LD_LIBRARY_PATH
+    ld_path = run_cli("run", hosts[0], *common[:2], *common[4:], "--", "printenv", "LD_LIBRARY_PATH")
+    if ld_path.returncode == 1:  # unset on the first host
+        assert "-x LD_LIBRARY_PATH" not in command and f"LD_LIBRARY_PATH is not set on {hosts[0]}" in done.stderr
+        assert output.count("LD_LIBRARY_PATH") == 1, output
+    else:
+        assert "-x LD_LIBRARY_PATH" in command
     hostfile = tmp_path / f"{dims}.hosts"
     if version == 5:  # the allocation: a hostfile beside the rank file, one line per planned host
         assert re.search(

@@ -1,5 +1,7 @@
 """`provision rankfile/launch/topology/slurm-nodes` as a user runs them, bad input included."""
 
+import shutil
+
 import pytest
 
 from conftest import run_cli
@@ -219,3 +221,75 @@ def test_inconsistent_core_numbers_refused_even_under_python_O(facts_dir, tmp_pa
     )
     one_line_error(done, "host minsky: socket 0 has no core 9")
     assert not out.exists()
+
+
+@pytest.fixture
+def rack_cluster(tmp_path):
+    """Facts of w1, w2, w3 (the seed's Minsky, no GPUs) and an inventory with racks rack1: [w1, w2], rack2: [w3]."""
+    captures = tmp_path / "cap"
+    for name in ("w1", "w2", "w3"):
+        shutil.copytree("tests/fixtures/captures/minsky", captures / name)
+    facts = tmp_path / "facts"
+    done = run_cli("probe", "--replay", str(captures), "--facts-dir", str(facts))
+    assert done.returncode == 0, done.stderr
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "hosts: {w1: {}, w2: {}, w3: {}}\nracks:\n  - {name: rack1, hosts: [w1, w2]}\n  - {name: rack2, hosts: [w3]}\n"
+    )
+    return inventory, facts
+
+
+@pytest.mark.parametrize("dims", ["1x1x3", "1x3x1"])
+def test_shapes_that_ignore_the_inventory_racks_are_refused_naming_them(rack_cluster, dims):
+    inventory, facts = rack_cluster
+    done = run_cli("rankfile", dims, "-i", str(inventory), "--facts-dir", str(facts), "--allow-no-gpu")
+    one_line_error(done, "rack1: w1, w2", "rack2: w3", "--hosts")
+
+
+def test_hosts_chosen_rack_by_rack_follow_the_inventory(rack_cluster):
+    inventory, facts = rack_cluster
+    common = ("-i", str(inventory), "--facts-dir", str(facts), "--allow-no-gpu")
+    done = run_cli("rankfile", "1x1x2", "--hosts", "w1,w3", *common)
+    assert done.returncode == 0, done.stderr
+    # w1 and w2 are one rack: two rank-file racks cannot split it.
+    one_line_error(run_cli("rankfile", "1x1x2", "--hosts", "w1,w2", *common), "rack1")
+    # topology draws the inventory's racks: w3 under rack 2 (rack2).
+    done = run_cli("topology", "1x1x2", "--hosts", "w1,w3", *common)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert "rack 1 (rack1)" in text and "rack 2 (rack2)" in text
+    assert text.index("rack 2 (rack2)") < text.index("w3") and text.index("w1") < text.index("rack 2 (rack2)")
+
+
+def test_wrong_host_count_says_hosts_chooses_them(facts_dir):
+    done = run_cli("rankfile", "1x1x1", "--hosts", "minsky,epyc7451", "--facts-dir", str(facts_dir), "--allow-no-gpu")
+    one_line_error(done, "need Y·Z = 1 hosts, got 2", "--hosts")
+
+
+def test_no_gpu_is_not_drawn_as_gpu_0(facts_dir, tmp_path):
+    svg = tmp_path / "t.svg"
+    done = run_cli("topology", "2x1x1", "--hosts", "epyc7451", "--facts-dir", str(facts_dir), "--allow-no-gpu", "--svg", str(svg))
+    assert done.returncode == 0, done.stderr
+    assert "-> no GPU" in done.stdout and "GPU 0" not in done.stdout
+    assert "GPU 0" not in svg.read_text() and "no GPU" in svg.read_text()
+
+
+def test_slurm_nodes_takes_groups_and_prints_all_or_nothing(rack_cluster, tmp_path):
+    inventory, facts = rack_cluster
+    inventory.write_text(inventory.read_text() + "groups: {gpu: [w1, w3]}\n")
+    done = run_cli("slurm-nodes", "-i", str(inventory), "gpu", "--facts-dir", str(facts))
+    assert done.returncode == 0, done.stderr
+    assert [line.split()[0] for line in done.stdout.splitlines()] == ["NodeName=w1", "NodeName=w3"]
+    done = run_cli("slurm-nodes", "w1", "wX", "--facts-dir", str(facts))
+    assert done.returncode == 2 and done.stdout == "" and "wX" in done.stderr and "nothing printed" in done.stderr
+
+
+def test_launch_says_what_it_wrote_and_where_the_users_file_went(facts_dir, tmp_path):
+    mine = tmp_path / "2x1x1.rf"
+    mine.write_text("# my own rank file\n")
+    done = run_cli(
+        "launch", "2x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir), "--allow-no-gpu", "--", "hostname", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"wrote rank file {mine}" in done.stderr and f"kept as {mine}~" in done.stderr
+    assert (tmp_path / "2x1x1.rf~").read_text() == "# my own rank file\n"

@@ -93,3 +93,41 @@ def test_a_defect_costs_one_host_over_worker_processes_too(monkeypatch):
         results = probe_hosts(hosts, SshOptions(), forks=2, workers=workers)
         assert [(r.host, r.error_kind) for r in results] == [("h1", None), ("bad", "parse"), ("h2", None), ("h3", None)]
         assert "KeyError" in results[1].error
+
+
+def test_replay_never_writes_the_live_facts_and_missing_captures_are_not_captured(tmp_path):
+    import json
+    import shutil
+
+    from conftest import run_cli
+
+    live = tmp_path / "inventory" / "facts"
+    live.mkdir(parents=True)
+    (live / "good.json").write_text('{"real": "probed facts"}')
+    captures = tmp_path / "cap"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "captures" / "minsky", captures / "good")
+    shutil.copytree(captures / "good", captures / "nonuma")
+    (captures / "nonuma" / "numactl-H.txt").unlink()
+    done = run_cli("probe", "--replay", "cap", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert (live / "good.json").read_text() == '{"real": "probed facts"}'  # the real host's facts are untouched
+    assert json.loads((tmp_path / "cap.facts" / "good.json").read_text())["host"] == "good"
+    assert f"facts saved in {tmp_path / 'cap.facts'}/" in done.stdout
+    lines = [line for line in done.stderr.splitlines() if line.startswith("nonuma:")]
+    assert len(lines) == 1 and "`numactl-H` not captured" in lines[0] and "cannot parse" not in lines[0]
+    # the table holds the kind only; the message is that one line, not a wrapped cell printed twice
+    assert "not captured" not in done.stdout and "missing" in done.stdout
+    done = run_cli("probe", "--replay", "cap", "good", "--facts-dir", "inventory/facts", cwd=tmp_path)
+    assert done.returncode == 0 and json.loads((live / "good.json").read_text())["host"] == "good"  # asked for: written
+
+
+def test_a_typo_of_an_inventory_name_is_refused_before_any_lookup(tmp_path):
+    from conftest import run_cli
+
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("hosts: {w1: {address: 192.0.2.1}, w2: {address: 192.0.2.2}}\ngroups: {gpu: [w1, w2]}\n")
+    done = run_cli("probe", "-i", str(inventory), "wl", "--connect-timeout", "0.5")
+    assert done.returncode == 2 and "wl: not a host or group" in done.stderr and "did you mean w1" in done.stderr
+    assert "resolve" not in done.stderr  # refused before DNS
+    done = run_cli("probe", "-i", str(inventory), "gpv", "--connect-timeout", "0.5")
+    assert done.returncode == 2 and "did you mean gpu" in done.stderr

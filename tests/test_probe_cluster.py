@@ -115,6 +115,8 @@ def test_auth_failure_and_unreadable_key(cluster, cluster_files, tmp_path):
     inventory.write_text(cluster.inventory_yaml(("node1",), key=stranger))
     done, report = probe_json(inventory, known_hosts, tmp_path / "facts")
     assert report["hosts"][0]["status"] == "auth"
+    # what to check next: the login name and every key that was offered
+    assert "as user mpi" in report["hosts"][0]["error"] and str(stranger) in report["hosts"][0]["error"]
 
     missing = tmp_path / "no-such-key"
     inventory.write_text(cluster.inventory_yaml(("node1",), key=missing))
@@ -141,3 +143,29 @@ def test_capture_script_on_node_then_replay_matches_probe(cluster, cluster_files
     probe_facts = probed["hosts"][0]["facts"]
     for key in ("hostname", "arch", "cpu", "openmpi", "memory_mib"):
         assert replay_facts[key] == probe_facts[key], key
+
+
+def test_run_an_ad_hoc_command_on_a_group(cluster, cluster_files, tmp_path):
+    from conftest import run_cli
+
+    inventory, known_hosts = cluster_files
+    inventory.write_text(inventory.read_text() + "groups:\n  pair: [node1, node2, down1]\n")
+    done = run_cli(
+        "run",
+        "pair",
+        "-i",
+        str(inventory),
+        "--known-hosts",
+        str(known_hosts),
+        "--connect-timeout",
+        "3",
+        "--",
+        "sh",
+        "-c",
+        'echo "$(hostname) says $1"; [ "$(hostname)" = node1 ]',
+        "sh",
+        "a b;c",
+    )
+    assert done.returncode == 1, done.stderr
+    assert "node1 | rc=0\nnode1 says a b;c\n" in done.stdout and "node2 | rc=1\nnode2 says a b;c\n" in done.stdout
+    assert "down1 | unreachable" in done.stderr and "2 of 3 hosts failed: node2, down1" in done.stderr

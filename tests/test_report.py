@@ -32,9 +32,12 @@ def test_json_has_errors_and_facts():
 def test_host_error_with_markup_characters_is_shown_verbatim():
     from rich.console import Console
 
-    from provision.report import print_table
+    from provision.report import failure_lines, print_table
 
     console = Console(record=True, width=200)
-    print_table([ProbeResult("[/x]", error_kind="ssh", error="ssh: connect to host [fe80::1] port 22: [/x] refused")], console)
+    results = [ProbeResult("[/x]", error_kind="ssh", error="ssh: connect to host [fe80::1] port 22: [/x] refused")]
+    print_table(results, console)
     text = console.export_text()
-    assert "[/x]" in text and "[fe80::1]" in text
+    assert "[/x]" in text and "ssh" in text
+    # the message is one line under the table (not a wrapped cell): verbatim
+    assert failure_lines(results) == ["[/x]: ssh: ssh: connect to host [fe80::1] port 22: [/x] refused"]

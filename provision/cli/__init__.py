@@ -17,7 +17,7 @@ app = typer.Typer(
     "Probe each node's real hardware over SSH, then derive rank files, mpirun commands and "
     "hostfiles from the facts, never from assumptions.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
@@ -52,6 +52,7 @@ from provision.cli import (  # noqa: E402,F401
     inventory_cmd,
     plan_cmd,
     probe_cmd,
+    run_cmd,
     setup_cmd,  # noqa: E402,F401
 )
 

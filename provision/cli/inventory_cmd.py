@@ -2,23 +2,43 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
+import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from provision.cli import inventory_app, options as opt
+from provision.cli import fail, inventory_app, options as opt, stderr
 from provision.files import write_atomic
-from provision.inventory import inventory_to_yaml, open_inventory
-from provision.inventory_import import import_ansible_inventory
+from provision.inventory import DEFAULT_INVENTORY, ansible_list, inventory_to_yaml, open_inventory
+from provision.inventory_import import read_ansible_inventory
+from provision.resources import resource_file
 
 
-@inventory_app.command("show", epilog="Example:\n\n  provision inventory show -i inventory/hosts.yml")
-def show(inventory: Path = opt.INVENTORY) -> None:
+@inventory_app.command(
+    "show",
+    epilog="Examples:\n\n  provision inventory show -i inventory/hosts.yml\n\n"
+    "  provision inventory show --json      # as ansible-inventory --list",
+)
+def show(
+    inventory: Path = opt.INVENTORY,
+    with_vars: bool = typer.Option(False, "--vars", help="Also print the variables: vars: and each host's own."),
+    as_json: bool = typer.Option(False, "--json", help="Print ansible-inventory --list's JSON (groups, _meta.hostvars)."),
+) -> None:
     """Print hosts (how they are reached), racks in order, and groups."""
     inv = open_inventory(inventory)
+    if inv.path is None:
+        raise fail(
+            f"no inventory: {DEFAULT_INVENTORY} does not exist here and no -i FILE was given; "
+            "write one (`provision inventory example > inventory/hosts.yml`, then edit it) "
+            "or convert Ansible's (`provision inventory import /etc/ansible/hosts -o inventory/hosts.yml`)"
+        )
+    if as_json:
+        typer.echo(json.dumps(ansible_list(inv), indent=2, default=str))
+        return
     console = Console()
     table = Table(title=escape(f"hosts ({inv.path or 'no inventory file'})"), title_justify="left")
     for column in ("host", "address", "user", "port", "key", "rack"):
@@ -43,6 +63,22 @@ def show(inventory: Path = opt.INVENTORY) -> None:
         console.print(f"rack {index} [bold]{escape(rack.name)}[/bold]: {escape(', '.join(rack.hosts))}", highlight=False)
     for group, members in inv.groups.items():
         console.print(f"group [bold]{escape(group)}[/bold]: {escape(', '.join(members))}", highlight=False)
+    if with_vars:
+        for name, value in inv.vars.items():
+            console.print(f"var {escape(name)} = {escape(json.dumps(value, default=str))}", highlight=False, soft_wrap=True)
+        for host in inv.hosts.values():
+            for name, value in host.vars.items():
+                console.print(
+                    f"host {escape(host.name)} var {escape(name)} = {escape(json.dumps(value, default=str))}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+
+
+@inventory_app.command("example", epilog="Example:\n\n  provision inventory example > inventory/hosts.yml")
+def example() -> None:
+    """Print the example inventory, every field explained (ships with the package)."""
+    typer.echo(resource_file("inventory/hosts.example.yml").read_text(), nl=False)
 
 
 @inventory_app.command(
@@ -53,10 +89,29 @@ def import_(
     source: Path = typer.Argument(..., help="Ansible inventory, INI or YAML."),
     output: Path = typer.Option(None, "-o", "--output", help="Write here (atomically; an existing file is kept as FILE~)."),
 ) -> None:
-    """Convert an Ansible inventory; groups named rack* become racks, in file order."""
-    text = inventory_to_yaml(import_ansible_inventory(source))
+    """Convert an Ansible inventory; groups named rack* become racks, in file order.
+
+    [all:vars] become vars:, each group's own variables go to group_vars/<group>.yml beside the
+    output, and SSH arguments (ansible_ssh_common_args...) are dropped with a warning."""
+    imported = read_ansible_inventory(source)
+    for warning in imported.warnings:
+        stderr.print(f"warning: {warning}", highlight=False, soft_wrap=True, markup=False)
+    text = inventory_to_yaml(imported.inventory)
     if output is None:
         typer.echo(text, nl=False)
+        if imported.group_vars:
+            stderr.print(
+                f"warning: the variables of group(s) {', '.join(imported.group_vars)} are not in this output: "
+                "give -o FILE to write them to group_vars/<group>.yml beside it",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
         return
     backup = write_atomic(output, text)
     typer.echo(f"wrote {output}" + (f" (previous version kept as {backup})" if backup else ""), err=True)
+    for group, variables in imported.group_vars.items():
+        target = output.parent / "group_vars" / f"{group}.yml"
+        target.parent.mkdir(exist_ok=True)
+        backup = write_atomic(target, yaml.safe_dump(variables, sort_keys=False, default_flow_style=False))
+        typer.echo(f"wrote {target}" + (f" (previous version kept as {backup})" if backup else ""), err=True)

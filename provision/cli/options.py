@@ -6,15 +6,44 @@ from pathlib import Path
 
 import typer
 
+from provision import config
 from provision.connection import SshOptions
 from provision.errors import ProvisionError
 from provision.facts_source import ProbeSettings
 from provision.factstore import DEFAULT_FACTS_DIR
 from provision.probe import DEFAULT_FORKS
 
-INVENTORY = typer.Option(None, "-i", "--inventory", help="Inventory YAML (default: inventory/hosts.yml if present).")
-FACTS_DIR = typer.Option(DEFAULT_FACTS_DIR, "--facts-dir", help="Where facts are cached (<host>.json + raw captures).")
-FORKS = typer.Option(DEFAULT_FORKS, "--forks", min=1, max=1024, help="Hosts probed at once (in all, over every worker process).")
+
+def _setting(name: str, *flags: str, **kwargs) -> typer.models.OptionInfo:
+    """An option read from the command line, else its environment variable, else the config
+    files, else its default (:mod:`provision.config` decides all but the command line)."""
+    return typer.Option(
+        ...,
+        *flags,
+        default_factory=lambda: config.configured(name),
+        envvar=config.env_name(name),
+        **kwargs,
+    )
+
+
+INVENTORY = _setting(
+    "inventory",
+    "-i",
+    "--inventory",
+    help="Inventory YAML (default: inventory/hosts.yml if present).",
+    show_default=False,
+)
+FACTS_DIR = _setting(
+    "facts_dir", "--facts-dir", help="Where facts are cached (<host>.json + raw captures).", show_default=str(DEFAULT_FACTS_DIR)
+)
+FORKS = _setting(
+    "forks",
+    "--forks",
+    min=1,
+    max=1024,
+    help="Hosts probed at once (in all, over every worker process).",
+    show_default=str(DEFAULT_FORKS),
+)
 WORKERS = typer.Option(
     0,
     "--workers",
@@ -22,27 +51,39 @@ WORKERS = typer.Option(
     max=256,
     help="Controller processes sharing the hosts (0: automatic, one per core from a few hundred hosts on).",
 )
-CONNECT_TIMEOUT = typer.Option(
-    SshOptions.connect_timeout,
+CONNECT_TIMEOUT = _setting(
+    "connect_timeout",
     "--connect-timeout",
     min=0.1,
     help="Seconds (fractions allowed) to wait for each SSH connection, ProxyJump hops included.",
+    show_default=f"{SshOptions.connect_timeout:g}",
 )
-COMMAND_TIMEOUT = typer.Option(
-    SshOptions.command_timeout, "--command-timeout", min=0.1, help="Seconds the remote command may run."
+COMMAND_TIMEOUT = _setting(
+    "command_timeout",
+    "--command-timeout",
+    min=0.1,
+    help="Seconds the remote command may run.",
+    show_default=f"{SshOptions.command_timeout:g}",
 )
-ACCEPT_NEW = typer.Option(
-    False,
+ACCEPT_NEW = _setting(
+    "accept_new_host_keys",
     "--accept-new-host-keys",
     help="Record unknown host keys in the first user known_hosts file (changed and revoked keys are still refused).",
+    show_default=False,
 )
-KNOWN_HOSTS = typer.Option(
-    None,
+KNOWN_HOSTS = _setting(
+    "known_hosts",
     "--known-hosts",
     help="known_hosts file to trust and append to, instead of ssh_config's UserKnownHostsFile (default ~/.ssh/known_hosts); "
     "global files (/etc/ssh/ssh_known_hosts) still apply.",
+    show_default=False,
 )
-SSH_CONFIG = typer.Option(None, "--ssh-config", help="ssh_config file to read instead of ~/.ssh/config and /etc/ssh/ssh_config.")
+SSH_CONFIG = _setting(
+    "ssh_config",
+    "--ssh-config",
+    help="ssh_config file to read instead of ~/.ssh/config and /etc/ssh/ssh_config.",
+    show_default=False,
+)
 
 
 def ssh_options(

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from provision.cli import app, fail, options as opt, stderr
+from provision.cli.targets import resolve_targets
 from provision.errors import FactsError
 from provision.facts_source import ProbeFailed, ProbeSettings, plan_facts
 from provision.factstore import cached_hosts, load_host
@@ -60,7 +61,9 @@ def make_plan(
         facts = plan_facts(names, inventory, facts_dir, probe)
     except ProbeFailed as error:
         raise fail(str(error), code=1) from None
-    plan = plan_rankfile(dims, facts, allow_no_gpu=allow_no_gpu, use_gpu_affinity=not no_affinity)
+    plan = plan_rankfile(
+        dims, facts, allow_no_gpu=allow_no_gpu, use_gpu_affinity=not no_affinity, racks=open_inventory(inventory).racks
+    )
     for warning in plan.warnings:
         stderr.print(f"[yellow]warning[/yellow]: {escape(str(warning))}", highlight=False, soft_wrap=True)
     return plan
@@ -68,6 +71,16 @@ def make_plan(
 
 def _now() -> str:
     return dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _say_written(what: str, path: Path, backup: Path | None) -> None:
+    """One stderr line: what was written where (absolute), and where a file it replaced was kept."""
+    stderr.print(
+        f"wrote {what} {path.resolve()}" + (f" (the file that was there is kept as {backup.resolve()})" if backup else ""),
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 def _write_or_print(text: str, output: Path | None) -> None:
@@ -184,8 +197,9 @@ def launch(
     hosts_text = allocation_hostfile(plan, local.name) if local_hosts else None
     remote = {f"{plan.dims}.rf": rankfile_text} | ({f"{plan.dims}.hosts": hosts_text} if hosts_text else {})
 
-    def argv_for(directory: str | None) -> list[str]:
-        """The mpirun command with the local files, or with the copies in ``directory`` on the first host."""
+    def argv_for(directory: str | None, unset: frozenset[str] = frozenset()) -> list[str]:
+        """The mpirun command with the local files, or with the copies in ``directory`` on the first
+        host (``unset``: default -x variables that are not set there)."""
         rf, hf = (
             (str(local), str(local_hosts))
             if directory is None
@@ -201,23 +215,18 @@ def launch(
             report_bindings=report_bindings,
             hostfile_path=hf if hosts_text else None,
             allow_run_as_root=allow_run_as_root,
+            unset_env=unset,
         )
 
     argv = argv_for(None)  # refuses bad options before anything is written or run
-    write_atomic(local, rankfile_text)
+    _say_written("rank file", local, write_atomic(local, rankfile_text))
     if local_hosts is not None:
-        write_atomic(local_hosts, hosts_text)
+        _say_written("hostfile", local_hosts, write_atomic(local_hosts, hosts_text))
     from provision.launcher import login_user, run_from_first_host
 
     first = open_inventory(inventory).resolve([plan.hosts[0].host])[0]
     options = settings.ssh
     if not run:
-        stderr.print(
-            f"rank file: {local}" + (f", hostfile: {local_hosts}" if local_hosts else ""),
-            highlight=False,
-            soft_wrap=True,
-            markup=False,
-        )
         if login_user(first, options) == "root" and not allow_run_as_root:
             stderr.print(f"[yellow]warning[/yellow]: {escape(root_message(first.name, 'root'))}", highlight=False, soft_wrap=True)
         typer.echo(quoted(argv))
@@ -254,17 +263,41 @@ def topology(
         _write_or_print(svg(plan), svg_out)
 
 
-@app.command("slurm-nodes", epilog="Example:\n\n  provision slurm-nodes >> /etc/slurm/slurm.conf")
+@app.command(
+    "slurm-nodes",
+    epilog="Examples:\n\n  provision slurm-nodes gpu > nodes.conf && cat nodes.conf >> /etc/slurm/slurm.conf\n\n"
+    "  provision slurm-nodes -i inventory/hosts.yml all",
+)
 def slurm_nodes(
-    hosts: list[str] = typer.Argument(None, help="Hosts (default: every host in --facts-dir)."),
+    hosts: list[str] = typer.Argument(
+        None, help="Hosts or groups (default: every host of the inventory; without one, every host in --facts-dir)."
+    ),
+    inventory: Path = opt.INVENTORY,
     facts_dir: Path = opt.FACTS_DIR,
 ) -> None:
-    """slurm.conf NodeName lines from facts, in slurmd -C's format, with Gres=gpu:N."""
-    names = hosts or cached_hosts(facts_dir)
+    """slurm.conf NodeName lines from facts, in slurmd -C's format, with Gres=gpu:N.
+
+    All or nothing: every host's facts are read first, and nothing is printed unless all of them
+    are there, so a failed run appended to slurm.conf leaves no partial list behind."""
+    inv, targets = resolve_targets(inventory, hosts or [])
+    names = [host.name for host in targets] if (hosts or inv.path is not None) else cached_hosts(facts_dir)
     if not names:
-        raise fail(f"no facts in {facts_dir}/: run `provision probe` first")
+        raise fail(f"no hosts: name some, give an inventory (-i), or probe hosts into {facts_dir}/ first")
+    found, problems = [], []
     for name in names:
-        facts = load_host(facts_dir, name)
+        try:
+            found.append(load_host(facts_dir, name))
+        except FactsError as error:
+            problems.append(str(error))
+    if problems:
+        for problem in problems[:-1]:
+            stderr.print(f"provision: error: {problem}", highlight=False, soft_wrap=True, markup=False)
+        raise fail(
+            f"{problems[-1]}"
+            + (f" ({len(problems)} of {len(names)} hosts have no usable facts)" if len(names) > 1 else "")
+            + "; nothing printed"
+        )
+    for facts in found:
         typer.echo(slurm_node_line(facts))
         note = uneven_note(facts)
         if note:

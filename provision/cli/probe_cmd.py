@@ -9,12 +9,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from provision import config
 from provision.cli import app, fail, options as opt, stderr
+from provision.cli.targets import resolve_targets
 from provision.factstore import save_host
 from provision.gather import capture_script
-from provision.inventory import open_inventory
 from provision.probe import probe_hosts, replay
-from provision.report import print_table, print_topology, results_json
+from provision.report import failure_lines, print_table, print_topology, results_json
 
 
 @app.command(
@@ -25,10 +26,16 @@ from provision.report import print_table, print_topology, results_json
     "  provision probe --replay ./capture   # saved outputs, no SSH"
 )
 def probe(
+    ctx: typer.Context,
     hosts: list[str] = typer.Argument(None, help="Hosts or groups (default: all in the inventory)."),
     inventory: Path = opt.INVENTORY,
     facts_dir: Path = opt.FACTS_DIR,
-    replay_dir: Path = typer.Option(None, "--replay", help="Derive facts from saved captures DIR/<host>/<name>.txt; no SSH."),
+    replay_dir: Path = typer.Option(
+        None,
+        "--replay",
+        help="Derive facts from saved captures DIR/<host>/<name>.txt; no SSH. They are saved in DIR.facts/ "
+        "unless --facts-dir (or PROVISION_FACTS_DIR, a config file) names a folder.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON for scripts instead of a table."),
     forks: int = opt.FORKS,
     workers: int = opt.WORKERS,
@@ -47,8 +54,10 @@ def probe(
             results = replay(replay_dir, hosts or None)
         except FileNotFoundError as error:
             raise fail(str(error)) from None
+        if not _facts_dir_chosen(ctx):  # never over the live facts of real hosts with the same names
+            facts_dir = replay_facts_dir(replay_dir)
     else:
-        targets = open_inventory(inventory).resolve(hosts or [])
+        _, targets = resolve_targets(inventory, hosts or [])
         if not targets:
             raise fail("no hosts: name some (provision probe localhost) or give an inventory with -i")
         settings = opt.probe_settings(
@@ -93,18 +102,26 @@ def probe(
                 if result.facts is not None:
                     print_topology(result.facts, console)
         if save and len(unsaved) < sum(r.ok for r in results):
-            console.print(f"facts saved in {facts_dir}/")
+            console.print(escape(f"facts saved in {facts_dir}/"), soft_wrap=True, highlight=False)
     failed = [r for r in results if not r.ok]
-    for result in failed:
-        stderr.print(
-            f"[red]{escape(result.host)}[/red]: " + escape(f"{result.error_kind}: {result.error}"),
-            highlight=False,
-            soft_wrap=True,
-        )
+    for line in failure_lines(results):  # once, one line per host, under the table
+        stderr.print(escape(line), highlight=False, soft_wrap=True, style="red")
     for line in unsaved:
         stderr.print(f"provision: error: {line}", highlight=False, soft_wrap=True, markup=False)
     if failed or unsaved:
         raise typer.Exit(1)
+
+
+def _facts_dir_chosen(ctx: typer.Context) -> bool:
+    """True when the command line, the environment or a config file named the facts folder."""
+    source = ctx.get_parameter_source("facts_dir")
+    return (source is not None and source.name != "DEFAULT") or config.is_configured("facts_dir")
+
+
+def replay_facts_dir(replay_dir: Path) -> Path:
+    """Where replayed facts go by default: ``DIR.facts`` beside the capture folder."""
+    folder = replay_dir.resolve()
+    return folder.with_name(folder.name + ".facts")
 
 
 @app.command(

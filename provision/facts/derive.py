@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from provision.errors import ParseError
+from provision.errors import NotCapturedError, ParseError
 from provision.facts import hwloc, lscpu, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
 from provision.facts.model import NO_OPENMPI, Core, CpuTopology, Gpu, HostFacts, Socket
 
@@ -166,7 +166,7 @@ def _cpu_topology(arch: str, captures: dict[str, str], notes: list[str]) -> CpuT
     from_hwloc = _topology_from_hwloc(captures, notes)
     if PPC64 in captures and (arch in POWER_ARCHES or rows is None):
         if numa is None:
-            raise ParseError(NUMA, "POWER host has ppc64_cpu but no numactl -H: cannot tell sockets")
+            raise NotCapturedError(NUMA, "a POWER host with ppc64_cpu needs numactl -H to tell its sockets (install numactl)")
         topology = _topology_from_power(ppc64_cpu.parse_ppc64_cpu_info(captures[PPC64]), numa)
         if rows is not None:
             other = _topology_from_rows(rows, row_source, None)
@@ -177,7 +177,7 @@ def _cpu_topology(arch: str, captures: dict[str, str], notes: list[str]) -> CpuT
     elif rows is not None:
         topology = _topology_from_rows(rows, row_source, numa)
     elif from_hwloc is None:
-        raise ParseError(LSCPU_P, "no core topology: none of lscpu -p, sysfs or ppc64_cpu --info was captured")
+        raise NotCapturedError(LSCPU_P, "no core topology: none of lscpu -p, sysfs or ppc64_cpu --info was captured")
     else:
         topology = from_hwloc
     if from_hwloc is not None:

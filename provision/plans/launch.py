@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from provision.errors import PlanError, UnsafeValueError
 from provision.facts.model import HostFacts
 from provision.plans.dims import Dims
-from provision.plans.rankfile import RankPlan
+from provision.plans.rankfile import RankPlan, some_names as _some
 
 DDL_MODES = {
     "b": "enhanced NCCL where possible, else ring",
@@ -19,6 +19,7 @@ DDL_MODES = {
     "c": "RCS only",
     "p": "exploration: best algorithm per dimension",
 }
+DEFAULT_EXPORTS = ("PATH", "LD_LIBRARY_PATH")  # the seed's -x PATH -x LD_LIBRARY_PATH
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _IFACE = re.compile(r"^[A-Za-z0-9._:-]{1,15}$")
 
@@ -69,11 +70,6 @@ def openmpi_version(facts_list: list[HostFacts]) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def _some(names: list[str], shown: int = 8) -> str:
-    """``a, b, c`` or ``a, ..., h and 12 more``: bounded for thousands of hosts."""
-    return ", ".join(names) if len(names) <= shown else f"{', '.join(names[:shown])} and {len(names) - shown} more"
-
-
 def rankfile_option(version: tuple[int, int], path: str) -> list[str]:
     """``-rf FILE`` up to OpenMPI 4; ``--map-by rankfile:file=FILE`` from 5 on."""
     return ["--map-by", f"rankfile:file={path}"] if version[0] >= 5 else ["-rf", path]
@@ -112,11 +108,15 @@ def mpirun_argv(
     report_bindings: bool = False,
     hostfile_path: str | None = None,
     allow_run_as_root: bool = False,
+    unset_env: frozenset[str] = frozenset(),
 ) -> list[str]:
     """The mpirun argument vector (quote with :func:`shlex.join` to print it).
 
     ``hostfile_path`` is the allocation (:func:`allocation_hostfile`), required from OpenMPI 5 on;
-    ``allow_run_as_root`` passes mpirun's own ``--allow-run-as-root`` (never added otherwise)."""
+    ``allow_run_as_root`` passes mpirun's own ``--allow-run-as-root`` (never added otherwise);
+    ``unset_env``: variables not set where mpirun starts, so the :data:`DEFAULT_EXPORTS` among
+    them are left out (mpirun warns about each ``-x`` of an unset variable); a ``--export`` the
+    user named is always passed."""
     if not command:
         raise PlanError("no command to launch: put it after --, e.g. provision launch 4x2x1 -- python train.py")
     facts_list = list(plan.facts)
@@ -128,7 +128,9 @@ def mpirun_argv(
         argv += ["--hostfile", hostfile_path]
     if allow_run_as_root:
         argv.append("--allow-run-as-root")
-    for name in dict.fromkeys(["PATH", "LD_LIBRARY_PATH", *export]):  # in order, once each
+    for name in dict.fromkeys([*DEFAULT_EXPORTS, *export]):  # in order, once each
+        if name in unset_env and name not in export:
+            continue
         if not _ENV_NAME.match(name):
             raise UnsafeValueError(f"-x {name!r}: not an environment variable name")
         argv += ["-x", name]

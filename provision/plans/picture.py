@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.markup import escape
 from rich.text import Text
 from rich.tree import Tree
 
@@ -34,13 +35,21 @@ def core_cells(plan: RankPlan) -> dict[str, list[list[CoreCell]]]:
     return cells
 
 
+def _gpu_text(facts, slot: Slot) -> str:
+    """``GPU 1``, or ``no GPU`` where the host has no GPU of that index (--allow-no-gpu)."""
+    return f"GPU {slot.learner}" if any(gpu.index == slot.learner for gpu in facts.gpus) else "no GPU"
+
+
 def rich_tree(plan: RankPlan) -> Tree:
     """The terminal picture."""
-    tree = Tree(f"[bold]{plan.dims}[/bold]: {plan.dims.learners} ranks on {plan.dims.hosts} hosts in {plan.dims.z} rack(s)")
+    tree = Tree(
+        f"[bold]{plan.dims}[/bold]: {plan.dims.learners} ranks on {plan.dims.hosts} hosts in {plan.dims.z} rack(s)",
+        highlight=False,
+    )
     cells = core_cells(plan)
     hosts = sorted(plan.hosts, key=lambda h: h.index)
     for rack in range(plan.dims.z):
-        rack_node = tree.add(f"[bold]rack {rack + 1}[/bold]")
+        rack_node = tree.add(f"[bold]{escape(plan.rack_label(rack))}[/bold]")
         for host_plan in [h for h in hosts if h.rack == rack]:
             facts = plan.facts[host_plan.index]
             host_node = rack_node.add(f"[bold cyan]{host_plan.host}[/bold cyan] {facts.cpu.shape()} ({facts.cpu.source})")
@@ -56,8 +65,10 @@ def rich_tree(plan: RankPlan) -> Tree:
                 for slot in sorted((s for s in host_plan.slots if s.socket == socket_index), key=lambda s: s.first_core):
                     gpu = next((g for g in facts.gpus if g.index == slot.learner), None)
                     label = Text("■ ", style=_PALETTE[slot.learner % len(_PALETTE)])
-                    label.append(f"rank {slot.rank}: cores {slot.slot_text()} -> GPU {slot.learner}")
-                    if gpu is not None:
+                    if gpu is None:  # --allow-no-gpu: learner x drives no GPU on this host
+                        label.append(f"rank {slot.rank}: cores {slot.slot_text()} -> no GPU")
+                    else:
+                        label.append(f"rank {slot.rank}: cores {slot.slot_text()} -> GPU {slot.learner}")
                         label.append(f" ({gpu.name}, {gpu.bus_id})", style="dim")
                     socket_node.add(label)
     return tree
@@ -80,7 +91,7 @@ def svg(plan: RankPlan) -> str:
             for position, core in enumerate(socket):
                 fill = _PALETTE[core.slot.learner % len(_PALETTE)] if core.slot else "#eeeeee"
                 title = f"socket {socket_index} core {core.index}" + (
-                    f": rank {core.slot.rank}, GPU {core.slot.learner}" if core.slot else ": unused"
+                    f": rank {core.slot.rank}, {_gpu_text(facts, core.slot)}" if core.slot else ": unused"
                 )
                 squares.append({"x": x + position * (cell + gap), "y": y, "fill": fill, "title": title})
             sockets.append({"x": x, "label": f"socket {socket_index}", "squares": squares})
@@ -91,15 +102,20 @@ def svg(plan: RankPlan) -> str:
             {
                 "y": y,
                 "host": host_plan.host,
-                "rack": host_plan.rack + 1,
+                "rack": plan.rack_label(host_plan.rack),
                 "shape": facts.cpu.shape(),
                 "sockets": sockets,
                 "ranks": ranks,
             }
         )
         y += cell + 34
+    gpus_present = min((len(facts.gpus) for facts in plan.facts), default=0)
     legend = [
-        {"x": label_width + 430 + learner * 58, "fill": _PALETTE[learner % len(_PALETTE)], "label": f"GPU {learner}"}
+        {
+            "x": label_width + 430 + learner * 58,
+            "fill": _PALETTE[learner % len(_PALETTE)],
+            "label": f"GPU {learner}" if learner < gpus_present else f"learner {learner}",
+        }
         for learner in range(plan.dims.x)
     ]
     width = max(width, label_width + 430 + 58 * plan.dims.x)

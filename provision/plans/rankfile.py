@@ -14,12 +14,14 @@ the socket (``slot=S:first-last``).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from provision import __version__
 from provision.errors import PlanError
 from provision.facts.model import HostFacts
-from provision.plans.dims import Dims
+from provision.inventory import Rack
+from provision.plans.dims import Dims, rack_names
 from provision.resources import render
 
 RULE_RANK_GEN = "rank_gen: learners spread evenly over sockets, learner 0 first on socket 0"
@@ -63,6 +65,11 @@ class RankPlan:
     hosts: tuple[HostPlan, ...]
     facts: tuple[HostFacts, ...]
     warnings: tuple[str, ...]
+    rack_names: tuple[str, ...] = ()  # the inventory's name of each rank-file rack z, when it has racks
+
+    def rack_label(self, z: int) -> str:
+        """``rack 1`` or, from the inventory, ``rack 1 (rack-a)``."""
+        return f"rack {z + 1}" + (f" ({self.rack_names[z]})" if self.rack_names else "")
 
     def slots(self) -> list[Slot]:
         """All slots in rank order."""
@@ -152,17 +159,27 @@ def topology_differences(facts_list: list[HostFacts]) -> list[str]:
 
 
 def plan_rankfile(
-    dims: Dims, facts_list: list[HostFacts], *, allow_no_gpu: bool = False, use_gpu_affinity: bool = True
+    dims: Dims,
+    facts_list: list[HostFacts],
+    *,
+    allow_no_gpu: bool = False,
+    use_gpu_affinity: bool = True,
+    racks: Sequence[Rack] = (),
 ) -> RankPlan:
-    """The whole rank file for ``facts_list`` (hosts rack by rack). Validates before anything is written."""
+    """The whole rank file for ``facts_list`` (hosts rack by rack). Validates before anything is written.
+
+    ``racks``: the inventory's racks; when the hosts are in them, Y and Z must follow them
+    (:func:`provision.plans.dims.rack_names`)."""
     if len(facts_list) != dims.hosts:
         raise PlanError(
-            f"dims {dims} need Y·Z = {dims.hosts} hosts, got {len(facts_list)}: {', '.join(f.host for f in facts_list)}"
+            f"dims {dims} need Y·Z = {dims.hosts} hosts, got {len(facts_list)}: {some_names(f.host for f in facts_list)}; "
+            f"choose which with --hosts h1,h2,... ({dims.hosts} names, rack by rack) or change Y·Z"
         )
     names = [facts.host for facts in facts_list]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise PlanError(f"host(s) listed twice: {', '.join(duplicates)}")
+    inventory_racks = rack_names(dims, names, racks)
     hosts = tuple(
         plan_host(facts, dims, index, allow_no_gpu=allow_no_gpu, use_gpu_affinity=use_gpu_affinity)
         for index, facts in enumerate(facts_list)
@@ -171,7 +188,13 @@ def plan_rankfile(
     for facts in facts_list:
         if facts.hostname != facts.host:
             warnings.append(f"host {facts.host} calls itself {facts.hostname}: mpirun must resolve {facts.host} to it")
-    return RankPlan(dims, hosts, tuple(facts_list), tuple(warnings))
+    return RankPlan(dims, hosts, tuple(facts_list), tuple(warnings), inventory_racks)
+
+
+def some_names(names, shown: int = 8) -> str:
+    """``a, b, c`` or ``a, ..., h and 12 more``: bounded for thousands of hosts."""
+    names = list(names)
+    return ", ".join(names) if len(names) <= shown else f"{', '.join(names[:shown])} and {len(names) - shown} more"
 
 
 def render_rankfile(plan: RankPlan, generated_at: str) -> str:

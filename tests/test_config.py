@@ -1,0 +1,71 @@
+"""provision.toml, ~/.config/provision/config.toml and PROVISION_*: command line > environment > config > default."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from provision import config
+
+
+def cli(tmp_path, *args, env=None):
+    """The installed command in ``tmp_path`` with a clean environment (no PROVISION_*, HOME here)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PROVISION_") and k != "XDG_CONFIG_HOME"}
+    base["HOME"] = str(tmp_path / "home")
+    return subprocess.run(
+        ["provision", *args], capture_output=True, text=True, cwd=tmp_path, env={**base, **(env or {})}, timeout=120
+    )
+
+
+@pytest.fixture
+def capture(tmp_path):
+    shutil.copytree("tests/fixtures/captures/node-container", tmp_path / "cap" / "n1")
+    return tmp_path / "cap"
+
+
+def test_precedence_cli_over_env_over_config_over_default(tmp_path, capture):
+    (tmp_path / "provision.toml").write_text('facts_dir = "from-config"\n')
+    user = tmp_path / "home" / ".config" / "provision"
+    user.mkdir(parents=True)
+    (user / "config.toml").write_text('facts_dir = "/nonexistent/user-level"\nforks = 3\n')
+    done = cli(tmp_path, "probe", "--replay", str(capture))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "from-config" / "n1.json").exists()  # the project file wins over the user's
+    done = cli(tmp_path, "probe", "--replay", str(capture), env={"PROVISION_FACTS_DIR": "from-env"})
+    assert done.returncode == 0 and (tmp_path / "from-env" / "n1.json").exists(), done.stderr
+    done = cli(tmp_path, "probe", "--replay", str(capture), "--facts-dir", "from-cli", env={"PROVISION_FACTS_DIR": "from-env"})
+    assert done.returncode == 0 and (tmp_path / "from-cli" / "n1.json").exists(), done.stderr
+
+
+def test_bad_config_is_one_line_naming_file_and_key(tmp_path):
+    (tmp_path / "provision.toml").write_text("forks = 0\n")
+    done = cli(tmp_path, "probe", "localhost", "--no-save")
+    assert done.returncode == 2 and "provision.toml: forks = 0" in done.stderr and "Traceback" not in done.stderr
+    (tmp_path / "provision.toml").write_text('inventroy = "x.yml"\n')
+    done = cli(tmp_path, "probe", "localhost", "--no-save")
+    assert done.returncode == 2 and "unknown key 'inventroy'" in done.stderr
+
+
+def test_inventory_from_env_and_paths_relative_to_the_config_file(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "cluster.yml").write_text("hosts: {w1: {address: 192.0.2.1}}\n")
+    (site / "conf.toml").write_text('inventory = "cluster.yml"\n')
+    done = cli(tmp_path, "inventory", "show", env={"PROVISION_CONFIG": str(site / "conf.toml")})
+    assert done.returncode == 0 and "192.0.2.1" in done.stdout, done.stderr
+    done = cli(tmp_path, "inventory", "show", env={"PROVISION_INVENTORY": str(site / "cluster.yml")})
+    assert done.returncode == 0 and "192.0.2.1" in done.stdout, done.stderr
+    monkeypatch.setenv("PROVISION_CONFIG", str(site / "conf.toml"))
+    assert config.configured("inventory") == site / "cluster.yml"
+    assert config.configured("forks") == config.SETTINGS["forks"].default
+
+
+def test_shell_completion_is_offered():
+    done = subprocess.run(["provision", "--show-completion", "bash"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "_provision_completion" in done.stdout, done.stderr
+    env = {**os.environ, "_PROVISION_COMPLETE": "complete_bash", "COMP_WORDS": "provision inv", "COMP_CWORD": "1"}
+    done = subprocess.run(["provision"], capture_output=True, text=True, env=env, timeout=60)
+    assert done.stdout.split() == ["inventory"]
