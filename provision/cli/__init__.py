@@ -53,6 +53,7 @@ from provision.cli import (  # noqa: E402,F401
     plan_cmd,
     probe_cmd,
     setup_cmd,  # noqa: E402,F401
+    slurm_cmd,  # noqa: E402,F401
 )
 
 
