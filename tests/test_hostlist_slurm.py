@@ -8,9 +8,9 @@ from __future__ import annotations
 import random
 
 import pytest
+from slurm_support import OFFLINE_CONF, ensure_slurm_image, run_in_slurm_image
 
 from provision.plans.hostlist import expand, fold, sorted_hosts
-from slurm_support import OFFLINE_CONF, ensure_slurm_image, run_in_slurm_image
 
 pytestmark = pytest.mark.cluster
 
@@ -45,7 +45,8 @@ def test_scontrol_expands_our_hostlists_to_the_same_hosts(tmp_path):
     (tmp_path / "plain.txt").write_text("".join(",".join(sorted_hosts(names)) + "\n" for names in cases))
     script = (
         "cp /work/slurm.conf /etc/slurm/slurm.conf; : >/work/hostnames.txt; : >/work/sorted.txt;"
-        " while read -r h; do scontrol show hostnames \"$h\" | tr '\\n' ' ' >>/work/hostnames.txt; echo >>/work/hostnames.txt; done </work/folded.txt;"
+        " while read -r h; do scontrol show hostnames \"$h\" | tr '\\n' ' ' >>/work/hostnames.txt;"
+        " echo >>/work/hostnames.txt; done </work/folded.txt;"
         ' while read -r h; do scontrol show hostlistsorted "$h" >>/work/sorted.txt; done </work/plain.txt'
     )
     done = run_in_slurm_image(script, tmp_path)

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from provision.errors import ProvisionError
 
 MAX_SUFFIX_DIGITS = 9  # longer digit runs are left unfolded (Slurm keeps suffixes in an unsigned long)
-_NAME = re.compile(r"^(.*?)([0-9]{1,%d})?$" % MAX_SUFFIX_DIGITS, re.DOTALL)
+_NAME = re.compile(rf"^(.*?)([0-9]{{1,{MAX_SUFFIX_DIGITS}}})?$", re.DOTALL)
 _SPECIAL = re.compile(r"[\[\],\s]")
 _PART = re.compile(r"([^\[\],]*)(?:\[([^\]]*)\])?(?:,|$)")
-_RANGE = re.compile(r"^([0-9]{1,%d})(?:-([0-9]{1,%d}))?$" % (MAX_SUFFIX_DIGITS, MAX_SUFFIX_DIGITS))
+_RANGE = re.compile(rf"^([0-9]{{1,{MAX_SUFFIX_DIGITS}}})(?:-([0-9]{{1,{MAX_SUFFIX_DIGITS}}}))?$")
 
 
 class HostlistError(ProvisionError):
