@@ -32,12 +32,12 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from slurm_support import OFFLINE_CONF, ensure_slurm_image, run_in_slurm_image
 
 from conftest import capture_dir, run_cli
 from provision.facts import hwloc
 from provision.facts.cpulist import parse_cpulist
 from provision.facts.nvidia import parse_topo_matrix
+from slurm_support import OFFLINE_CONF, ensure_slurm_image, run_in_slurm_image
 
 pytestmark = pytest.mark.cluster
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from slurm_support import OFFLINE_CONF, ensure_slurm_image, run_in_slurm_image
 
 from provision.plans.hostlist import expand, fold, sorted_hosts
+from slurm_support import OFFLINE_CONF, ensure_slurm_image, run_in_slurm_image
 
 pytestmark = pytest.mark.cluster
 
