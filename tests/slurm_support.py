@@ -8,6 +8,7 @@ no-op until the node image or the Dockerfile changes.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -167,5 +168,6 @@ def start_slurm_cluster(run_cli) -> SlurmCluster:
 
 
 def stop_slurm_cluster(cluster: SlurmCluster) -> None:
-    """Remove the cluster's containers and network."""
+    """Remove the cluster's containers, network and folder."""
     _compose(cluster.project, {**os.environ, "SLURM_CLUSTER_DIR": str(cluster.folder)}, "down", "-v", "-t", "1")
+    shutil.rmtree(cluster.folder, ignore_errors=True)
