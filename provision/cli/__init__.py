@@ -54,6 +54,7 @@ from provision.cli import (  # noqa: E402,F401
     probe_cmd,
     run_cmd,
     setup_cmd,  # noqa: E402,F401
+    slurm_cmd,  # noqa: E402,F401
 )
 
 

@@ -1,0 +1,130 @@
+"""gres.conf from facts (pure); tests/test_gres_slurmd.py feeds the result to the real slurmd."""
+
+import dataclasses
+
+import pytest
+
+from plan_support import minsky
+from provision.plans.gres import core_ranges, gpu_type, host_gres, plan_gres, socket_cores
+
+
+@pytest.mark.parametrize(
+    ("model", "token"),
+    [
+        ("Tesla P100-SXM2-16GB", "tesla_p100-sxm2-16gb"),
+        ("NVIDIA A100-SXM4-80GB", "nvidia_a100-sxm4-80gb"),
+        ("Tesla V100-SXM3-32GB-H", "tesla_v100-sxm3-32gb-h"),
+        ("NVIDIA GeForce RTX 3090", "nvidia_geforce_rtx_3090"),
+        ("Quadro  RTX:8000,x=y", "quadro_rtx_8000_x_y"),  # no ':' ',' '=' or space reaches --gres=gpu:TYPE:N
+    ],
+)
+def test_type_is_slurms_nvml_name_made_safe(model, token):
+    assert gpu_type(model) == token
+
+
+def test_core_ranges():
+    assert core_ranges((0, 1, 2, 5, 7, 8)) == "0-2,5,7-8"
+    assert core_ranges([3]) == "3"
+
+
+def test_minsky_cores_are_logical_core_indexes_per_socket():
+    facts = minsky("node01")
+    assert socket_cores(facts, 0) == tuple(range(10)) and socket_cores(facts, 1) == tuple(range(10, 20))
+    gres = host_gres(facts)
+    assert [line.text(gres.name) for line in gres.lines] == [
+        "NodeName=node01 Name=gpu Type=tesla_p100-sxm2-16gb File=/dev/nvidia0 Cores=0-9",
+        "NodeName=node01 Name=gpu Type=tesla_p100-sxm2-16gb File=/dev/nvidia1 Cores=0-9",
+        "NodeName=node01 Name=gpu Type=tesla_p100-sxm2-16gb File=/dev/nvidia2 Cores=10-19",
+        "NodeName=node01 Name=gpu Type=tesla_p100-sxm2-16gb File=/dev/nvidia3 Cores=10-19",
+    ]
+    assert gres.node_line == (
+        "NodeName=node01 CPUs=160 Boards=1 SocketsPerBoard=2 CoresPerSocket=10 ThreadsPerCore=8 Gres=gpu:tesla_p100-sxm2-16gb:4"
+    )
+
+
+def test_identical_hosts_fold_into_one_hostlist_line_per_gpu():
+    hosts = [minsky(f"node{n:02d}") for n in (1, 2, 3, 7)] + [minsky("node04", gpu_sockets=(1, 1, 0, 0))]
+    plan = plan_gres(hosts, "9.9")
+    assert plan.gres_conf.splitlines() == [
+        "# gres.conf from probed facts (provision 9.9 slurm-gres)",
+        "AutoDetect=off",
+        "NodeName=node[01-03,07] Name=gpu Type=tesla_p100-sxm2-16gb File=/dev/nvidia0 Cores=0-9",
+        "NodeName=node[01-03,07] Name=gpu Type=tesla_p100-sxm2-16gb File=/dev/nvidia1 Cores=0-9",
+        "NodeName=node[01-03,07] Name=gpu Type=tesla_p100-sxm2-16gb File=/dev/nvidia2 Cores=10-19",
+        "NodeName=node[01-03,07] Name=gpu Type=tesla_p100-sxm2-16gb File=/dev/nvidia3 Cores=10-19",
+        "NodeName=node04 Name=gpu Type=tesla_p100-sxm2-16gb File=/dev/nvidia0 Cores=10-19",
+        "NodeName=node04 Name=gpu Type=tesla_p100-sxm2-16gb File=/dev/nvidia1 Cores=10-19",
+        "NodeName=node04 Name=gpu Type=tesla_p100-sxm2-16gb File=/dev/nvidia2 Cores=0-9",
+        "NodeName=node04 Name=gpu Type=tesla_p100-sxm2-16gb File=/dev/nvidia3 Cores=0-9",
+    ]
+    assert plan.slurm_conf.splitlines() == [
+        "GresTypes=gpu",
+        "NodeName=node[01-04,07] CPUs=160 Boards=1 SocketsPerBoard=2 CoresPerSocket=10 ThreadsPerCore=8 "
+        "Gres=gpu:tesla_p100-sxm2-16gb:4",
+    ]
+    assert plan.errors == () and plan.notes == ()
+
+
+def test_unknown_affinity_gets_no_cores_and_a_note_never_a_guess():
+    plan = plan_gres([minsky("node01", gpu_sockets=(0, None, 1, 1))])
+    lines = plan.gres_conf.splitlines()
+    assert lines[3] == "NodeName=node01 Name=gpu Type=tesla_p100-sxm2-16gb File=/dev/nvidia1"
+    assert plan.notes == ("host node01: GPU 1 (0001:01:00.0): socket affinity unknown; no Cores= (any core may use it)",)
+
+
+def test_mixed_models_get_one_type_each():
+    facts = minsky("node01")
+    v100 = dataclasses.replace(facts.gpus[3], name="Tesla V100-SXM2-16GB")
+    plan = plan_gres([dataclasses.replace(facts, gpus=(*facts.gpus[:3], v100)), minsky("node02")])
+    assert "NodeName=node01 Name=gpu Type=tesla_v100-sxm2-16gb File=/dev/nvidia3 Cores=10-19" in plan.gres_conf
+    assert "Gres=gpu:tesla_p100-sxm2-16gb:3,gpu:tesla_v100-sxm2-16gb:1" in plan.slurm_conf
+    assert "NodeName=node02 Name=gpu Type=tesla_p100-sxm2-16gb File=/dev/nvidia3 Cores=10-19" in plan.gres_conf
+    assert plan.notes == ("host node01: GPUs of 2 models (tesla_p100-sxm2-16gb, tesla_v100-sxm2-16gb): one Type= each",)
+
+
+def test_models_that_normalise_alike_are_named():
+    facts = minsky("node01")
+    other = dataclasses.replace(
+        facts, host="node02", hostname="node02", gpus=(dataclasses.replace(facts.gpus[0], name="tesla p100-SXM2-16GB"),)
+    )
+    plan = plan_gres([facts, other])
+    assert plan.notes == ("Type=tesla_p100-sxm2-16gb stands for 2 model names (Tesla P100-SXM2-16GB, tesla p100-SXM2-16GB)",)
+
+
+def test_unknown_gpus_and_clashing_names_are_errors_naming_the_host_others_kept():
+    failed = dataclasses.replace(
+        minsky("node02"),
+        gpus=(),
+        unavailable={"nvidia-smi-query": "exit 9: NVIDIA-SMI has failed because it couldn't communicate"},
+    )
+    unseen = dataclasses.replace(
+        minsky("node03"), gpus=(), notes=("hwloc-xml shows 4 NVIDIA GPU(s) but nvidia-smi is not available",)
+    )
+    clash = dataclasses.replace(minsky("node01"), host="node01-bmc", hostname="node01.other.example")
+    cpu_only = dataclasses.replace(minsky("login"), gpus=(), unavailable={"nvidia-smi-query": "not installed"})
+    plan = plan_gres([minsky("node01"), failed, unseen, clash, cpu_only])
+    assert plan.errors == (
+        "host node02: nvidia-smi failed (exit 9: NVIDIA-SMI has failed because it couldn't communicate): its GPUs are unknown",
+        "host node03: hwloc-xml shows 4 NVIDIA GPU(s) but nvidia-smi is not available: its GPUs are unknown "
+        "(install the NVIDIA driver's nvidia-smi and probe again)",
+        "host node01-bmc: short name node01 is also host node01's; NodeName must be unique",
+    )
+    assert plan.notes == ("host login: no GPUs; no gres.conf lines",)
+    assert plan.gres_conf.count("NodeName=node01 ") == 4
+    assert plan.slurm_conf.splitlines()[1].startswith("NodeName=login CPUs=160 ")
+    assert "Gres=" not in plan.slurm_conf.splitlines()[1]
+
+
+def test_no_gpus_anywhere_needs_no_gres_types():
+    plan = plan_gres([dataclasses.replace(minsky("login"), gpus=())])
+    assert plan.gres_conf.splitlines()[1:] == ["AutoDetect=off"]
+    assert plan.slurm_conf.splitlines() == [
+        "NodeName=login CPUs=160 Boards=1 SocketsPerBoard=2 CoresPerSocket=10 ThreadsPerCore=8"
+    ]
+
+
+def test_gpu_index_not_list_order_names_the_device():
+    facts = minsky("node01")
+    gpus = tuple(reversed(facts.gpus))
+    lines = host_gres(dataclasses.replace(facts, gpus=gpus)).lines
+    assert [line.file for line in lines] == [f"/dev/nvidia{i}" for i in range(4)]
