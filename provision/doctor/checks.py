@@ -20,6 +20,8 @@ CLOCK_WARN_S = 1.0
 
 def majority(values: dict[str, Hashable]) -> tuple[Hashable, list[str]]:
     """The most common value (the first node's on a tie) and the hosts that differ from it."""
+    if not values:
+        return None, []
     counts = Counter(values.values())
     top = max(counts.values())
     winner = next(v for v in values.values() if counts[v] == top)
@@ -74,7 +76,7 @@ def _compare(
     problems, hosts, shown = [], [], []
     for label, value_of in what.items():
         values = {r.host: value_of(r) or "none" for r in reached}
-        if set(values.values()) == {"none"}:
+        if set(values.values()) <= {"none"}:
             continue
         common, odd = majority(values)
         shown.append(f"{label} {common}")
@@ -190,36 +192,44 @@ def _kib(value: int) -> str:
 
 def check_limits(reports: list[NodeReport]) -> CheckResult:
     """Check 6: memlock unlimited (fail where an RDMA device exists, else warn), open files at
-    least :data:`NOFILE_MIN`, /dev/shm at least :data:`SHM_PER_GPU_MIB` per GPU (warn)."""
+    least :data:`NOFILE_MIN`, /dev/shm at least :data:`SHM_PER_GPU_MIB` per GPU (warn). Nodes
+    with the same value are grouped, the smallest group first: what differs stands out."""
     name = "limits"
-    statuses, hosts, problems = [], [], []
+    found: dict[str, dict[str, list[str]]] = {"memlock": {}, "open files": {}, "/dev/shm": {}, "unknown": {}}
+    statuses: dict[str, str] = {}
+
+    def add(kind: str, value: str, host: str, status: str) -> None:
+        found[kind].setdefault(value, []).append(host)
+        statuses[host] = _worst([statuses.get(host, PASS), status])
+
     for report in _reached(reports):
         limits, _ = session_limits(report, reports)
-        found = []
         if limits is None:
-            found.append((WARN, "limits unknown (no SSH session as the job user reached it)"))
+            add("unknown", "limits unknown (no SSH session as the job user reached it)", report.host, WARN)
         else:
             if limits.memlock_kib is not None:
                 rdma = bool(report.ib_ports)
-                found.append(
-                    (
-                        FAIL if rdma else WARN,
-                        f"memlock {_kib(limits.memlock_kib)}, not unlimited"
-                        + (" (RDMA device: NCCL/verbs cannot register memory)" if rdma else ""),
-                    )
-                )
+                value = _kib(limits.memlock_kib) + (" with an RDMA device (verbs/NCCL cannot register memory)" if rdma else "")
+                add("memlock", value, report.host, FAIL if rdma else WARN)
             if limits.nofile is not None and limits.nofile < NOFILE_MIN:
-                found.append((WARN, f"open files {limits.nofile} < {NOFILE_MIN}"))
+                add("open files", str(limits.nofile), report.host, WARN)
         gpus = len(report.facts.gpus)
         wanted = SHM_PER_GPU_MIB * 1024 * max(1, gpus)
         if report.shm_kib is not None and report.shm_kib < wanted:
-            found.append((WARN, f"/dev/shm {_kib(report.shm_kib)} < {_kib(wanted)} for {gpus} GPU(s)"))
-        if found:
-            statuses.append(_worst([s for s, _ in found]))
-            hosts.append(report.host)
-            problems.append(f"{report.host}: " + ", ".join(text for _, text in found))
+            add("/dev/shm", f"{_kib(report.shm_kib)} (< {_kib(wanted)} for {gpus} GPU(s))", report.host, WARN)
+    headings = {
+        "memlock": "memlock not unlimited: ",
+        "open files": f"open files < {NOFILE_MIN}: ",
+        "/dev/shm": "/dev/shm small: ",
+        "unknown": "",
+    }
+    problems = []
+    for kind, groups in found.items():
+        if groups:
+            ordered = sorted(groups.items(), key=lambda item: len(item[1]))
+            problems.append(headings[kind] + "; ".join(f"{value} on {_hosts_list(hosts)}" for value, hosts in ordered))
     if problems:
-        return CheckResult(name, _worst(statuses), tuple(hosts), "; ".join(problems))
+        return CheckResult(name, _worst(list(statuses.values())), tuple(statuses), ". ".join(problems))
     return CheckResult(name, PASS, (), f"memlock unlimited, open files >= {NOFILE_MIN}, /dev/shm large enough on every node")
 
 

@@ -24,7 +24,7 @@ CONNECT_TIMEOUT = 10
 _SCRIPT = """\
 self=$1; shift
 for n in "$self" "$@"; do
-  a=$(getent hosts "$n" 2>/dev/null | { read -r a _; echo "$a"; })
+  a=$(getent hosts "$n" 2>/dev/null | {{ read -r a _; echo "$a"; }})
   printf '@@%s@@ resolve %s %s\\n' '{nonce}' "$n" "${{a:--}}"
 done
 i=0

@@ -170,6 +170,8 @@ def gather_reports(
 def run_checks(reports: list[NodeReport], settings: DoctorSettings) -> list[CheckResult]:
     """Every check (the fast ones only with ``settings.fast``), in the order of the issue."""
     user = settings.user or "the login user"
+    if not any(r.ok for r in reports):  # nothing to compare: the one failed check says why
+        return [checks.check_reach(reports, user)]
     results = [
         checks.check_reach(reports, user),
         pairwise.check_pairwise(reports, user),
