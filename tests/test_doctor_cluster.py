@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from cluster_support import TESTS_DIR, Cluster, ensure_docker, wait_for_ssh, write_ed25519
 from conftest import run_cli
 

@@ -247,6 +247,16 @@ def _count(element, path: str) -> int | None:
     return int(value) if value.isdigit() else None
 
 
+def _uncorrected(gpu) -> int | None:
+    """Volatile uncorrected ECC errors: ``double_bit/total`` (up to Volta), or SRAM + DRAM
+    uncorrectable (Ampere on); None when the GPU reports none (ECC off, N/A)."""
+    if gpu.find("ecc_errors/volatile/double_bit") is not None:
+        return _count(gpu, "ecc_errors/volatile/double_bit/total")
+    counts = [_count(gpu, f"ecc_errors/volatile/{kind}_uncorrectable") for kind in ("sram", "dram")]
+    known = [c for c in counts if c is not None]
+    return sum(known) if known else None
+
+
 def parse_gpu_health(text: str) -> tuple[GpuHealth, ...]:
     """Each GPU's persistence mode, volatile uncorrected ECC count, pending page retirement and
     row remapping from ``nvidia-smi -q -x`` (hostile input: parsed by hwloc's bounded parser)."""
@@ -261,9 +271,7 @@ def parse_gpu_health(text: str) -> tuple[GpuHealth, ...]:
             GpuHealth(
                 bus_id=normalise_bus_id(gpu.get("id", ""), GPU_HEALTH.name),
                 persistence=None if persistence not in ("Enabled", "Disabled") else persistence == "Enabled",
-                volatile_uncorrected=_count(gpu, "ecc_errors/volatile/double_bit/total")
-                if gpu.find("ecc_errors/volatile/double_bit") is not None
-                else _count(gpu, "ecc_errors/volatile/dram_uncorrectable"),
+                volatile_uncorrected=_uncorrected(gpu),
                 retired_pending=_flag(gpu, "retired_pages/pending_retirement") or _flag(gpu, "retired_pages/pending_blacklist"),
                 remapped_pending=_flag(gpu, "remapped_rows/remapped_row_pending"),
             )
