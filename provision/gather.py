@@ -121,9 +121,7 @@ def _stderr_by_step(stderr: str, nonce: str, names: tuple[str, ...]) -> dict[str
     return {name: body for name, code, body in _frames(stderr, nonce) if name in names and code is None}
 
 
-def split_output(
-    text: str, nonce: str, stderr: str = "", names: tuple[str, ...] = CAPTURE_NAMES
-) -> dict[str, Capture]:
+def split_output(text: str, nonce: str, stderr: str = "", names: tuple[str, ...] = CAPTURE_NAMES) -> dict[str, Capture]:
     """Split the framed output of :func:`gather_script` into captures by name.
 
     stdout holds each step as ``@@N@@ name`` + its output + ``@@N@@ .rc CODE``; ``stderr``

@@ -39,7 +39,9 @@ def cluster(*odd: NodeReport, size: int = 4) -> list[NodeReport]:
 
 
 def test_reach_names_the_unreachable_node_and_the_odd_uid():
-    result = checks.check_reach(cluster(NodeReport("n2", error="unreachable: connection refused"), node("n3", job_ids=(1001, 1000))), "mpi")
+    result = checks.check_reach(
+        cluster(NodeReport("n2", error="unreachable: connection refused"), node("n3", job_ids=(1001, 1000))), "mpi"
+    )
     assert result.status == "fail" and result.hosts == ("n2", "n3")
     assert "n2: unreachable: connection refused" in result.detail and "1001:1000 on n3; the others 1000:1000" in result.detail
 
@@ -144,7 +146,9 @@ def test_gpu_health_reads_real_captures():
 
 def test_gpu_health_check_fails_on_errors_and_a_gpu_off_the_bus():
     healthy = _health("tesla-p100.xml")
-    bad = _health("tesla-p100.xml", ("<pending_retirement>No</pending_retirement>", "<pending_retirement>Yes</pending_retirement>"))
+    bad = _health(
+        "tesla-p100.xml", ("<pending_retirement>No</pending_retirement>", "<pending_retirement>Yes</pending_retirement>")
+    )
     result = checks.check_gpu_health(
         [
             node("n1", gpu_health=healthy, pci_gpus=1, xids=()),

@@ -76,8 +76,9 @@ DATASET = Step(
     "{ find \"$d\" -type f -printf '%P\\t%s\\t%T@\\n' 2>/dev/null | LC_ALL=C sort | "
     'awk -F \'\\t\' \'BEGIN { OFS = "\\t" } { n++; s += $2; sub(/\\..*/, "", $3); print } '
     'END { printf "count %d %.0f\\n", n, s > "/dev/fd/3" }\' | md5sum | { read -r h _; echo "listing $h"; }; } 3>&1; '
-    'if [ "$DOCTOR_DEEP" = 1 ]; then find "$d" -type f -printf \'%P\\n\' 2>/dev/null | LC_ALL=C sort | '
-    "awk 'NR % 97 == 1 && n < 16 { n++; print }' | while IFS= read -r f; do "
+    'if [ "$DOCTOR_DEEP" = 1 ]; then n=$(find "$d" -type f 2>/dev/null | wc -l); '
+    "find \"$d\" -type f -printf '%P\\n' 2>/dev/null | LC_ALL=C sort | "
+    "awk -v step=$(( n > 0 ? (n + 15) / 16 : 1 )) '(NR - 1) % step == 0' | while IFS= read -r f; do "
     'printf \'%s\\n\' "$f"; head -c 16777216 -- "$d/$f" | md5sum; done | md5sum | { read -r h _; echo "content $h"; }; fi; '
     'else echo "missing $d"; fi; done )',
     "each --dataset folder's manifest: file count, bytes, hash of names+sizes+mtimes",
