@@ -128,8 +128,8 @@ def split_output(text: str, nonce: str, stderr: str = "", names: tuple[str, ...]
     holds ``@@N@@ name`` + that step's stderr, kept only for a step that failed (at most
     :data:`STDERR_KEPT` characters). Raises :class:`ParseError` (source ``probe``) when the
     framing is broken (e.g. the connection dropped half way), and when a frame names anything
-    but a known capture (``names``: the steps the script ran) or names one twice: the output is hostile or corrupt, and a capture name
-    becomes a file name.
+    but a known capture (``names``: the steps the script ran) or names one twice: the output is
+    hostile or corrupt, and a capture name becomes a file name.
     """
     frames = _frames(text, nonce)
     if not frames:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from conftest import FIXTURES
-
 from provision.doctor import checks, sources
 from provision.doctor.model import Limits, NodeReport
 from provision.facts.derive import derive_facts

@@ -194,3 +194,9 @@ def run_checks(reports: list[NodeReport], settings: DoctorSettings) -> list[Chec
 def doctor(hosts: list[Host], settings: DoctorSettings) -> list[CheckResult]:
     """Gather from every host, then check: the whole of `provision doctor` below the CLI."""
     return run_checks(gather_reports(hosts, settings), settings)
+
+
+def fast_checks(hosts: list[Host], ssh: SshOptions, forks: int = DEFAULT_FORKS) -> list[CheckResult]:
+    """The checks `provision launch --run` makes first (1, 2, 3, 6), as the login user."""
+    settings = DoctorSettings(ssh=ssh, fast=True, forks=forks)
+    return run_checks(gather_reports(hosts, settings), settings)
