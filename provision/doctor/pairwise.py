@@ -20,18 +20,21 @@ from provision.errors import ParseError
 PARALLEL = 16  # ssh clients at once on each node
 CONNECT_TIMEOUT = 10
 
-# $1: this node's name; then its peers. Remote command runs in the peer's login shell (any shell).
+# $1: this node's name; then its peers. Each name in a job of its own (a slow resolver costs once per
+# batch, not once per name); the remote command runs in the peer's login shell (any shell).
 _SCRIPT = """\
-self=$1; shift
-for n in "$self" "$@"; do
-  a=$(getent hosts "$n" 2>/dev/null | {{ read -r a _; echo "$a"; }})
-  printf '@@%s@@ resolve %s %s\\n' '{nonce}' "$n" "${{a:--}}"
-done
+self=$1
 i=0
-for p in "$@"; do
-  ( out=$(ssh -n -o BatchMode=yes -o ConnectTimeout={timeout} "$p" \
-      "sh -c 'echo doctor-limits \\$(ulimit -l) \\$(ulimit -n)'" 2>&1); rc=$?
-    printf '@@%s@@ ssh %s %s %s\\n' '{nonce}' "$p" "$rc" "$(printf '%s' "$out" | tr '\\n\\t' '  ' | cut -c1-300)" ) &
+for n in "$@"; do
+  ( a=$(getent hosts "$n" 2>/dev/null | {{ read -r a _; echo "$a"; }})
+    line=$(printf '@@%s@@ resolve %s %s' '{nonce}' "$n" "${{a:--}}")
+    if [ "$n" != "$self" ]; then
+      out=$(ssh -n -o BatchMode=yes -o ConnectTimeout={timeout} "$n" \\
+        "sh -c 'echo doctor-limits \\$(ulimit -l) \\$(ulimit -n)'" 2>&1); rc=$?
+      line="$line
+$(printf '@@%s@@ ssh %s %s %s' '{nonce}' "$n" "$rc" "$(printf '%s' "$out" | tr '\\n\\t' '  ' | cut -c1-300)")"
+    fi
+    printf '%s\\n' "$line" ) &
   i=$((i + 1)); [ $((i % {parallel})) -eq 0 ] && wait
 done
 wait
