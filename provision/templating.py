@@ -39,6 +39,8 @@ def _environment(**extra) -> SandboxedEnvironment:
     env.filters["node_keys"] = node_keys
     env.filters["cluster_addresses"] = cluster_addresses
     env.filters["home_writer"] = home_writer
+    env.filters["present_users"] = lambda users: [u for u in users or [] if u.get("state", "present") != "absent"]
+    env.filters["absent_users"] = lambda users: [u for u in users or [] if u.get("state", "present") == "absent"]
     return env
 
 
