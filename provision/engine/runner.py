@@ -279,8 +279,8 @@ class Runner:
 
     def _save_cache(self, runs: dict[str, HostRun]) -> None:
         kept = {t.register for p in self.plays for t in (*p.tasks, *p.handlers) if t.register and not t.no_log}
-        for name, run in runs.items():
-            if name in self.inventory.hosts and self._live(run):
+        for name, run in runs.items():  # a failed host's claims (e.g. a name clash) are not kept
+            if name in self.inventory.hosts and self._live(run) and not run.failed:
                 self.cache.save(name, record_of(self.hostvars[name], self.known.get(name), kept))
 
     def _play_on_host(self, play: Play, run: HostRun) -> None:
