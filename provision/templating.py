@@ -1,9 +1,10 @@
 """Jinja2 for playbooks and operations (the templates layer, below both): sandboxed,
-StrictUndefined, native values for ``"{{ expr }}"``, shell quoting of every value rendered into a
-command, and ``when:`` expressions without ``eval``."""
+StrictUndefined, native values for ``"{{ expr }}"``, values kept out of shell code (a command's
+values are passed as shell variables, never as text), and ``when:`` expressions without ``eval``."""
 
 from __future__ import annotations
 
+import contextvars
 import re
 import shlex
 import traceback
@@ -165,7 +166,19 @@ def pluck(results: Any, field: str) -> list:
 
 
 ENV = _environment()
-SHELL_ENV = _environment(finalize=lambda value: _quote(value) if not isinstance(value, jinja2.runtime.Undefined) else value)
+_VALUES: contextvars.ContextVar[list | None] = contextvars.ContextVar("_VALUES", default=None)
+
+
+def _collect(value: Any) -> Any:
+    # Each ``{{ }}`` of a command renders as a marker; the value itself is kept aside.
+    values = _VALUES.get()
+    if values is None or isinstance(value, jinja2.runtime.Undefined):
+        return value
+    values.append("" if value is None else str(value))
+    return f"\x00{len(values)}\x00"
+
+
+SHELL_ENV = _environment(finalize=_collect)
 
 
 @lru_cache(maxsize=4096)
@@ -185,20 +198,115 @@ def _compiled(text: str, shell: bool) -> jinja2.Template:
 def render_value(value: Any, context: dict, *, shell: bool = False) -> Any:
     """Render every string inside ``value`` (dicts and lists walked). A string that is exactly one
     ``{{ expression }}`` keeps the expression's native type (a list stays a list). With
-    ``shell``, every interpolated value is shell-quoted (for ``command``)."""
+    ``shell``, a string is a shell command: see :func:`render_command`."""
     if isinstance(value, dict):
         return {key: render_value(item, context, shell=shell) for key, item in value.items()}
     if isinstance(value, list):
         return [render_value(item, context, shell=shell) for item in value]
     if not isinstance(value, str) or ("{{" not in value and "{%" not in value):
         return value
+    if shell:
+        return render_command(value, context)
     single = _SINGLE.match(value.strip())
-    if single and not shell:
+    if single:
         result = compile_expression(single.group("expr"))(**context)
         if isinstance(result, jinja2.runtime.Undefined):
             result._fail_with_undefined_error()
         return result
-    return _compiled(value, shell).render(context)
+    return _compiled(value, False).render(context)
+
+
+VALUES_END = ": provision values end"  # the line after the assignments of a command's values
+_VARIABLE = "_pv{}"
+
+
+def render_command(text: str, context: dict) -> str:
+    """Render a shell command so that no value can become shell code, whatever the quotes around
+    it: every ``{{ }}`` becomes a reference to a shell variable (``"${_pv1}"``), assigned first
+    from the shell-quoted value, so the value is one word and is never parsed. A value inside
+    quotes or a here-document is refused (:class:`TemplateError`): there it could end the quotes,
+    or be run by a nested shell (``sh -c "... {{ x }}"``). A value inside ``$(...)``, even within
+    double quotes, is a word of that command and allowed."""
+    values: list[str] = []
+    token = _VALUES.set(values)
+    try:
+        rendered = _compiled(text, True).render(context)
+    finally:
+        _VALUES.reset(token)
+    if not values:
+        return rendered
+    body = _place_values(rendered, values)
+    assignments = [f"{_VARIABLE.format(n)}={shlex.quote(value)}" for n, value in enumerate(values, 1)]
+    return "\n".join([*assignments, VALUES_END, body])
+
+
+def command_text(command: str) -> str:
+    """The command as written, without the assignments of its values (for display)."""
+    head, marker, body = command.partition("\n" + VALUES_END + "\n")
+    return body if marker else command
+
+
+_COMMAND = ("top", "cmd", "tick", "param")  # contexts where the shell reads words and quotes
+_OPENERS = {
+    "top": ("$((", "$(", "${", "`", '"', "'"),
+    "dq": ("$((", "$(", "${", "`"),
+}
+_CONTEXT = {"$((": "arith", "$(": "cmd", "${": "param", "`": "tick", '"': "dq", "'": "sq"}
+_CLOSERS = {"dq": '"', "sq": "'", "tick": "`", "cmd": ")", "arith": ")", "param": "}"}
+
+
+def _place_values(text: str, values: list[str]) -> str:
+    """Replace each value marker by its variable reference, checking the shell quoting context it
+    sits in (a small POSIX sh lexer: quotes, ``$(...)``, backquotes, comments, here-documents)."""
+    out: list[str] = []
+    stack = ["top"]
+    i, heredoc = 0, False
+    while i < len(text):
+        ch, where = text[i], stack[-1]
+        if ch == "\x00":
+            end = text.index("\x00", i + 1)
+            number = int(text[i + 1 : end])
+            escaped = i > 0 and text[i - 1] == "\\"
+            if heredoc or where in ("dq", "sq", "arith") or escaped:
+                place = {"dq": "double quotes", "sq": "single quotes", "arith": "$(( ))"}.get(where, "a here-document")
+                place = "a backslash escape" if escaped and not heredoc and where in _COMMAND else place
+                raise TemplateError(
+                    f"value {number} of this shell command sits inside {place}, where it could end the quotes or "
+                    "run as code: put the {{ }} outside any quotes (it is passed as one word)"
+                )
+            out.append('"${' + _VARIABLE.format(number) + '}"')
+            i = end + 1
+            continue
+        if ch == "\\" and where != "sq" and i + 1 < len(text) and text[i + 1] != "\x00":
+            out.append(text[i : i + 2])
+            i += 2
+            continue
+        if ch == _CLOSERS.get(where):
+            stack.pop()
+            out.append(ch)
+            i += 1
+            continue
+        opener = next((o for o in _OPENERS.get("dq" if where == "dq" else "top", ()) if text.startswith(o, i)), None)
+        if where in _COMMAND + ("dq",) and opener is not None:
+            stack.append(_CONTEXT[opener])
+            if opener == "$((":
+                stack.append("arith")  # its two ")" each close one level
+            out.append(opener)
+            i += len(opener)
+            continue
+        if ch == "(" and where in ("top", "cmd", "arith"):
+            stack.append("arith" if where == "arith" else "cmd")  # a subshell or a group: its ")" is its own
+        elif ch == "#" and where in _COMMAND and (i == 0 or text[i - 1] in " \t\n;&|("):
+            stop = text.find("\n", i)
+            stop = len(text) if stop < 0 else stop
+            out.append(text[i:stop])
+            i = stop
+            continue
+        elif text.startswith("<<", i) and where in _COMMAND:
+            heredoc = True
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 @lru_cache(maxsize=1024)

@@ -3,7 +3,6 @@
 from provision.engine.hostrun import HOSTINFO, HostRun, mask_secrets, unified_diff
 from provision.inventory import Host
 from provision.operations.base import UNKNOWN, FactKey, Write
-from provision.operations.system import EVERYTHING
 
 
 def test_mask_secrets():
@@ -27,15 +26,24 @@ def test_unified_diff_new_changed_secret():
     assert "hidden" in unified_diff(Write("/etc/x", b"pw", secret=True))
 
 
-def test_effects_predict_and_invalidate():
-    run = HostRun(Host("h"), session=None)
-    run.facts = {HOSTINFO: {"hostname": "h"}, FactKey("file", "/a"): None, FactKey("user", "u"): None}
-    run.record_effects(Write("/a", b"x").effects)
-    assert run.facts[FactKey("file", "/a")].content == b"x"
-    run.record_effects(((FactKey("user", "u"), UNKNOWN),))
-    assert FactKey("user", "u") not in run.facts and FactKey("user", "u") in run.invalidated
-    run.record_effects(((EVERYTHING, UNKNOWN),))
-    assert list(run.facts) == [HOSTINFO] and run.facts_hostname() == "h"
+def test_a_fact_read_before_a_change_is_trusted_only_where_the_change_states_it():
+    from provision.engine.factcache import FactCache, scope_of
+    from provision.operations.base import Run, UserEntry
+
+    cache = FactCache()
+    a, b, user, probe = FactKey("file", "/a"), FactKey("file", "/etc/b"), FactKey("user", "u"), FactKey("command", "grep x /a")
+    for key in (a, b, user, probe, HOSTINFO):
+        cache.store(key, None, 0)
+    cache.plan(scope_of(Write("/a", b"x")))
+    assert cache.value(a).content == b"x"  # stated exactly by the write
+    assert cache.known(b)  # another path: the write states it left it alone
+    assert cache.value(probe) is UNKNOWN and cache.value(user) is UNKNOWN  # not stated: read again
+    cache.store(user, UserEntry("u", 5, 5, "/home/u", "/bin/sh"), 1)
+    cache.plan(scope_of(Run("mkdir -p ~u/.ssh", "d", touches=("~u/.ssh",))))
+    assert cache.known(b) and cache.known(a)  # ~u resolves to /home/u: no overlap
+    cache.plan(scope_of(Run("apt-get install x", "i")))  # may alter anything
+    assert not cache.known(a) and not cache.known(b) and cache.known(HOSTINFO)
+    assert cache.hint(a).content == b"x"  # kept as a hint for --check, never trusted
 
 
 def test_stderr_reason_from_the_node_is_printable():

@@ -188,3 +188,85 @@ def test_diff_and_json_never_show_the_jupyter_hash_or_any_word_of_a_secret(tmp_p
     assert str(config) in shown and "(content hidden: secret)" in shown and "password: ********" in shown
     for hidden in ("argon2", old_hash.split("$")[-1], "secret phrase", "phrase", "horse", "battery", "staple"):
         assert hidden not in shown, hidden
+
+
+STALE = """
+- name: facts true at each task's turn
+  hosts: all
+  tasks:
+    - name: rewrite the file
+      file: {path: "{{ root }}/x", content: "marker\\n"}
+    - name: append unless the marker is there
+      command: {cmd: "echo again >> {{ root }}/ran", unless: "grep -q marker {{ root }}/x"}
+    - name: a command that may change anything
+      command: {cmd: "echo more >> {{ root }}/existing"}
+    - name: a line in a file that existed before the run
+      line: {path: "{{ root }}/existing", line: "wanted", create: false}
+"""
+
+
+def test_a_fact_is_read_again_after_a_change_it_does_not_state(tmp_path):
+    make(tmp_path, STALE, hosts=("h1",))  # the folders
+    (tmp_path / "h1" / "x").write_text("old\n")
+    (tmp_path / "h1" / "existing").write_text("first\n")
+    first = make(tmp_path, STALE, hosts=("h1",)).run()
+    assert recap(first)["h1"] == (4, 3, 0, 0, 0)
+    assert not (tmp_path / "h1" / "ran").exists()  # `unless` saw the file the task before wrote
+
+
+def test_check_predicts_unknown_facts_and_matches_the_real_run(tmp_path):
+    make(tmp_path, STALE, hosts=("h1",))
+    (tmp_path / "h1" / "x").write_text("old\n")
+    (tmp_path / "h1" / "existing").write_text("first\n")
+    checked = make(tmp_path, STALE, hosts=("h1",), check=True).run()
+    assert recap(checked)["h1"][2] == 0  # the line task does not fail: its file is unknown, not absent
+    sure = {r.task: r.status for r in checked.results if "predicted" not in r.message}
+    unsure = {r.task for r in checked.results if "predicted" in r.message}
+    # `unless` reads a file an earlier task writes, the line's file an earlier command may change:
+    # neither can be known without applying, and both say so.
+    assert unsure == {"append unless the marker is there", "a line in a file that existed before the run"}
+    real = make(tmp_path, STALE, hosts=("h1",)).run()
+    assert {r.task: r.status for r in real.results if r.task in sure} == sure
+
+
+def test_live_results_come_once_final_and_agree_with_the_recap(tmp_path):
+    playbook = """
+- name: p
+  hosts: all
+  tasks:
+    - {name: planned then fails, command: {cmd: "exit 3"}}
+    - {name: never applied, file: {path: "{{ root }}/y", content: "y"}}
+"""
+    runner = make(tmp_path, playbook, hosts=("h1", "h2"))
+    seen = []
+    runner.on_result = seen.append
+    report = runner.run()
+    assert sorted((r.host, r.task, r.status) for r in seen) == sorted((r.host, r.task, r.status) for r in report.results)
+    assert sorted((r.host, r.status) for r in seen if r.status in ("changed", "failed")) == [("h1", "failed"), ("h2", "failed")]
+    assert all(r.failed == 1 and r.changed == 0 for r in report.recap)
+    assert not (tmp_path / "h1" / "y").exists()
+
+
+def test_an_error_reading_one_host_fails_that_host_only(tmp_path, monkeypatch):
+    from provision.operations import facts
+
+    real = facts.parse_fact
+
+    def broken(key, text):  # a parser bug on one host's output must not stop the run
+        if key.kind == "file" and "/h1/" in key.arg:
+            raise ValueError("invalid literal for int() with base 10: '²'")
+        return real(key, text)
+
+    monkeypatch.setattr("provision.engine.hostrun.parse_fact", broken)
+    report = make(tmp_path).run()
+    assert recap(report)["h1"][2] == 1 and recap(report)["h2"] == (7, 7, 0, 0, 0)
+    assert "h1" in report.runs and "²" in report.runs["h1"].error
+
+
+def test_unless_runs_as_the_tasks_user(tmp_path):
+    from provision.engine.script import LOGIN_USER, build_script
+    from provision.operations.base import FactKey
+
+    script = build_script([], [FactKey("command", "id -u", "alice"), FactKey("command", "id -u", LOGIN_USER)], "n", True)
+    assert script.count("runuser -u alice -- sh -c '( id -u") == 1
+    assert script.count('runuser -u "$SUDO_USER" -- sh -c \'( id -u') == 1

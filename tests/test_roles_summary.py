@@ -58,10 +58,8 @@ def test_failed_nfs_server_is_said_not_hidden():
 def _server_run(session, kind="kernel"):
     from types import SimpleNamespace
 
-    from provision.engine.hostrun import HOSTINFO
-
     return SimpleNamespace(
-        failed=False, unreachable=None, registered={"nfs_kind": {"server": kind}}, facts={HOSTINFO: {}}, session=session
+        failed=False, unreachable=None, registered={"nfs_kind": {"server": kind}}, identity=dict, session=session
     )
 
 

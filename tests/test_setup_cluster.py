@@ -50,6 +50,11 @@ def recap(done) -> dict:
     return {r["host"]: r for r in json.loads(done.stdout)["recap"]}
 
 
+def changed_tasks(done) -> list:
+    """(host, task, item) of every task reported changed."""
+    return sorted((r["host"], r["task"], str(r["item"])) for r in json.loads(done.stdout)["results"] if r["status"] == "changed")
+
+
 def node_state(cluster, node) -> str:
     """Users, homes and SSH files of a node, as root sees them."""
     script = (
@@ -71,6 +76,7 @@ def test_converge_idempotent_check_and_pairs(setup_cluster, files):
     first = setup(files)
     assert first.returncode == 0, first.stdout + first.stderr
     assert all(r["changed"] > 0 and r["failed"] == 0 for r in recap(first).values())
+    assert changed_tasks(checked) == changed_tasks(first)  # --check predicted what the real run did
     verify = json.loads(first.stdout)["verify"]
     assert len(verify) == 3 * 2 * 2 and all(p["ok"] for p in verify), [p for p in verify if not p["ok"]]
 
@@ -197,3 +203,41 @@ def test_become_user_runs_as_that_user(setup_cluster, files, tmp_path):
     assert done.returncode == 0, done.stdout
     assert setup_cluster.docker_exec("s1", "cat", "/tmp/provision-whoami") == "nobody\n"
     assert recap(setup(files, "--playbook", str(playbook), "--no-verify"))["s1"]["changed"] == 0
+
+
+def test_values_never_become_shell_code_on_a_node(setup_cluster, files, tmp_path):
+    playbook = tmp_path / "values.yml"
+    playbook.write_text(
+        "- hosts: s1\n  become: true\n  tasks:\n"
+        "    - command: {cmd: 'printf %s {{ x }} > /tmp/provision-value', unless: 'test -e /tmp/provision-value'}\n"
+        "    - command: {cmd: 'printf %s \"$(printf %s {{ y }})\" > /tmp/provision-value2'}\n"
+    )
+    x, y = "a'; touch /tmp/pwned; '", "$(touch /tmp/pwned2)"
+    values = tmp_path / "values-vars.yml"
+    values.write_text(json.dumps({"x": x, "y": y}))  # JSON is YAML
+    done = setup(files, "--playbook", str(playbook), "--no-verify", "-e", f"@{values}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert setup_cluster.docker_exec("s1", "cat", "/tmp/provision-value") == x
+    assert setup_cluster.docker_exec("s1", "cat", "/tmp/provision-value2") == y
+    assert "absent" in setup_cluster.docker_exec("s1", "sh", "-c", "ls /tmp/pwned /tmp/pwned2 2>/dev/null || echo absent")
+    quoted = tmp_path / "quoted.yml"
+    quoted.write_text("- hosts: s1\n  tasks:\n    - command: {cmd: \"echo '{{ x }}'\"}\n")
+    refused = setup(files, "--playbook", str(quoted), "--no-verify", "-e", f"@{values}")
+    assert refused.returncode == 2 and f"{quoted}:3" in refused.stderr + refused.stdout and "single quotes" in refused.stderr
+
+
+def test_a_node_whose_getent_prints_odd_digits_fails_alone(setup_cluster, files, tmp_path):
+    stand_in = "#!/bin/sh\n/usr/bin/getent \"$@\" | sed 's/:2001:/:\xc2\xb2001:/'\n"  # a test stand-in for a hostile getent
+    setup_cluster.docker_exec(
+        "s2", "sh", "-c", f"printf '%b' '{stand_in}' > /usr/local/bin/getent && chmod 755 /usr/local/bin/getent"
+    )
+    try:
+        done = setup(files, "--no-verify")
+        rows = recap(done)
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert rows["s2"]["failed"] == 1 and "alice" in rows["s2"]["message"]
+        assert all(rows[n]["failed"] == 0 and rows[n]["unreachable"] == 0 for n in ("s1", "s3"))
+        plays = {r["play"] for r in json.loads(done.stdout)["results"] if r["host"] == "s3"}
+        assert len(plays) > 1  # the other hosts ran the later plays
+    finally:
+        setup_cluster.docker_exec("s2", "rm", "-f", "/usr/local/bin/getent")

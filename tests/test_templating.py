@@ -33,9 +33,52 @@ def test_undefined_is_an_error():
         render_value("a {{ nope }}", {})
 
 
-def test_values_in_commands_are_quoted():
-    out = render_value("touch {{ path }}", {"path": "/tmp/x; rm -rf /"}, shell=True)
-    assert out == "touch '/tmp/x; rm -rf /'"
+HOSTILE = ["a'; touch {pwned}; '", "$(touch {pwned})", '"; touch {pwned}; "', "`touch {pwned}`", "a b\n*", ""]
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+@pytest.mark.parametrize(
+    "command",
+    [
+        "printf '%s|' {{ x }}",
+        "printf '%s|' \"$(printf %s {{ x }})\"",  # inside $(...) within double quotes: a word of that command
+        "printf '%s|' {{ x }}{{ x }} # it's a comment",
+        "{% for v in [x, x] %}printf '%s|' {{ v }}; {% endfor %}",
+    ],
+)
+def test_a_value_in_a_command_is_one_word_never_code(tmp_path, command, value):
+    import subprocess
+
+    from provision.templating import command_text
+
+    pwned = tmp_path / "pwned"
+    value = value.format(pwned=pwned)
+    script = render_value(command, {"x": value}, shell=True)
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
+    assert not pwned.exists()
+    assert value in out.split("|") or value + value in out.split("|")
+    assert value not in command_text(script) or not value  # the text run is the playbook's, values apart
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo '{{ x }}'",
+        'echo "{{ x }}"',
+        'sh -c "echo {{ x }}"',
+        "su alice -c 'cd {{ x }}'",
+        "echo $(( {{ x }} + 1 ))",
+        "cat <<EOF\n{{ x }}\nEOF",
+        "echo \\{{ x }}",
+    ],
+)
+def test_a_value_inside_shell_quotes_is_refused(command):
+    with pytest.raises(TemplateError, match="inside"):
+        render_value(command, {"x": "a'; touch /tmp/pwned; '"}, shell=True)
+
+
+def test_commands_without_values_are_unchanged():
+    assert render_value("echo 'it''s' \"$HOME\" {% if true %}x{% endif %}", {}, shell=True) == "echo 'it''s' \"$HOME\" x"
 
 
 @pytest.mark.parametrize(

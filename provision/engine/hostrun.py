@@ -1,9 +1,14 @@
-"""One host's run: its fact cache, the changes decided but not yet applied, and its results.
+"""One host's run: what is known of its state (:mod:`provision.engine.factcache`), the changes
+decided but not yet applied, and its results.
 
 Facts are read in as few framed round trips as possible: everything the host's tasks are known
-to need is read in the first; a change's predicted effect updates the cache, and only facts a
-change made unknowable are read again (in the same round trip that applies the pending changes).
-A converged host therefore costs one connection and one round trip.
+to need is read in the first. A task decides only on facts no change planned since their reading
+may have altered (or that a change stated exactly); any other fact it needs is read again at its
+turn, in the round trip that applies the pending changes first, together with the facts the next
+tasks need that were altered. A converged host therefore costs one connection and one round trip.
+
+A task's result is reported (``on_result``) once it is final: a change when it was applied (or
+failed), in task order, so the live output never contradicts the recap.
 """
 
 from __future__ import annotations
@@ -15,14 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision.connection import HostFailure
+from provision.engine.factcache import ANYTHING, IDENTITY, FactCache, scope_of
 from provision.engine.script import BECOME_FAILED, Step, build_script, new_nonce, parse_output, remote_command, stdin_for
 from provision.errors import ParseError
 from provision.inventory import Host
-from provision.operations.base import UNKNOWN, FactKey, Write, printable
+from provision.operations.base import FactKey, Write, printable
 from provision.operations.facts import parse_fact
-from provision.operations.system import EVERYTHING
 
-HOSTINFO = FactKey("hostinfo")
+HOSTINFO = IDENTITY
 # The value is masked to the end of its line (a multi-word secret is hidden whole).
 _SECRET = re.compile(r"(?i)((?:pass(?:word|wd)?|secret|token|hashed_password|private)[\w.]*[^\S\r\n]*[=:][^\S\r\n]*)(\S[^\r\n]*)")
 _PRIVATE = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)
@@ -88,8 +93,7 @@ class HostRun:
     check: bool = False
     password: str | None = None
     on_result: Callable[[TaskResult], None] | None = None
-    facts: dict[FactKey, Any] = field(default_factory=dict)
-    invalidated: set[FactKey] = field(default_factory=set)
+    cache: FactCache = field(default_factory=FactCache)
     pending: list[tuple[Step, TaskResult]] = field(default_factory=list)
     results: list[TaskResult] = field(default_factory=list)
     registered: dict[str, Any] = field(default_factory=dict)
@@ -98,54 +102,74 @@ class HostRun:
     untrusted: bool = False  # its reported host keys lack the verified one: its hostinfo is not used
     error: str = ""  # why the host stopped, when no task result says it
     round_trips: int = 0
-    wanted: dict[FactKey, None] = field(default_factory=dict)  # facts later tasks are known to need
+    wanted: dict[FactKey, None] = field(default_factory=dict)  # facts the next tasks are known to need
+    decided: list[TaskResult] = field(default_factory=list)  # decided, not yet reported
+    root: bool = False  # some task here runs as root: every round trip does (facts read as root)
+
+    def identity(self) -> dict:
+        """Host name, addresses and host keys (read in the first round trip), or {}."""
+        return self.cache.hint(IDENTITY) or {}
 
     def facts_hostname(self) -> str | None:
         """The name this host calls itself (from its facts), if read."""
-        info = self.facts.get(HOSTINFO) or {}
-        return info.get("hostname") or None
+        return self.identity().get("hostname") or None
 
     # -- facts and changes ---------------------------------------------------------------------
-    def record_effects(self, effects) -> None:
-        """Update the cache with a change's predicted effects."""
-        for key, value in effects:
-            if key == EVERYTHING:
-                info = self.facts.get(HOSTINFO)
-                self.invalidated.update(self.facts)
-                self.facts.clear()
-                if info is not None:
-                    self.facts[HOSTINFO] = info
-            elif value is UNKNOWN:
-                self.facts.pop(key, None)
-                self.invalidated.add(key)
-            else:
-                self.facts[key] = value
+    def plan(self, change, result: TaskResult, step: Step, exact: bool = True) -> None:
+        """A change was decided: it is pending, and what it may alter is no longer trusted."""
+        self.cache.plan(scope_of(change, exact))
+        self.pending.append((step, result))
+
+    def plan_unknown(self) -> None:
+        """A --check prediction that could not say what it would change: trust nothing after it."""
+        self.cache.plan(ANYTHING)
 
     def view(self, keys: list[FactKey]) -> dict[FactKey, Any]:
-        """The facts for ``keys``; in --check, facts a predicted change made unknowable read as absent."""
-        return {key: self.facts.get(key) for key in keys}
+        """The trusted values of ``keys`` (None: absent on the host); UNKNOWN (--check only) where
+        a planned change may have altered the fact."""
+        return {key: self.cache.value(key) for key in keys}
+
+    def hints(self, keys: list[FactKey]) -> dict[FactKey, Any]:
+        """The last values read of ``keys``, trusted or not (--check predicts on them)."""
+        return {key: self.cache.hint(key) for key in keys}
 
     def need(self, keys: list[FactKey], as_root: bool) -> None:
-        """Make sure ``keys`` are known: apply the pending changes and read the missing facts in
-        one round trip (in --check, nothing is applied and unknowable facts stay absent)."""
-        missing = [k for k in dict.fromkeys(keys) if k not in self.facts]
+        """Make sure ``keys`` are known: apply the pending changes and read the facts that are
+        missing or altered since they were read, in one round trip, with the altered facts the
+        next tasks need. In --check nothing is applied: facts never read are read; facts a planned
+        change may have altered stay UNKNOWN."""
+        as_root = as_root or self.root
         if self.check:
-            missing = [k for k in missing if k not in self.invalidated]
-            if not missing:
-                return
-            self.round_trip(missing, as_root, apply=False)
+            missing = [k for k in dict.fromkeys(keys) if k not in self.cache.entries and not self.cache.altered_since(k, 0)]
+            if missing:
+                self.round_trip(missing, as_root, apply=False)
             return
+        as_root = as_root or self.root
+        missing = self.cache.unknown(keys)
         if missing:
-            # Re-read, in the same round trip, the facts later tasks need that changes made unknown.
-            again = [k for k in self.wanted if k not in self.facts and k not in missing]
+            again = [k for k in self.cache.unknown(self.wanted) if k not in missing and (as_root or not k.user)]
             self.round_trip(missing + again, as_root, apply=True)
 
     def flush(self) -> None:
         """Apply the pending changes (nothing in --check)."""
         if self.check:
             self.pending.clear()
+            self.report_ready()
         elif self.pending:
             self.round_trip([], False, apply=True)
+
+    def finish(self, result: TaskResult) -> None:
+        """``result`` is decided: report it (and those before it) once final."""
+        self.decided.append(result)
+        self.report_ready()
+
+    def report_ready(self, everything: bool = False) -> None:
+        """Report, in task order, the decided results whose changes are applied (or all)."""
+        waiting = {id(result) for _step, result in self.pending}
+        while self.decided and (everything or id(self.decided[0]) not in waiting):
+            result = self.decided.pop(0)
+            if self.on_result:
+                self.on_result(result)
 
     def round_trip(self, keys: list[FactKey], as_root: bool, apply: bool) -> None:
         """One framed script: pending changes in order, then the facts ``keys``."""
@@ -185,21 +209,28 @@ class HostRun:
             task_result.message = printable(text[-2400:], 100_000, newlines=True)[-600:] or f"exit {code}"
             self.failed = True
         if self.failed:
+            self.report_ready()
             raise HostFailed("a change failed")
         if not output.complete:
             self.unreachable = "connection lost before the round trip finished"
             raise HostFailed(self.unreachable)
+        self.report_ready()
+        epoch = self.cache.epoch if apply else 0  # in --check the host still shows the state before every change
         for index, key in enumerate(keys):
             if index not in output.facts:
                 raise HostFailed(f"no output for fact {key.kind} {key.arg}")
             try:
-                self.facts[key] = parse_fact(key, output.facts[index])
-            except ParseError as error:
-                self.failed = True
-                raise HostFailed(str(error)) from None
-            self.invalidated.discard(key)
+                value = parse_fact(key, output.facts[index])
+            except Exception as error:  # noqa: BLE001 - whatever a node printed fails that host alone
+                self.failed, self.error = (
+                    True,
+                    printable(f"{key.kind} {key.arg}: {error}" if not isinstance(error, ParseError) else str(error)),
+                )
+                raise HostFailed(self.error) from None
+            self.cache.store(key, value, epoch)
 
     def _abort_pending(self, reason: str, status: str = "failed") -> None:
         for _step, task_result in self.pending:
             task_result.status, task_result.message = status, reason
         self.pending.clear()
+        self.report_ready()

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from provision.connection import HostFailure
-from provision.engine.hostrun import HOSTINFO
 from provision.engine.script import remote_command, stdin_for
-from provision.operations.base import check_user, printable
+from provision.operations.base import check_user, is_number, printable
 from provision.operations.conda import clone_name
 from provision.operations.nfs import check_export_path
 from provision.parallel import fan_out
@@ -185,7 +184,7 @@ def role_summary(
             "ganesha": "nfs-ganesha (userspace NFSv4; the kernel cannot serve NFS here)",
         }
         lines.append(SummaryLine("nfs", server, f"NFS server: {label.get(kind, 'unknown')}; exports {', '.join(exports)}"))
-        info = run.facts.get(HOSTINFO) or {}
+        info = run.identity()
         server_address = variables[server].get("nfs_server_address") or (info.get("addresses") or [None])[0]
         try:
             done = run.session.run(remote_command(True), stdin_for(write_markers(exports, marker_name, token), True, password))
@@ -227,8 +226,8 @@ def role_summary(
                     SummaryLine(
                         "anaconda",
                         name,
-                        f"{user}: ~/.conda/envs/{env} " + (f"{size} MB" if size.isdigit() else "absent"),
-                        size.isdigit(),
+                        f"{user}: ~/.conda/envs/{env} " + (f"{size} MB" if is_number(size) else "absent"),
+                        is_number(size),
                     )
                 )
         if wanted("jupyter"):

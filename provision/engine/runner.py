@@ -4,6 +4,7 @@ by play (hosts in parallel, bounded by ``forks``; tasks in order on each host), 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,11 +12,11 @@ from typing import Any
 from provision.connection import SshOptions
 from provision.engine.hostrun import HOSTINFO, HostFailed, HostRun, TaskResult, unified_diff
 from provision.engine.membership import HostCache, cache_folder, cached_hostvars, record_of, verified_key_problem
-from provision.engine.script import Step
+from provision.engine.script import LOGIN_USER, Step
 from provision.errors import ProvisionError
 from provision.inventory import Host, Inventory
 from provision.operations import OPERATIONS
-from provision.operations.base import FactKey, Write, check_path, check_user
+from provision.operations.base import UNKNOWN, FactKey, Write, check_path, check_user
 from provision.parallel import fan_out
 from provision.playbook.model import Play, Task
 from provision.playbook.variables import Variables
@@ -112,6 +113,7 @@ class Runner:
         self.deferred = DEFERRED | {t.register for p in plays for t in (*p.tasks, *p.handlers) if t.register}
         self.hostvars: dict[str, dict] = {}
         self.prefetch: dict[str, dict[FactKey, None]] = {}
+        self.upcoming: dict[str, list[tuple[Task, list[FactKey]]]] = {}  # per host, in task order
         self.root: dict[str, bool] = {}
         self.hosts: dict[str, Host] = {}
         self.play_hosts: list[list[Host]] = []
@@ -136,7 +138,7 @@ class Runner:
         ctx = self.variables.for_host(host, play.vars)
         if run is not None:
             ctx.update(run.registered)
-            ctx["facts"] = run.facts.get(HOSTINFO) or {}
+            ctx["facts"] = run.identity()
             ctx["hostvars"] = self.hostvars
             ctx["play_hosts"] = [h.name for h in self.play_hosts[self.plays.index(play)]]
         if item is not _NO_ITEM:
@@ -175,6 +177,7 @@ class Runner:
             for host in hosts:
                 self.hosts[host.name] = host
                 self.prefetch.setdefault(host.name, {})
+                self.upcoming.setdefault(host.name, [])
                 for task in [t for t in play.tasks if self.selected(t)] + list(play.handlers):
                     self._prepare_task(play, task, host)
 
@@ -202,6 +205,8 @@ class Runner:
                 if not deferred:
                     raise BadInput(f"{task.where}: task {task.name!r} on {host.name}: {error}") from None
                 keys = self._partial_requests(task, ctx)
+            keys = _as_reader(keys, _reader(task, play, ctx))
+            self.upcoming[host.name].append((task, keys))
             for key in keys:
                 self.prefetch[host.name][key] = None
 
@@ -231,11 +236,16 @@ class Runner:
     def run(self) -> RunReport:
         """Run every play; a failing host stops its own tasks, never the others."""
         runs = {
-            name: HostRun(host, self.session_factory(host, self.ssh), self.options.check, self.options.become_password)
+            name: HostRun(
+                host,
+                self.session_factory(host, self.ssh),
+                self.options.check,
+                self.options.become_password,
+                on_result=self._emit,
+                root=self.root.get(name, False),
+            )
             for name, host in self.hosts.items()
         }
-        for name, run in runs.items():
-            run.wanted = self.prefetch.get(name, {})
         self.known = {name: self.cache.load(name) for name in self.inventory.hosts}
         self._fill_hostvars(runs)
         try:
@@ -254,7 +264,7 @@ class Runner:
 
     # -- hosts outside this run (issue 15): cluster-wide files never shrink ------------------
     def _live(self, run: HostRun) -> bool:
-        return HOSTINFO in run.facts and not run.untrusted
+        return bool(run.identity()) and not run.untrusted
 
     def _fill_hostvars(self, runs: dict[str, HostRun]) -> None:
         """hostvars of every inventory host: live for the hosts that answered this run (over
@@ -271,7 +281,7 @@ class Runner:
             self.hostvars[name] = {
                 **((self.known.get(name) or {}).get("registered") or {}),
                 **run.registered,
-                "facts": run.facts.get(HOSTINFO) or {},
+                "facts": run.identity(),
                 "inventory_hostname": name,
                 "inventory_address": run.host.address,
                 "inventory_port": run.host.port,
@@ -287,11 +297,11 @@ class Runner:
         if run.failed or run.unreachable:
             return
         try:
-            if HOSTINFO not in run.facts:
+            if not run.identity():
                 self._status(run, "reading state")
                 run.need([*self.prefetch.get(run.host.name, {}), HOSTINFO], self.root.get(run.host.name, False))
                 verified = getattr(run.session, "verified_host_key", lambda: None)()
-                problem = verified_key_problem(run.host.name, run.facts[HOSTINFO], verified)
+                problem = verified_key_problem(run.host.name, run.identity(), verified)
                 if problem:
                     run.untrusted, run.failed = True, True
                     raise HostFailed(problem)
@@ -309,6 +319,11 @@ class Runner:
         except HostFailed as error:
             run.error = run.error or str(error)
             self._status(run, f"stopped: {error}")
+        except Exception as error:  # noqa: BLE001 - whatever goes wrong on one host stops that host alone
+            run.failed, run.error = True, run.error or f"{type(error).__name__}: {error}"
+            self._status(run, f"stopped: {run.error}")
+        finally:
+            run.report_ready(everything=True)
 
     def _status(self, run: HostRun, text: str) -> None:
         if self.on_host:
@@ -317,6 +332,9 @@ class Runner:
     def _task(self, play: Play, task: Task, run: HostRun, notified: list[str] | None) -> None:
         self._status(run, task.name)
         become = task.become if task.become is not None else play.become
+        upcoming = self.upcoming.get(run.host.name, [])
+        last = max((i for i, (t, _keys) in enumerate(upcoming) if t is task), default=-1)
+        run.wanted = dict.fromkeys(key for _t, keys in upcoming[last + 1 :] for key in keys)
         try:
             items = self.loop_items(task, self.context(run.host, play, run))
         except Exception as error:  # noqa: BLE001
@@ -331,41 +349,39 @@ class Runner:
                 ctx = self.context(run.host, play, run, item)
                 if task.when is not None and not evaluate_when(task.when, ctx):
                     result.status = "skipped"
-                    self._emit(result)
+                    run.finish(result)
                     continue
                 op, args = self.render_args(task, play, ctx)
                 user = render_value(task.become_user, ctx) if task.become_user else None
                 user = check_user(user) if user else None  # a template may render to none: no switch
                 operation = OPERATIONS[op]
                 args = operation.check_args(args)
-                keys = operation.requests(args)
-                run.need(keys, become)
-                changes = operation.plan(args, run.view(keys))
+                reader = user or ("root" if become else LOGIN_USER)
+                changes, exact = self._decide(run, operation, args, reader, bool(become or user), result)
             except HostFailed:
                 result.status, result.message = "aborted", "host stopped"
+                run.finish(result)
                 raise
             except Exception as error:  # noqa: BLE001 - bad args, render errors, host errors: this task fails
                 self._fail(run, result, error)
             for change in changes:
-                run.record_effects(change.effects)
-                run.pending.append((Step(change, become, user), result))
+                run.plan(change, result, Step(change, become, user), exact)
                 result.changes.append(change.describe)
                 if self.options.diff and isinstance(change, Write):
                     result.diff.append(unified_diff(change) if not task.no_log else f"--- {change.path}\n(no_log: diff hidden)\n")
-            if changes:
+            if changes or result.status == "changed":
                 result.status = "changed"
                 if notified is not None:
                     notified.extend(task.notify)
             if task.register:
-                value: dict[str, Any] = {"changed": bool(changes), "status": result.status}
+                value: dict[str, Any] = {"changed": result.status == "changed", "status": result.status}
                 if item is not _NO_ITEM:
                     value["item"] = item
                 if operation.result is not None:
                     keys = operation.result_requests(args) if operation.result_requests else []
-                    run.need(keys, become)
-                    value.update(operation.result(args, run.view(keys)))
+                    value.update(operation.result(args, self._facts(run, keys, reader, bool(become or user))[0]))
                 registered.append(value)
-            self._emit(result)
+            run.finish(result)
         if task.register:
             run.registered[task.register] = (
                 {"results": registered, "changed": any(v["changed"] for v in registered)}
@@ -373,16 +389,46 @@ class Runner:
                 else (registered[0] if registered else {})
             )
 
+    def _facts(self, run: HostRun, keys: list[FactKey], reader: str, as_root: bool) -> tuple[dict, list[FactKey]]:
+        """The facts ``keys`` as the operation names them, read as ``reader`` where that matters,
+        and those unknown (--check only: a planned change may have altered them)."""
+        read = dict(zip(keys, _as_reader(keys, reader), strict=True))
+        run.need(list(read.values()), as_root)
+        view = run.view(list(read.values()))
+        unknown = [key for key, real in read.items() if view[real] is UNKNOWN]
+        if unknown:  # --check: predict on the state read before the changes planned above
+            view = {**view, **run.hints([read[key] for key in unknown])}
+        return {key: view[real] for key, real in read.items()}, unknown
+
+    def _decide(self, run: HostRun, operation, args: dict, reader: str, as_root: bool, result: TaskResult):
+        """The task's changes, decided on facts true now. In --check, where a planned change made
+        a fact unknowable, the task is predicted on the state read before it; when that cannot
+        decide, it is predicted ``changed`` (as Ansible would) and nothing after it is trusted."""
+        facts, unknown = self._facts(run, operation.requests(args), reader, as_root)
+        if not unknown:
+            return operation.plan(args, facts), True
+        where = ", ".join(f"{key.kind} {key.arg}".strip()[:60] for key in unknown[:3])
+        try:
+            changes = operation.plan(args, facts)
+        except Exception as error:  # noqa: BLE001 - on stale facts the real run may well succeed
+            run.plan_unknown()
+            result.status = "changed"
+            result.message = f"predicted: decided when the changes above are applied ({where} unknown now; {error})"
+            return [], False
+        result.message = f"predicted on state read before the changes above ({where})"
+        return changes, False
+
     def _fail(self, run: HostRun, result: TaskResult, error: BaseException) -> None:
         result.status = "failed"
         result.message = f"{type(error).__name__}: {error}" if not isinstance(error, ProvisionError) else str(error)
         run.failed = True
-        self._emit(result)
+        run.finish(result)
         with contextlib.suppress(HostFailed):
             run.flush()  # what earlier tasks decided is still applied
         raise HostFailed(result.message)
 
     def _emit(self, result: TaskResult) -> None:
+        """Report a final result to the caller (called by the host's run, in task order)."""
         if self.on_result:
             self.on_result(result)
 
@@ -405,3 +451,19 @@ class Runner:
                 recap.message = next((r.message for r in run.results if r.status == "failed"), run.error or "failed")
             report.recap.append(recap)
         return report
+
+
+def _reader(task: Task, play: Play, ctx: dict) -> str:
+    """Who runs the task's own checks (``unless``): its become_user, root, or the login user."""
+    if task.become_user:
+        try:
+            return check_user(render_value(task.become_user, ctx))
+        except Exception:  # noqa: BLE001 - known per item only (read then)
+            return ""
+    become = task.become if task.become is not None else play.become
+    return "root" if become else LOGIN_USER
+
+
+def _as_reader(keys: list[FactKey], reader: str) -> list[FactKey]:
+    """``command`` facts run as the task's user; other facts are read as the round trip's."""
+    return [dataclasses.replace(key, user=reader) if key.kind == "command" and reader else key for key in keys]

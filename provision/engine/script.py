@@ -81,10 +81,26 @@ def build_script(steps: list[Step], facts: list[FactKey], nonce: str, as_root: b
         out.append('[ "$rc" -eq 0 ] || exit 0')
     for index, key in enumerate(facts):
         out.append(f"printf '%s fact {index}\\n' \"$N\"")
-        out.append(f"( {fact_command(key)}\n) </dev/null 2>/dev/null")
+        out.append(f"( {as_reader(fact_command(key), key.user, as_root)}\n) </dev/null 2>/dev/null")
         out.append("printf '\\n'")
     out.append("printf '%s end\\n' \"$N\"")
     return "\n".join(out) + "\n"
+
+
+LOGIN_USER = "@login"  # FactKey.user of a command the login user runs (a task without become)
+
+
+def as_reader(command: str, user: str, as_root: bool) -> str:
+    """``command`` run as the fact's reader: the script's own user (""), root, the login user, or
+    a named user (become_user; a root script only)."""
+    if user in ("", "root") or (user == LOGIN_USER and not as_root):
+        if user == "root" and not as_root:
+            raise ValueError("a fact read as root needs a root round trip")
+        return command
+    who = '"$SUDO_USER"' if user == LOGIN_USER else quote(check_user(user))
+    if not as_root:
+        raise ValueError(f"a fact read as {user} needs a root round trip")
+    return f"runuser -u {who} -- sh -c {shlex.quote(command)}"
 
 
 # sudo reads the password through an askpass helper that prints it from the environment of

@@ -11,7 +11,7 @@ from typing import Any
 
 from provision.connection import HostFailure
 from provision.engine.script import remote_command, stdin_for
-from provision.operations.base import check_user
+from provision.operations.base import check_user, is_number
 from provision.parallel import fan_out
 
 _PEER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
@@ -51,7 +51,7 @@ def parse_verify(text: str, users: list[str], peers: dict[str, str]) -> dict[tup
     codes = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[0] in users and parts[1] in peers and parts[2].isdigit():
+        if len(parts) == 3 and parts[0] in users and parts[1] in peers and is_number(parts[2]):
             codes[(parts[0], parts[1])] = int(parts[2])
     return codes
 

@@ -23,7 +23,7 @@ USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
 PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_:-]{0,127}$")
 SERVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.@_:-]{0,127}$")
 _HOME_PATH = re.compile(r"^~([A-Za-z_][A-Za-z0-9._-]{0,31})(/.*)?$")
-UNKNOWN = object()  # a fact value a change makes unknowable until it is read again
+UNKNOWN = object()  # a fact value a change made unknowable (read again, or unknown in --check)
 
 
 class OperationError(ProvisionError):
@@ -37,11 +37,13 @@ class ArgumentError(ProvisionError):
 @dataclass(frozen=True)
 class FactKey:
     """One piece of host state: ``kind`` (file, user, group, uid, gid, package, pkgmgr, command,
-    service, systemd, hostinfo; ``stat``: a file's metadata without its content) and its
-    argument (a path, a name, a command...)."""
+    service, systemd, hostinfo; ``stat``: a file's metadata without its content), its
+    argument (a path, a name, a command...) and, for ``command``, who runs it: ``root``, a user
+    name (become_user), or "" for the login user."""
 
     kind: str
     arg: str = ""
+    user: str = ""
 
 
 @dataclass(frozen=True)
@@ -87,12 +89,14 @@ class ServiceState:
 
 @dataclass(frozen=True)
 class Run:
-    """A shell command to run (already safely quoted). ``effects`` predicts the facts it
-    changes (value or :data:`UNKNOWN`) so later tasks on the same host decide correctly."""
+    """A shell command to run (already safely quoted). ``effects`` states the facts it sets
+    exactly (value, or :data:`UNKNOWN`: altered, value not known); ``touches`` the paths it may
+    alter, or None: it may alter anything, so every other fact is read again before it is used."""
 
     command: str
     describe: str
     effects: tuple[tuple[FactKey, Any], ...] = ()
+    touches: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -164,7 +168,7 @@ class Operation:
                 checked[name] = spec.default
                 continue
             value = raw[name]
-            if int in spec.types and str not in spec.types and isinstance(value, str) and value.isdigit():
+            if int in spec.types and str not in spec.types and is_number(value):
                 value = int(value)
             if (
                 bool in spec.types
@@ -178,6 +182,14 @@ class Operation:
                 raise ArgumentError(f"{self.name}: argument {name!r} must be {wanted}, got {value!r}")
             checked[name] = value
         return checked
+
+
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def is_number(text: Any) -> bool:
+    """Whether ``text`` is ASCII digits only (``'²'.isdigit()`` is True, yet ``int('²')`` raises)."""
+    return isinstance(text, str) and _DIGITS.fullmatch(text) is not None
 
 
 def check_user(name: Any, what: str = "user") -> str:

@@ -22,6 +22,7 @@ from provision.operations.base import (
     check_path,
     check_user,
     home_prelude,
+    is_number,
     quote,
     shell_path,
 )
@@ -80,7 +81,7 @@ def fact_command(key: FactKey) -> str:
     if kind == "group":
         return f"getent group {quote(check_user(arg, 'group'))}; true"
     if kind in ("uid", "gid"):
-        if not arg.isdigit():
+        if not is_number(arg):
             raise ValueError(f"{kind} {arg!r} is not a number")
         return f"getent {'passwd' if kind == 'uid' else 'group'} {arg} | cut -d: -f1"
     if kind == "pkgmgr":
@@ -152,7 +153,7 @@ def parse_fact(key: FactKey, text: str) -> Any:
         if not lines:
             return None
         parts = lines[0].split(":")
-        if len(parts) != 7 or not parts[2].isdigit() or not parts[3].isdigit():
+        if len(parts) != 7 or not is_number(parts[2]) or not is_number(parts[3]):
             raise ParseError(source, f"unexpected passwd entry {lines[0][:80]!r}")
         groups = tuple(lines[1].split()) if len(lines) > 1 else ()
         return UserEntry(parts[0], int(parts[2]), int(parts[3]), parts[5], parts[6], groups[1:] if groups else ())
@@ -160,7 +161,7 @@ def parse_fact(key: FactKey, text: str) -> Any:
         if not lines:
             return None
         parts = lines[0].split(":")
-        if len(parts) != 4 or not parts[2].isdigit():
+        if len(parts) != 4 or not is_number(parts[2]):
             raise ParseError(source, f"unexpected group entry {lines[0][:80]!r}")
         return GroupEntry(parts[0], int(parts[2]))
     if kind in ("uid", "gid", "pkgmgr"):
@@ -169,7 +170,7 @@ def parse_fact(key: FactKey, text: str) -> Any:
         head = lines[0] if lines else ""
         return head.split("|", 1)[1] if head.startswith("ii") and "|" in head else None
     if kind == "command":
-        if not lines or not lines[-1].strip().isdigit():
+        if not lines or not is_number(lines[-1].strip()):
             raise ParseError(source, "no exit code")
         return int(lines[-1].strip())
     if kind == "systemd":

@@ -67,7 +67,7 @@ def _fix_attributes(path: str, state: FileState, args: dict) -> list[Run]:
         state.sha256,
         state.content,
     )
-    return [Run(" && ".join(commands), f"{path}: {', '.join(what)}", ((FactKey("file", path), new),))]
+    return [Run(" && ".join(commands), f"{path}: {', '.join(what)}", ((FactKey("file", path), new),), (path,))]
 
 
 def plan_directory(args: dict, facts: Mapping[FactKey, Any]) -> list:
@@ -82,7 +82,7 @@ def plan_directory(args: dict, facts: Mapping[FactKey, Any]) -> list:
         if args["owner"] or args["group"]:
             command += f" && chown {quote((args['owner'] or 'root') + (':' + args['group'] if args['group'] else ''))} {word}"
         new = FileState("d", mode, args["owner"] or "root", args["group"] or "root")
-        return [Run(command, f"create folder {path}", ((FactKey("file", path), new),))]
+        return [Run(command, f"create folder {path}", ((FactKey("file", path), new),), (path,))]
     if state.kind != "d":
         raise OperationError(f"{path} exists and is not a folder")
     return _fix_attributes(path, state, args)
@@ -239,7 +239,7 @@ def plan_download(args: dict, facts: Mapping[FactKey, Any]) -> list:
         f'else chmod {mode:04o} "$t" && chown {quote(owner)} "$t" && mv -f "$t" {word}; fi'
     )
     new = FileState("f", mode, args["owner"] or "root", args["group"] or "root", digest, None)
-    return [Run(command, f"download {url} to {path}", ((FactKey("file", path), new),))]
+    return [Run(command, f"download {url} to {path}", ((FactKey("file", path), new),), (path,))]
 
 
 _PATH = {"path": Arg((str,), True, help="remote path (absolute or ~user/...)")}

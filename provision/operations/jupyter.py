@@ -30,6 +30,7 @@ from provision.operations.base import (
     OperationError,
     check_path,
     check_user,
+    is_number,
 )
 from provision.operations.files import content_changes
 from provision.templating import render_template, template_loader
@@ -148,7 +149,7 @@ def _users(args: dict) -> list[dict]:
 def port_of(user: dict) -> int:
     """A user's ``jupyter_port``, checked (1024-65535)."""
     port = user.get("jupyter_port")
-    if isinstance(port, str) and port.isdigit():
+    if isinstance(port, str) and is_number(port):
         port = int(port)
     if isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65535:
         raise ArgumentError(f"cluster_users: jupyter_port {port!r} of {user.get('name')} must be a number from 1024 to 65535")

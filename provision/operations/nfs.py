@@ -136,6 +136,7 @@ def plan_dataset(args: dict, facts: Mapping[FactKey, Any]) -> list:
             f"mkdir -p {shell_path(path)} && chmod 0755 {shell_path(path)}",
             f"create dataset folder {path}",
             ((FactKey("file", path), FileState("d", 0o755)),),
+            (path,),
         )
     ]
 
@@ -188,7 +189,12 @@ def plan_mount(args: dict, facts: Mapping[FactKey, Any]) -> list:
     state = facts.get(FactKey("file", path))
     if state is None:
         changes.append(
-            Run(f"mkdir -p {shell_path(path)}", f"create mount point {path}", ((FactKey("file", path), FileState("d", 0o755)),))
+            Run(
+                f"mkdir -p {shell_path(path)}",
+                f"create mount point {path}",
+                ((FactKey("file", path), FileState("d", 0o755)),),
+                (path,),
+            )
         )
     elif state.kind != "d":
         raise OperationError(f"mount point {path} exists and is not a folder")

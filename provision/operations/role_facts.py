@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from provision.errors import ParseError
-from provision.operations.base import check_path, shell_path
+from provision.operations.base import check_path, is_number, shell_path
 from provision.operations.facts import register_fact_kind
 
 _MAX_LINES = 20000
@@ -95,7 +95,7 @@ def parse_listening(_arg: str, text: str) -> dict[int, int]:
         if len(fields) < 8 or fields[0] == "sl" or fields[3] != "0A":
             continue
         local = fields[1].rpartition(":")[2]
-        if not re.fullmatch(r"[0-9A-Fa-f]{4}", local) or not fields[7].isdigit():
+        if not re.fullmatch(r"[0-9A-Fa-f]{4}", local) or not is_number(fields[7]):
             raise ParseError("listening", f"unexpected /proc/net/tcp line {line[:80]!r}")
         ports.setdefault(int(local, 16), int(fields[7]))
     return ports
@@ -109,7 +109,7 @@ def _df_command(path: str) -> str:
 def _parse_df(path: str, text: str) -> int:
     lines = [line for line in text.splitlines() if line.strip()]
     fields = lines[-1].split() if lines else []
-    if len(fields) < 6 or not fields[3].isdigit():
+    if len(fields) < 6 or not is_number(fields[3]):
         raise ParseError(f"df {path}", f"unexpected df line {(lines[-1] if lines else '')[:80]!r}")
     return int(fields[3])
 

@@ -67,7 +67,8 @@ def plan_keypair(args: dict, facts: Mapping[FactKey, Any]) -> list:
             (FactKey("file", path), UNKNOWN),
             (FactKey("file", path + ".pub"), UNKNOWN),
         )
-        return [Run(command, f"{'rotate' if private is not None else 'generate'} ssh key {path}", effects)]
+        verb = "rotate" if private is not None else "generate"
+        return [Run(command, f"{verb} ssh key {path}", effects, (path.rpartition("/")[0],))]
     if private.kind != "f":
         raise OperationError(f"ssh_keypair: {path} is not a file")
     if public is None:
@@ -75,7 +76,7 @@ def plan_keypair(args: dict, facts: Mapping[FactKey, Any]) -> list:
             f't=$(mktemp {folder}/.provision-key.XXXXXX) && ssh-keygen -y -f {word} >"$t" && '
             f'chown {owner} "$t" && chmod 644 "$t" && mv -f "$t" {pub}'
         )
-        return [Run(command, f"derive {path}.pub", ((FactKey("file", path + ".pub"), UNKNOWN),))]
+        return [Run(command, f"derive {path}.pub", ((FactKey("file", path + ".pub"), UNKNOWN),), (path.rpartition("/")[0],))]
     return []
 
 

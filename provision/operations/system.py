@@ -8,7 +8,6 @@ from typing import Any
 from provision.operations.base import (
     PACKAGE_NAME,
     SERVICE_NAME,
-    UNKNOWN,
     Arg,
     ArgumentError,
     FactKey,
@@ -19,8 +18,7 @@ from provision.operations.base import (
     check_path,
     quote,
 )
-
-EVERYTHING = FactKey("*")  # effect key: a command may have changed any fact
+from provision.templating import command_text
 
 
 def _names(args: dict) -> list[str]:
@@ -77,13 +75,13 @@ def _command_requests(args: dict) -> list[FactKey]:
 
 
 def plan_command(args: dict, facts: Mapping[FactKey, Any]) -> list:
-    """Run ``cmd`` unless ``creates`` exists or ``unless`` exits 0 (both read with the facts)."""
+    """Run ``cmd`` unless ``creates`` exists or ``unless`` exits 0 (both read at the task's turn,
+    ``unless`` as the task's user)."""
     if args["creates"] and facts.get(FactKey("file", check_path(args["creates"]))) is not None:
         return []
     if args["unless"] and facts.get(FactKey("command", args["unless"])) == 0:
         return []
-    effects = [(EVERYTHING, UNKNOWN)]
-    return [Run(args["cmd"], f"run {args['cmd'][:60]}", tuple(effects))]
+    return [Run(args["cmd"], f"run {command_text(args['cmd'])[:60]}")]  # it may alter anything
 
 
 def _service_name(args: dict) -> str:

@@ -1,0 +1,96 @@
+"""Property tests for the engine's state parsers (operations/facts.py and role_facts.py kinds):
+whatever a node prints, each parser returns a value or raises ParseError, never anything else
+(``'²'.isdigit()`` is True, yet ``int('²')`` raises ValueError)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import provision.operations.role_facts  # noqa: F401 - registers the roles' fact kinds
+from provision.errors import ParseError
+from provision.operations.base import FactKey
+from provision.operations.facts import EXTRA_KINDS, parse_fact
+
+KEYS = [
+    FactKey("file", "/etc/x"),
+    FactKey("stat", "/etc/x"),
+    FactKey("user", "alice"),
+    FactKey("group", "mpi"),
+    FactKey("uid", "2001"),
+    FactKey("gid", "2001"),
+    FactKey("pkgmgr"),
+    FactKey("package", "nfs-common"),
+    FactKey("command", "true"),
+    FactKey("systemd"),
+    FactKey("service", "ssh"),
+    FactKey("hostinfo"),
+] + [FactKey(kind, "/srv/data") for kind in sorted(EXTRA_KINDS)]
+
+# Digits of other scripts (superscripts, Arabic-Indic, fullwidth...) that str.isdigit accepts.
+ODD_DIGITS = ["²", "³", "¹", "٣", "０", "߁", "①", "𝟙"]
+FRAGMENTS = [
+    "alice:x:2001:2001::/home/alice:/bin/bash",
+    "mpi:x:3000:",
+    "regular file|644|root|root|12",
+    "directory|755|root|root|4096",
+    "a" * 64,
+    "aGVsbG8=",
+    "absent",
+    "ii |1.2",
+    "0",
+    "kernel",
+    "none",
+    "alive",
+    "cap 000001ffffffffff",
+    "no mount.nfs (nfs-common)",
+    "  0: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1",
+    "/dev/sda1 1000 10 990 1% /",
+    "server:/data nfs4",
+    "h node1",
+    "a 10.0.0.1",
+    "k ssh-ed25519 AAAA",
+    "active",
+    "enabled",
+]
+PIECE = st.one_of(
+    st.sampled_from(FRAGMENTS), st.sampled_from(ODD_DIGITS), st.sampled_from([":", "|", " ", "\n", "\t"]), st.text(max_size=8)
+)
+
+
+def _mangle(fragment: str, digit: str) -> str:
+    return "".join(digit if ch.isdigit() else ch for ch in fragment)
+
+
+TEXT = st.one_of(
+    st.text(max_size=300),
+    st.lists(PIECE, max_size=40).map("".join),
+    st.builds(_mangle, st.sampled_from(FRAGMENTS), st.sampled_from(ODD_DIGITS)),
+    st.lists(st.builds(_mangle, st.sampled_from(FRAGMENTS), st.sampled_from(ODD_DIGITS + ["1"])), max_size=6).map("\n".join),
+)
+
+
+@pytest.mark.parametrize("key", KEYS, ids=lambda k: k.kind)
+@settings(max_examples=300, deadline=None)
+@given(text=TEXT)
+def test_every_state_parser_returns_or_raises_parse_error(key, text):
+    with contextlib.suppress(ParseError):
+        parse_fact(key, text)
+
+
+@pytest.mark.parametrize(
+    "key,text",
+    [
+        (FactKey("user", "alice"), "alice:x:²001:2001::/home/alice:/bin/bash"),
+        (FactKey("user", "alice"), "alice:x:2001:٣::/home/alice:/bin/bash"),
+        (FactKey("group", "mpi"), "mpi:x:３000:"),
+        (FactKey("command", "true"), "²"),
+        (FactKey("listening"), "  0: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     ²        0 1"),
+        (FactKey("df", "/"), "/dev/sda1 1000 10 ٩٩٠ 1% /"),
+    ],
+)
+def test_non_ascii_digits_are_a_parse_error(key, text):
+    with pytest.raises(ParseError):
+        parse_fact(key, text)
