@@ -203,7 +203,7 @@ def plan_authorized_key(args: dict, facts: Mapping[FactKey, Any]) -> list:
     node_keys = _check_node_keys(args["node_keys"]) if args["node_keys"] is not None else None
     entry = facts.get(FactKey("user", user))
     if entry is None:
-        if not keys and not any((node_keys or {}).values()):
+        if not keys and node_keys == {}:  # a departed user's keys revoked: gone with the account
             return []
         raise OperationError(f"authorized_key: user {user} does not exist")
     state = facts.get(FactKey("file", path))
@@ -212,8 +212,6 @@ def plan_authorized_key(args: dict, facts: Mapping[FactKey, Any]) -> list:
     text = state.content.decode(errors="replace") if state else ""
     new = set_node_keys(text, node_keys) if node_keys is not None else text
     new = add_keys(new, keys)
-    if state is None and not new:
-        return []
     return content_changes(path, new.encode(), {"owner": user, "group": None, "mode": 0o600}, state)
 
 
