@@ -84,6 +84,14 @@ class Session:
             raise HostFailure("ssh", f"cannot read {path}: {result.stderr.strip()[:200]}")
         return base64.b64decode("".join(result.stdout.split()))
 
+    def verified_host_key(self) -> str | None:
+        """``type base64`` of the host key this connection's key exchange verified against the
+        known_hosts files (None for localhost or when not connected): what a node reports about
+        its own keys is believed only when it includes this one."""
+        transport = self._connection.client.get_transport() if self._connection is not None else None
+        key = transport.get_remote_server_key() if transport is not None else None
+        return f"{key.get_name()} {key.get_base64()}" if key is not None else None
+
     def close(self) -> None:
         """Close the connection (idempotent)."""
         if self._connection is not None:

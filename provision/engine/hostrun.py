@@ -108,6 +108,7 @@ class HostRun:
     registered: dict[str, Any] = field(default_factory=dict)
     unreachable: str | None = None
     failed: bool = False
+    untrusted: bool = False  # its reported host keys lack the verified one: its hostinfo is not used
     error: str = ""  # why the host stopped, when no task result says it
     round_trips: int = 0
     wanted: dict[FactKey, None] = field(default_factory=dict)  # facts the next tasks are known to need
