@@ -111,16 +111,13 @@ def test_index_and_candidate_refuse_other_output(kind, text):
         parse_fact(FactKey(kind, "nfs-common" if kind == "candidate" else ""), text)
 
 
-def test_candidate_command_quotes_and_checks_the_name():
-    assert "'nfs-common'" in fact_command(FactKey("candidate", "nfs-common")) or " nfs-common" in fact_command(
-        FactKey("candidate", "nfs-common")
-    )
+def test_candidate_command_checks_the_name():
     with pytest.raises(ValueError):
         fact_command(FactKey("candidate", "x; reboot"))
 
 
 @pytest.mark.parametrize(
-    "key", [FactKey("os"), FactKey("pkgindex"), FactKey("candidate", "sh"), FactKey("candidate", "no-such-package-x")]
+    "key", [FactKey("os"), FactKey("pkgindex"), FactKey("candidate", "dpkg"), FactKey("candidate", "no-such-package-x")]
 )
 def test_commands_run_here_and_parse(key):
     done = subprocess.run(["sh", "-c", fact_command(key)], capture_output=True, text=True, timeout=60)
@@ -129,7 +126,7 @@ def test_commands_run_here_and_parse(key):
         assert isinstance(value, OsRelease)
     elif key.kind == "pkgindex":
         assert isinstance(value, PackageIndex)
-    elif key.arg == "sh":
-        assert value in ("installed", "unknown")  # dash/bash provide sh on any Debian; rpm hosts say unknown
+    elif key.arg == "dpkg":
+        assert value in ("installed", "unknown")  # dpkg itself on any Debian; rpm hosts say unknown
     else:
         assert value in (None, "unknown")
