@@ -115,7 +115,8 @@ def test_first_command_on_a_fresh_debian_12_as_root_and_as_a_sudo_user(tmp_path,
         assert "socket 0: cores 0-" in done.stdout and "slot=0:0-" in done.stdout, done.stdout
         check = inside(
             "grep -x 'include-system-site-packages = false' .venv/pyvenv.cfg && stat -c %U .venv/bin/provision && "
-            "cd / && ! python3 -c 'import provision' 2>/dev/null && ! python3 -m pip --version 2>/dev/null && echo system-python-clean"
+            "cd / && ! python3 -c 'import provision' 2>/dev/null && ! python3 -m pip --version 2>/dev/null && "
+            "echo system-python-clean"
         )
         assert check.stdout.split() == ["include-system-site-packages", "=", "false", user, "system-python-clean"], check
     finally:

@@ -40,6 +40,7 @@ class RunOptions:
     forks: int = DEFAULT_FORKS
     become_password: str | None = None
     template_dirs: tuple = ()
+    step_timeout: float | None = 300.0  # seconds each change may run on a host (--command-timeout)
 
 
 @dataclass
@@ -228,7 +229,14 @@ class Runner:
     def run(self) -> RunReport:
         """Run every play; a failing host stops its own tasks, never the others."""
         runs = {
-            name: HostRun(host, self.session_factory(host, self.ssh), self.options.check, self.options.become_password)
+            name: HostRun(
+                host,
+                self.session_factory(host, self.ssh),
+                self.options.check,
+                self.options.become_password,
+                step_timeout=self.options.step_timeout,
+                command_timeout=self.ssh.command_timeout,
+            )
             for name, host in self.hosts.items()
         }
         for name, run in runs.items():

@@ -57,6 +57,27 @@ def change_command(change: Run | Write) -> str:
     return f"{prelude}\n{body}" if prelude else body
 
 
+def step_limit(command: str, seconds: float) -> str:
+    """``command`` stopped after ``seconds`` (TERM, then KILL 10 s later, to its whole process
+    group: an installer and its children), saying so; exit status 124 then."""
+    return (
+        f"timeout -k 10 {seconds:g} sh -c {shlex.quote(command)}; r=$?; "
+        f"[ $r -ne 124 ] || echo 'provision: step stopped after {seconds:g}s (its time limit: --command-timeout)'; exit $r"
+    )
+
+
+def round_trip_limit(steps: list[Step], step_timeout: float | None, base: float) -> float:
+    """How long a round trip may run: ``base`` (reading facts) plus every step's own limit."""
+    own = [(step.change.timeout if isinstance(step.change, Run) else None) or step_timeout or base for step in steps]
+    return base + sum(limit + 10 for limit in own)  # + the 10 s between TERM and KILL
+
+
+def upload_prelude(folder: str | None) -> str:
+    """The script line that tells steps where the round trip's uploads are (exported: steps run
+    in their own ``sh``)."""
+    return f"PROVISION_UPLOADS={quote(folder)}; export PROVISION_UPLOADS\n" if folder else ""
+
+
 @dataclass(frozen=True)
 class Step:
     """A change to apply; ``become`` False in a root script drops to the login user."""
@@ -66,8 +87,9 @@ class Step:
     user: str | None = None  # become_user: run the change as this user (from a root script)
 
 
-def build_script(steps: list[Step], facts: list[FactKey], nonce: str, as_root: bool) -> str:
-    """The POSIX sh script for one round trip (fed on stdin to ``sh -s``)."""
+def build_script(steps: list[Step], facts: list[FactKey], nonce: str, as_root: bool, step_timeout: float | None = None) -> str:
+    """The POSIX sh script for one round trip (fed on stdin to ``sh -s``); with ``step_timeout``
+    each change is stopped after its own limit (:func:`step_limit`)."""
     out = ["umask 022", f"N='@@{nonce}@@'", "printf '%s begin\\n' \"$N\""]
     for index, step in enumerate(steps):
         command = change_command(step.change)
@@ -76,7 +98,8 @@ def build_script(steps: list[Step], facts: list[FactKey], nonce: str, as_root: b
         elif as_root and not step.become:
             command = f'runuser -u "$SUDO_USER" -- sh -c {shlex.quote(command)}'
         out.append(f"printf '%s step {index}\\n' \"$N\"")
-        out.append(f"( {command}\n) </dev/null 2>&1; rc=$?")
+        limit = (step.change.timeout if isinstance(step.change, Run) else None) or step_timeout
+        out.append(f"( {step_limit(command, limit) if limit else command}\n) </dev/null 2>&1; rc=$?")
         out.append(f'printf \'\\n%s rc {index} %s\\n\' "$N" "$rc"')
         out.append('[ "$rc" -eq 0 ] || exit 0')
     for index, key in enumerate(facts):
