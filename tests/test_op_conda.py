@@ -9,7 +9,7 @@ import pytest
 
 from provision.operations import OPERATIONS
 from provision.operations.base import ArgumentError, FactKey, FileState, OperationError, Run, Upload, Write
-from provision.operations.conda import IN_PROGRESS, INSTALL_TIMEOUT, MARKER
+from provision.operations.conda import AFTER_INSTALL, IN_PROGRESS, INSTALL_TIMEOUT, MARKER
 from provision.operations.files import edit_block_top
 
 
@@ -42,7 +42,8 @@ def test_fresh_install_checks_and_runs_in_batch_mode_from_a_private_folder(insta
     [change] = changes  # one Run: the installer is sent over SFTP before it (never inside the script)
     assert isinstance(change, Run)
     assert change.uploads == (Upload(str(path), sha, path.stat().st_size),)
-    assert change.timeout == INSTALL_TIMEOUT
+    assert change.timeout == INSTALL_TIMEOUT + AFTER_INSTALL
+    assert f'timeout -k 10 {INSTALL_TIMEOUT} bash "$d/installer.sh" -b -p /opt/anaconda3' in change.command
     command = change.command
     assert path.read_bytes().decode() not in command
     assert f'mv -- "$PROVISION_UPLOADS/{sha}" "$d/installer.sh"' in command
@@ -50,7 +51,7 @@ def test_fresh_install_checks_and_runs_in_batch_mode_from_a_private_folder(insta
         "umask 022",
         "d=$(mktemp -d /var/tmp/provision-installer.XXXXXXXX)",
         f'[ "$got" = {sha} ]',
-        'bash "$d/installer.sh" -b -p /opt/anaconda3',
+        'bash "$d/installer.sh" -b -p /opt/anaconda3 >/dev/null; r=$?',
         "chown -R root:root /opt/anaconda3",
         "chmod -R go-w /opt/anaconda3",
         'rm -rf "$d"',
@@ -216,7 +217,7 @@ def test_an_interrupted_install_of_ours_is_redone(installer):
     [change] = plan(
         "conda_install", args, {PREFIX: FileState("d"), MARK: None, BUSY: stamp(b"sha256:" + b"1" * 64 + b"\n"), DF: 10**8}
     )
-    assert "again: an earlier install was interrupted" in change.describe and change.timeout == 60
+    assert "again: an earlier install was interrupted" in change.describe and change.timeout == 60 + AFTER_INSTALL
     command = change.command
     mark = f"printf '%s\\n' sha256:{sha} >/opt/anaconda3{IN_PROGRESS}"
     assert command.index(f"if [ -e /opt/anaconda3{IN_PROGRESS} ]; then rm -rf -- /opt/anaconda3; fi") < command.index(mark)

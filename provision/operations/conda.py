@@ -41,7 +41,8 @@ from provision.operations.base import (
 
 MARKER = ".provision-installer"
 IN_PROGRESS = ".provision-installing"  # PREFIX + this: an install of ours has started and not finished
-INSTALL_TIMEOUT = 1800  # seconds the installer step may run (the task's ``timeout`` argument)
+INSTALL_TIMEOUT = 1800  # seconds the installer may run (the task's ``timeout`` argument)
+AFTER_INSTALL = 600  # seconds more its step may take: checksums, chown -R of a large prefix
 UPLOAD_DIR = "/var/tmp"  # the installer goes to a private ``mktemp -d`` folder (0700, root) in here
 _PREFIX = re.compile(r"^/[A-Za-z0-9._/+-]+$")  # written raw-safe into shell profiles and .condarc
 _CHANNEL = re.compile(r"^[A-Za-z0-9._:/@+-]+$")
@@ -203,6 +204,9 @@ def plan_install(args: dict, facts: Mapping[FactKey, Any]) -> list:
             "|| { echo 'installer sha256 mismatch on the node after the upload' >&2; exit 1; }; }"
         )
     word, progress = shell_path(prefix), shell_path(prefix + IN_PROGRESS)
+    limit = int(args["timeout"] or INSTALL_TIMEOUT)
+    if limit < 1:
+        raise ArgumentError(f"anaconda {prefix}: timeout must be at least 1 second, not {limit}")
     script = " && ".join(
         [
             "umask 022",
@@ -213,7 +217,10 @@ def plan_install(args: dict, facts: Mapping[FactKey, Any]) -> list:
             # an interrupted install of ours (its in-progress mark still there): removed, then redone
             f"{{ if [ -e {progress} ]; then rm -rf -- {word}; fi; }}",
             f"printf '%s\\n' {quote(stamp.decode().strip())} >{progress}",
-            f'bash "$d/installer.sh" -b -p {word} >/dev/null',
+            # its own time limit, inside this step so that the folder is removed after a cut-off too
+            f'{{ timeout -k 10 {limit} bash "$d/installer.sh" -b -p {word} >/dev/null; r=$?; [ $r -eq 0 ] || '
+            f"{{ [ $r -ne 124 ] || echo 'installer stopped after {limit}s (its timeout); the next run installs again' >&2; "
+            "exit $r; }; }",
             f"chown -R root:root {word}",
             f"chmod -R go-w {word}",
             f"printf '%s\\n' {quote(stamp.decode().strip())} >{shell_path(prefix + '/' + MARKER)}",
@@ -233,7 +240,8 @@ def plan_install(args: dict, facts: Mapping[FactKey, Any]) -> list:
     describe = f"install {args['installer']} into {prefix}" + (
         " (again: an earlier install was interrupted)" if interrupted else ""
     )
-    return [Run(command, describe, effects, timeout=args["timeout"] or INSTALL_TIMEOUT, uploads=uploads)]
+    # the step's limit: the installer's plus time for the checksums and the chown -R of a large prefix
+    return [Run(command, describe, effects, timeout=limit + AFTER_INSTALL, uploads=uploads)]
 
 
 def clone_name(prefix: str) -> str:
