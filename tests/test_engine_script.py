@@ -86,3 +86,28 @@ def test_become_user_runs_the_change_as_that_user():
     assert "runuser -u nobody -- sh -c 'id -un'" in script
     with pytest.raises(ArgumentError, match="user name 'bad user'"):
         build_script([Step(Run("id", "x"), True, "bad user")], [], "n", True)
+
+
+def test_each_step_stopped_after_its_own_limit(tmp_path):
+    """Issue 15: time limits per step. A step past its limit is killed with its children and
+    says so; the next steps do not run; a step's own timeout wins over the run's."""
+    import time
+
+    from provision.engine.script import round_trip_limit, step_limit, upload_prelude
+
+    steps = [
+        Step(Run("echo quick", "a"), True),
+        Step(Run(f"sh -c 'sleep 30; touch {tmp_path}/child' & wait", "b", timeout=1), True),
+        Step(Run(f"touch {tmp_path}/never", "c"), True),
+    ]
+    started = time.monotonic()
+    out = parse_output(run_local(build_script(steps, [], "n", False, step_timeout=20)), "n")
+    assert time.monotonic() - started < 15
+    assert out.steps[0] == (0, 0, "quick") and out.steps[1][:2] == (1, 124) and len(out.steps) == 2
+    assert "step stopped after 1s" in out.steps[1][2]
+    assert not (tmp_path / "never").exists()
+    assert round_trip_limit(steps, 20, 300) == 300 + (20 + 10) + (1 + 10) + (20 + 10)
+    assert "timeout -k 10 5 sh -c 'echo '\"'\"'x'\"'\"''" in step_limit("echo 'x'", 5)
+    assert upload_prelude(None) == "" and upload_prelude("/var/tmp/provision-upload.ab") == (
+        "PROVISION_UPLOADS=/var/tmp/provision-upload.ab; export PROVISION_UPLOADS\n"
+    )

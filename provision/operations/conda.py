@@ -5,7 +5,10 @@
   the download), run in batch mode ``bash INSTALLER -b -p PREFIX`` under umask 022 after a
   free-space check; the prefix then belongs to root and nobody else may write to it. A marker
   ``PREFIX/.provision-installer`` holds the installer's checksum: the same install is skipped,
-  a prefix that holds anything else is refused (never overwritten).
+  a prefix that holds anything else is refused (never overwritten), except one an interrupted run
+  of ours left (``PREFIX.provision-installing`` beside it), which is installed again. A controller
+  installer is sent over SFTP before the round trip (:class:`provision.operations.base.Upload`);
+  the installer runs under its own time limit (``timeout``, default 1800 s).
 - ``conda_clone``: for each prefix, ``conda create -p ~USER/.conda/envs/NAME --clone PREFIX`` (NAME:
   the prefix's last folder), run as the user
   (``become_user`` in the playbook), skipped when the clone exists.
