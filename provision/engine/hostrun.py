@@ -31,6 +31,7 @@ from provision.errors import ParseError
 from provision.inventory import Host
 from provision.operations.base import UNKNOWN, FactKey, Write, printable
 from provision.operations.facts import parse_fact
+from provision.operations.platform import OS
 from provision.operations.system import EVERYTHING
 
 HOSTINFO = FactKey("hostinfo")
@@ -122,11 +123,12 @@ class HostRun:
         """Update the cache with a change's predicted effects."""
         for key, value in effects:
             if key == EVERYTHING:
-                info = self.facts.get(HOSTINFO)
+                # what no command of a run changes survives: the host's names and keys, its OS
+                kept = {k: self.facts[k] for k in (HOSTINFO, OS) if k in self.facts}
                 self.invalidated.update(self.facts)
                 self.facts.clear()
-                if info is not None:
-                    self.facts[HOSTINFO] = info
+                self.facts.update(kept)
+                self.invalidated.difference_update(kept)
             elif value is UNKNOWN:
                 self.facts.pop(key, None)
                 self.invalidated.add(key)
