@@ -34,9 +34,10 @@ def test_effects_predict_and_invalidate():
     assert run.facts[FactKey("file", "/a")].content == b"x"
     run.record_effects(((FactKey("user", "u"), UNKNOWN),))
     assert FactKey("user", "u") not in run.facts and FactKey("user", "u") in run.invalidated
-    run.facts[FactKey("os")] = "rocky"  # issue 15: the OS family survives a command, even in --check
+    run.facts[FactKey("os")] = "rocky"  # issue 15: the OS family and package manager survive a command
+    run.facts[FactKey("pkgmgr")] = "dnf"
     run.record_effects(((EVERYTHING, UNKNOWN),))
-    assert set(run.facts) == {HOSTINFO, FactKey("os")} and run.facts_hostname() == "h"
+    assert set(run.facts) == {HOSTINFO, FactKey("os"), FactKey("pkgmgr")} and run.facts_hostname() == "h"
 
 
 def test_stderr_reason_from_the_node_is_printable():

@@ -35,6 +35,9 @@ from provision.operations.platform import OS
 from provision.operations.system import EVERYTHING
 
 HOSTINFO = FactKey("hostinfo")
+# What no command of a run changes, kept when a command makes every other fact unknown (also in
+# --check, where nothing is read again): the host's names and keys, its OS, its package manager.
+STABLE_FACTS = (HOSTINFO, OS, FactKey("pkgmgr"))
 # The value is masked to the end of its line (a multi-word secret is hidden whole).
 _SECRET = re.compile(r"(?i)((?:pass(?:word|wd)?|secret|token|hashed_password|private)[\w.]*[^\S\r\n]*[=:][^\S\r\n]*)(\S[^\r\n]*)")
 _PRIVATE = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)
@@ -123,8 +126,7 @@ class HostRun:
         """Update the cache with a change's predicted effects."""
         for key, value in effects:
             if key == EVERYTHING:
-                # what no command of a run changes survives: the host's names and keys, its OS
-                kept = {k: self.facts[k] for k in (HOSTINFO, OS) if k in self.facts}
+                kept = {k: self.facts[k] for k in STABLE_FACTS if k in self.facts}
                 self.invalidated.update(self.facts)
                 self.facts.clear()
                 self.facts.update(kept)

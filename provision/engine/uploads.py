@@ -2,7 +2,7 @@
 before it over SFTP, streamed (never inside the script, never a whole copy per host in memory):
 into a new private folder (0700, the login user's; root's when the login is root) in
 ``/var/tmp``, each file named by its sha256. The change that uses a file checks that sha256 on
-the node, as root, after moving it into its own root-owned folder; the upload folder is removed
+the node, as root, after linking (or copying) it into its own root-owned folder; the upload folder is removed
 after the round trip whatever happened."""
 
 from __future__ import annotations

@@ -196,11 +196,13 @@ def plan_install(args: dict, facts: Mapping[FactKey, Any]) -> list:
             f'else wget -q -O "$d/installer.sh" {url}; fi; }} '
             "|| { echo 'download failed' >&2; exit 1; }"
         )
-    else:  # sent over SFTP before this round trip (provision.engine.uploads), moved into root's folder
+    else:  # sent over SFTP before this round trip (provision.engine.uploads), linked into root's folder
         size, sha256 = local
         uploads = (Upload(str(local_installer(args)), sha256, size),)
         fetch = (
-            f'{{ [ -n "$PROVISION_UPLOADS" ] && mv -- "$PROVISION_UPLOADS/{sha256}" "$d/installer.sh"; }} '
+            # a hard link (one upload serves every prefix of this installer), a copy across filesystems
+            f'{{ [ -n "$PROVISION_UPLOADS" ] && {{ ln -- "$PROVISION_UPLOADS/{sha256}" "$d/installer.sh" 2>/dev/null '
+            f'|| cp -- "$PROVISION_UPLOADS/{sha256}" "$d/installer.sh"; }}; }} '
             "|| { echo 'the installer was not uploaded' >&2; exit 1; }; "
             f'chown 0:0 "$d/installer.sh" && chmod 600 "$d/installer.sh" && '
             f'{{ [ "$(sha256sum <"$d/installer.sh" | cut -d" " -f1)" = {sha256} ] '
