@@ -97,6 +97,13 @@ def setup_cluster(
     as_json: bool = typer.Option(False, "--json", help="Print per-task results as JSON."),
     forks: int = opt.FORKS,
     connect_timeout: float = opt.CONNECT_TIMEOUT,
+    command_timeout: float = typer.Option(
+        300.0,
+        "--command-timeout",
+        min=1,
+        help="Seconds each change (one step) may run on a host; a round trip may run as long as its "
+        "steps together. The Anaconda installer has its own limit (its timeout, default 1800).",
+    ),
     accept_new_host_keys: bool = opt.ACCEPT_NEW,
     known_hosts: Path = opt.KNOWN_HOSTS,
     ssh_config: Path = opt.SSH_CONFIG,
@@ -133,10 +140,13 @@ def setup_cluster(
         forks=forks,
         become_password=password,
         template_dirs=tuple(templates or ()),
+        step_timeout=command_timeout,
         tags=frozenset(t.strip() for t in tags.split(",") if t.strip()) if tags else None,
         skip_tags=frozenset(t.strip() for t in skip_tags.split(",") if t.strip()) if skip_tags else frozenset(),
     )
-    ssh = opt.ssh_options(known_hosts, ssh_config, accept_new=accept_new_host_keys, connect_timeout=connect_timeout)
+    ssh = opt.ssh_options(
+        known_hosts, ssh_config, accept_new=accept_new_host_keys, connect_timeout=connect_timeout, command_timeout=command_timeout
+    )
     console = Console()
     live = _Live([], console, quiet=as_json)
     runner = Runner(

@@ -42,6 +42,7 @@ class RunOptions:
     forks: int = DEFAULT_FORKS
     become_password: str | None = field(default=None, repr=False)
     template_dirs: tuple = ()
+    step_timeout: float | None = 300.0  # seconds each change may run on a host (--command-timeout)
 
 
 @dataclass
@@ -243,6 +244,8 @@ class Runner:
                 self.options.become_password,
                 on_result=self._emit,
                 root=self.root.get(name, False),
+                step_timeout=self.options.step_timeout,
+                command_timeout=self.ssh.command_timeout,
             )
             for name, host in self.hosts.items()
         }
