@@ -78,9 +78,10 @@ def split_pattern(text: str) -> list[str]:
     return terms
 
 
-def _listing(names: list[str]) -> str:
-    shown = ", ".join(names[:_MAX_LISTED])
-    return shown + (f" and {len(names) - _MAX_LISTED} more" if len(names) > _MAX_LISTED else "") if names else "none"
+def name_list(names: list[str], limit: int = _MAX_LISTED) -> str:
+    """``a, b, c and 9 more`` (``none`` when empty): names for a one-line message."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "") if names else "none"
 
 
 class _Matcher:
@@ -101,8 +102,8 @@ class _Matcher:
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
         where = f" in {self.inventory.path}" if self.inventory.path else ""
         return PatternError(
-            f"{self.what} {term!r} matches no host{where} (groups: {_listing(list(self.groups))}; "
-            f"hosts: {_listing(list(self.inventory.hosts))}; patterns: all, w*, gpu:!w3, gpu:&rack1, w[1:3], ~regex){hint}"
+            f"{self.what} {term!r} matches no host{where} (groups: {name_list(list(self.groups))}; "
+            f"hosts: {name_list(list(self.inventory.hosts))}; patterns: all, w*, gpu:!w3, gpu:&rack1, w[1:3], ~regex){hint}"
         )
 
     def names(self, names: list[str]) -> list[Host]:

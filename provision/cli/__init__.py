@@ -47,6 +47,11 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def warn(message: str) -> None:
+    """Print ``provision: warning: message`` on stderr (one line; the run goes on)."""
+    stderr.print(f"[bold yellow]provision: warning:[/bold yellow] {escape(message)}", highlight=False, soft_wrap=True)
+
+
 # Register the commands (imports for their side effect on `app`).
 from provision.cli import (  # noqa: E402,F401
     inventory_cmd,

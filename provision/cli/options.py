@@ -15,6 +15,7 @@ from provision.probe import DEFAULT_FORKS
 INVENTORY = typer.Option(None, "-i", "--inventory", help="Inventory YAML (default: inventory/hosts.yml if present).")
 FACTS_DIR = typer.Option(DEFAULT_FACTS_DIR, "--facts-dir", help="Where facts are cached (<host>.json + raw captures).")
 FORKS = typer.Option(DEFAULT_FORKS, "--forks", min=1, max=1024, help="Hosts probed at once (in all, over every worker process).")
+SETUP_FORKS = typer.Option(DEFAULT_FORKS, "--forks", min=1, max=1024, help="Hosts worked on at once.")
 WORKERS = typer.Option(
     0,
     "--workers",
