@@ -75,32 +75,20 @@ class Inventory:
     path: Path | None = None
 
     def resolve(self, patterns: list[str]) -> list[Host]:
-        """Host names, group names or ``all`` -> hosts, in order, without repeats.
+        """Host patterns (Ansible's: names, groups, racks, ``all``, ``gpu:!w3``, ``w[1:3]``,
+        ``w*``; see :mod:`provision.inventory_patterns`) -> hosts, in order, without repeats.
 
-        A name the inventory does not know is taken as an ad-hoc host (reached by name, with
-        ``~/.ssh/config`` applying) once it passes the same checks as an inventory name.
+        A plain name the inventory does not know is taken as an ad-hoc host (reached by name,
+        with ``~/.ssh/config`` applying) once it passes the same checks as an inventory name.
         """
-        chosen: list[Host] = []
-        seen: set[str] = set()
+        from provision.inventory_patterns import select_hosts
 
-        def add(host: Host) -> None:
-            if host.name not in seen:
-                seen.add(host.name)
-                chosen.append(host)
+        return select_hosts(self, patterns, unknown=self.adhoc_host)
 
-        for pattern in patterns or ["all"]:
-            if pattern == "all":
-                for host in self.hosts.values():
-                    add(host)
-            elif pattern in self.groups:
-                for name in self.groups[pattern]:
-                    add(self.hosts[name])
-            elif pattern in self.hosts:
-                add(self.hosts[pattern])
-            else:
-                check_host_name(pattern, "command line")
-                add(Host(pattern))
-        return chosen
+    def adhoc_host(self, name: str) -> Host:
+        """A host the inventory does not list, reached by ``name`` (checked like an inventory name)."""
+        check_host_name(name, "command line")
+        return Host(name)
 
     def rack_order(self) -> list[str]:
         """All rack hosts, rack 1 first, as rank_gen expects its host list."""

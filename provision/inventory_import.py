@@ -15,6 +15,7 @@ from typing import Any
 
 from provision.errors import InventoryError
 from provision.inventory import HOST_NAME, Host, Inventory, Rack, _host_fields
+from provision.inventory_patterns import expand_host_range
 from provision.yaml_lines import load_yaml_with_lines
 
 _CONNECTION_VARS = {
@@ -29,23 +30,7 @@ _CONNECTION_VARS = {
 }
 _SSH_ARGS = {"ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_ssh_args"}
 _PROXY_JUMP = re.compile(r"(?:-o\s*ProxyJump[= ]\s*|-J\s*)([^\s'\"]+)", re.IGNORECASE)
-_RANGE = re.compile(r"\[([0-9]+):([0-9]+)\]|\[([a-z]):([a-z])\]")
 _RACK = re.compile(r"^rack", re.IGNORECASE)
-
-
-def expand_host_range(pattern: str) -> list[str]:
-    """``node[01:03]`` -> ``node01, node02, node03`` (Ansible's syntax; letters too)."""
-    match = _RANGE.search(pattern)
-    if not match:
-        return [pattern]
-    head, tail = pattern[: match.start()], pattern[match.end() :]
-    if match.group(1) is not None:
-        first, last = match.group(1), match.group(2)
-        width = len(first) if first.startswith("0") else 0
-        items = [str(number).zfill(width) for number in range(int(first), int(last) + 1)]
-    else:
-        items = [chr(code) for code in range(ord(match.group(3)), ord(match.group(4)) + 1)]
-    return [name for item in items for name in expand_host_range(head + item + tail)]
 
 
 def _coerce(value: str) -> Any:

@@ -287,3 +287,55 @@ def test_no_log_hides_changes_diffs_and_failure_output(tmp_path):
     assert failed.status == "failed" and failed.message == "(no_log)" and failed.changes == ["(no_log)"]
     shown = repr([r.as_dict() for r in report.results]) + repr([r.message for r in report.recap])
     assert "s3cr3t" not in shown and "token=" not in shown
+
+
+def test_start_at_task_skips_the_tasks_before_it(tmp_path):
+    report = make(tmp_path, start_at_task="per item").run()
+    assert [r.task for r in report.results if r.host == "h1"] == ["per item", "per item"]
+    with pytest.raises(BadInput, match="--start-at-task 'nope': no task has this name"):
+        make(tmp_path, start_at_task="nope")
+
+
+@pytest.mark.parametrize(
+    "options, tasks",
+    [
+        ({"tags": frozenset({"all"})}, {"folder", "config", "hosts line", "only when the line changed", "per item"}),
+        ({"tags": frozenset({"untagged"})}, {"folder", "config", "hosts line", "only when the line changed"}),
+        ({"skip_tags": frozenset({"tagged"})}, {"folder", "config", "hosts line", "only when the line changed"}),
+    ],
+)
+def test_special_tags(tmp_path, options, tasks):
+    assert {r.task for r in make(tmp_path, **options).run().results if r.host == "h1"} - {"reload"} == tasks
+
+
+def test_unknown_tag_and_limit_are_bad_input(tmp_path):
+    with pytest.raises(BadInput, match=r"--tags itemz: no task has this tag \(tags: items;"):
+        make(tmp_path, tags=frozenset({"itemz"}))
+    with pytest.raises(BadInput, match=r"--limit 'h3' matches no host"):
+        make(tmp_path, limit=["h3"])
+    assert set(make(tmp_path, limit=["h*:!h2"]).hosts) == {"h1"}
+
+
+def test_results_say_what_ran_and_diffs_name_the_host(tmp_path):
+    playbook = """
+- hosts: all
+  tasks:
+    - name: a file
+      file: {path: "{{ root }}/a", content: "a\\n"}
+    - name: says something
+      command: {cmd: "echo to-stdout; echo to-stderr >&2", unless: "false"}
+    - name: secret command
+      command: {cmd: "echo hidden-output"}
+      no_log: true
+    - name: fails loudly
+      command: {cmd: "seq 1 400; echo the-real-cause >&2; exit 4"}
+"""
+    report = make(tmp_path, playbook, hosts=("h1",), diff=True).run()
+    by_task = {r.task: r for r in report.results}
+    assert by_task["a file"].commands[0].startswith(f"write {tmp_path}/h1/a (2 bytes, owner root:root, mode 0644")
+    assert by_task["a file"].diff[0].startswith(f"--- /dev/null\n+++ h1:{tmp_path}/h1/a\n")
+    assert by_task["says something"].commands == ["echo to-stdout; echo to-stderr >&2"]
+    assert by_task["says something"].output == ["to-stdout\nto-stderr"]
+    assert by_task["secret command"].commands == ["(no_log)"] and by_task["secret command"].output == []
+    failed = by_task["fails loudly"]
+    assert failed.status == "failed" and failed.output[0].startswith("1\n2\n") and failed.output[0].endswith("the-real-cause")

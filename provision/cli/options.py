@@ -44,6 +44,7 @@ FORKS = _setting(
     help="Hosts probed at once (in all, over every worker process).",
     show_default=str(DEFAULT_FORKS),
 )
+SETUP_FORKS = _setting("forks", "--forks", min=1, max=1024, help="Hosts worked on at once.", show_default=str(DEFAULT_FORKS))
 WORKERS = typer.Option(
     0,
     "--workers",

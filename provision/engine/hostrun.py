@@ -50,16 +50,18 @@ def mask_secrets(text: str) -> str:
     return _SECRET.sub(r"\1********", _PRIVATE.sub("(private key hidden)", text))
 
 
-def unified_diff(change: Write) -> str:
-    """The unified diff of a file change, secrets masked (or hidden entirely for secret files)."""
+def unified_diff(change: Write, host: str | None = None) -> str:
+    """The unified diff of a file change, secrets masked (or hidden entirely for secret files);
+    the headers name ``host`` (``--- w1:/etc/hosts (before)``) when given."""
+    path = f"{host}:{change.path}" if host else change.path
     if change.secret:
-        return f"--- {change.path}\n+++ {change.path}\n(content hidden: secret)\n"
+        return f"--- {path}\n+++ {path}\n(content hidden: secret)\n"
     try:
         old = (change.old or b"").decode().splitlines(keepends=True)
         new = change.content.decode().splitlines(keepends=True)
     except UnicodeDecodeError:
-        return f"--- {change.path}\n+++ {change.path}\n(binary content differs)\n"
-    lines = difflib.unified_diff(old, new, f"{change.path} (before)" if change.old is not None else "/dev/null", change.path)
+        return f"--- {path}\n+++ {path}\n(binary content differs)\n"
+    lines = difflib.unified_diff(old, new, f"{path} (before)" if change.old is not None else "/dev/null", path)
     return mask_secrets("".join(line if line.endswith("\n") else line + "\n" for line in lines))
 
 
@@ -76,6 +78,8 @@ class TaskResult:
     changes: list[str] = field(default_factory=list)
     diff: list[str] = field(default_factory=list)
     message: str = ""
+    commands: list[str] = field(default_factory=list)  # what ran (or would run) on the node, for -v
+    output: list[str] = field(default_factory=list)  # what each applied change printed, for -v
     no_log: bool = False  # the task's no_log: its changes, diffs and failure output are never shown
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -97,6 +101,8 @@ class TaskResult:
             "changes": self.changes,
             "diff": self.diff,
             "message": self.message,
+            "commands": self.commands,
+            "output": self.output,
         }
 
 
@@ -230,6 +236,8 @@ class HostRun:
         done = {index: (code, text) for index, code, text in output.steps}
         for index, (_step, task_result) in enumerate(pending if apply else []):
             code, text = done.get(index, (None, ""))
+            if text and not task_result.no_log:
+                task_result.output.append(mask_secrets(printable(text, 100_000, newlines=True)))
             if code == 0:
                 continue
             if code is None:

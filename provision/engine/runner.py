@@ -13,8 +13,11 @@ from provision.connection import SshOptions
 from provision.engine.hostrun import HOSTINFO, NO_LOG, HostFailed, HostRun, TaskResult, unified_diff
 from provision.engine.membership import HostCache, cache_folder, cached_hostvars, record_of, verified_key_problem
 from provision.engine.script import LOGIN_USER, Step
+from provision.engine.selection import BadInput, check_tags, outline, tag_selected, tasks_before
+from provision.engine.verbosity import ran_text
 from provision.errors import ProvisionError
 from provision.inventory import Host, Inventory
+from provision.inventory_patterns import PatternError, select_hosts
 from provision.operations import OPERATIONS
 from provision.operations.base import UNKNOWN, FactKey, Write, check_path, check_user
 from provision.parallel import fan_out
@@ -27,13 +30,10 @@ DEFAULT_FORKS = 64
 _NO_ITEM = object()
 
 
-class BadInput(ProvisionError):
-    """Input that fails before any host is touched (exit status 2)."""
-
-
 @dataclass
 class RunOptions:
-    """How to run: --check, --diff, --tags/--skip-tags, --forks, the become password, template folders."""
+    """How to run: --check, --diff, --tags/--skip-tags, --start-at-task, --forks, the become
+    password, template folders."""
 
     check: bool = False
     diff: bool = False
@@ -43,6 +43,7 @@ class RunOptions:
     become_password: str | None = field(default=None, repr=False)
     template_dirs: tuple = ()
     step_timeout: float | None = 300.0  # seconds each change may run on a host (--command-timeout)
+    start_at_task: str | None = None
 
 
 @dataclass
@@ -107,7 +108,9 @@ class Runner:
         from provision.session import Session
 
         self.plays, self.inventory, self.variables, self.ssh, self.options = plays, inventory, variables, ssh, options
-        self.limit = set(h.name for h in inventory.resolve(limit)) if limit else None
+        self.limit_patterns = list(limit) if limit else None
+        self.limit: set[str] | None = None
+        self.skipped: set[int] = set()  # id() of the tasks before --start-at-task
         self.session_factory = session_factory or Session
         self.on_result, self.on_host = on_result, on_host
         self.keep_sessions = keep_sessions
@@ -123,11 +126,45 @@ class Runner:
 
     # -- selection -----------------------------------------------------------------------------
     def selected(self, task: Task) -> bool:
-        """Whether --tags/--skip-tags select ``task`` (tag ``always`` always runs)."""
-        tags = set(task.tags)
-        if tags & self.options.skip_tags:
-            return False
-        return self.options.tags is None or "always" in tags or bool(tags & self.options.tags)
+        """Whether --start-at-task and --tags/--skip-tags select ``task``."""
+        return id(task) not in self.skipped and tag_selected(task, self.options.tags, self.options.skip_tags)
+
+    def select(self) -> None:
+        """Check --tags/--skip-tags/--start-at-task/--limit against the playbook and inventory
+        (a typo that would run nothing is refused, listing what exists) and resolve each play's
+        hosts. Touches no host; :meth:`prepare` calls it."""
+        if self.play_hosts:
+            return
+        check_tags(self.plays, self.options.tags, "--tags")
+        check_tags(self.plays, self.options.skip_tags or None, "--skip-tags")
+        self.skipped = tasks_before(self.plays, self.options.start_at_task)
+        try:
+            if self.limit_patterns:
+                self.limit = {h.name for h in select_hosts(self.inventory, self.limit_patterns, what="--limit")}
+            for play in self.plays:
+                hosts = self._hosts_of(play)
+                self.play_hosts.append(hosts)
+                for host in hosts:
+                    self.hosts[host.name] = host
+        except PatternError as error:
+            raise BadInput(str(error)) from None
+        if not self.hosts:
+            chosen = f"--limit {','.join(self.limit_patterns)}" if self.limit_patterns else "the inventory"
+            raise BadInput(f"{chosen} leaves no host for the playbook's plays (hosts: {', '.join(self.plays[0].hosts)})")
+
+    def outline(self, source: str, *, hosts: bool = False, tasks: bool = False, tags: bool = False) -> list[str]:
+        """What --list-hosts/--list-tasks/--list-tags print for this run (no host touched)."""
+        self.select()
+        names = [[h.name for h in hosts_] for hosts_ in self.play_hosts]
+        return outline(source, self.plays, names, self.selected, hosts=hosts, tasks=tasks, tags=tags)
+
+    def tags_taken(self) -> frozenset[str]:
+        """The tags of the tasks this run takes (after --tags, --skip-tags, --start-at-task)."""
+        return frozenset(tag for play in self.plays for task in play.tasks if self.selected(task) for tag in task.tags)
+
+    def uses(self, name: str) -> bool:
+        """Whether a task this run takes reads the variable ``name``."""
+        return any(name in _names([t.args, t.loop]) for play in self.plays for t in play.tasks if self.selected(t))
 
     def _hosts_of(self, play: Play) -> list[Host]:
         hosts = self.inventory.resolve(list(play.hosts))
@@ -172,11 +209,9 @@ class Runner:
         """Resolve hosts, render every task that can be rendered now and check its arguments;
         collect the facts each host's tasks need (read in its first round trip). Raises
         :class:`BadInput` naming file:line, task, host and cause."""
-        for play in self.plays:
-            hosts = self._hosts_of(play)
-            self.play_hosts.append(hosts)
+        self.select()
+        for play, hosts in zip(self.plays, self.play_hosts, strict=True):
             for host in hosts:
-                self.hosts[host.name] = host
                 self.prefetch.setdefault(host.name, {})
                 self.upcoming.setdefault(host.name, [])
                 for task in [t for t in play.tasks if self.selected(t)] + list(play.handlers):
@@ -346,8 +381,9 @@ class Runner:
             self._fail(run, failed, error)
         registered = []
         for item in items:
-            result = TaskResult(run.host.name, play.name, task.name, task.where, item=None if item is _NO_ITEM else item)
-            result.no_log = task.no_log
+            result = TaskResult(
+                run.host.name, play.name, task.name, task.where, item=None if item is _NO_ITEM else item, no_log=task.no_log
+            )
             run.results.append(result)
             try:
                 ctx = self.context(run.host, play, run, item)
@@ -371,8 +407,9 @@ class Runner:
             for change in changes:
                 run.plan(change, result, Step(change, become, user), exact)
                 result.changes.append(change.describe if not task.no_log else NO_LOG)
+                result.commands.append(ran_text(change, task.no_log))
                 if self.options.diff and isinstance(change, Write):
-                    result.diff.append(unified_diff(change) if not task.no_log else NO_LOG)
+                    result.diff.append(unified_diff(change, run.host.name) if not task.no_log else NO_LOG)
             if changes or result.status == "changed":
                 result.status = "changed"
                 if notified is not None:

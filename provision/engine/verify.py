@@ -28,13 +28,16 @@ class PairResult:
     message: str = ""
 
 
-def verify_script(users: list[str], peers: dict[str, str], timeout: int = 10) -> str:
+def verify_script(users: list[str], peers: dict[str, str], timeout: int = 10, pairs: set[tuple[str, str]] | None = None) -> str:
     """The script a node runs (as root): ``runuser -u USER -- ssh -o BatchMode=yes PEER true`` for
-    every user and peer, in parallel; prints ``USER PEER CODE`` lines. ``peers``: name -> address."""
+    every user and peer (or only the (user, peer) ``pairs``), in parallel; prints ``USER PEER
+    CODE`` lines. ``peers``: name -> address."""
     lines = ["set -u"]
     for user in users:
         check_user(user)
         for name, address in peers.items():
+            if pairs is not None and (user, name) not in pairs:
+                continue
             if not _PEER.match(address) or not _PEER.match(name):
                 raise ValueError(f"peer {name!r} ({address!r}) is not a host name")
             lines.append(
@@ -57,30 +60,33 @@ def parse_verify(text: str, users: list[str], peers: dict[str, str]) -> dict[tup
 
 
 def verify_pairs(
-    sessions: dict[str, Any], peer_names: dict[str, str], users: list[str], forks: int, password: str | None = None
+    sessions: dict[str, Any],
+    peer_names: dict[str, str],
+    users: list[str] | dict[str, list[str]],
+    forks: int,
+    password: str | None = None,
 ) -> list[PairResult]:
     """Every ordered pair of nodes, as each user. ``sessions``: node -> open session;
-    ``peer_names``: node -> the name other nodes reach it by (its host name)."""
+    ``peer_names``: node -> the name other nodes reach it by (its host name); ``users``: the
+    cluster users of every node, or node -> its own (a pair is checked for the users both have)."""
+    users_of = users if isinstance(users, dict) else {node: list(users) for node in peer_names}
 
     def one(source: str) -> list[PairResult]:
         peers = {name: address for name, address in peer_names.items() if name != source}
-        if not peers or not users:
+        wanted = [(user, peer) for user in users_of.get(source, []) for peer in peers if user in users_of.get(peer, ())]
+        if not wanted:
             return []
-        script = verify_script(users, peers)
+        script = verify_script(list(dict.fromkeys(u for u, _ in wanted)), peers, pairs=set(wanted))
         try:
             result = sessions[source].run(remote_command(True), stdin_for(script, True, password))
         except HostFailure as failure:
-            return [PairResult(source, u, p, False, f"{source} {failure.kind}") for u in users for p in peers]
-        codes = parse_verify(result.stdout, users, peers)
+            return [PairResult(source, u, p, False, f"{source} {failure.kind}") for u, p in wanted]
+        codes = parse_verify(result.stdout, [u for u, _ in wanted], peers)
         out = []
-        for user in users:
-            for peer in peers:
-                code = codes.get((user, peer))
-                out.append(
-                    PairResult(
-                        source, user, peer, code == 0, "" if code == 0 else ("no answer" if code is None else f"ssh exit {code}")
-                    )
-                )
+        for user, peer in wanted:
+            code = codes.get((user, peer))
+            message = "" if code == 0 else ("no answer" if code is None else f"ssh exit {code}")
+            out.append(PairResult(source, user, peer, code == 0, message))
         return out
 
     results = fan_out(list(sessions), one, forks, workers=1)  # the sessions are this process's
