@@ -202,7 +202,8 @@ class HostRun:
             if code == 0:
                 continue
             if code is None:
-                task_result.status, task_result.message = "aborted", "not applied: an earlier change failed"
+                if task_result.status != "failed":  # a task's later change must not hide its failed one
+                    task_result.status, task_result.message = "aborted", "not applied: an earlier change failed"
                 continue
             task_result.status = "failed"
             task_result.message = printable(text[-2400:], 100_000, newlines=True)[-600:] or f"exit {code}"
