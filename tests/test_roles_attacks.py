@@ -175,3 +175,30 @@ def test_conda_folders_linked_to_root_folders_are_never_written(converged):
         assert "clone of every prefix" in line and line.endswith(why), line
         after = cluster.docker_exec(node, "sh", "-c", "ls -laR /srv/rootconda; stat -c '%U %a' /srv/rootconda")
         assert after == before[node], node  # nothing cloned there, nothing chowned
+
+
+def test_clone_size_is_measured_as_the_user(converged):
+    cluster, files, _first = converged
+    # what the test before left: the clones come back in their place
+    as_user(cluster, "r1", "alice", "rm -f ~/.conda")
+    as_user(cluster, "r3", "alice", "rm -f ~/.conda/envs/anaconda3")
+    # r2: alice points ~/.conda/envs at a root folder holding what look like her clones, one with
+    # a 5 MiB folder only root may read: the summary's du, run as root, used to measure it.
+    cluster.docker_exec(
+        "r2",
+        "sh",
+        "-c",
+        "rm -rf /srv/leak && mkdir -p /srv/leak/envs/anaconda3/conda-meta /srv/leak/envs/anaconda2/conda-meta "
+        "/srv/leak/envs/anaconda3/secret && head -c 5242880 /dev/zero >/srv/leak/envs/anaconda3/secret/blob && "
+        "chmod -R 755 /srv/leak && chmod 700 /srv/leak/envs/anaconda3/secret",
+    )
+    as_user(cluster, "r2", "alice", "rm -rf ~/.conda/envs && ln -s /srv/leak/envs ~/.conda/envs")
+    done = setup(files, "--tags", "anaconda")
+    assert done.returncode == 0, problems(done)
+    summary = {
+        (s["host"], s["text"].split(" ")[1]): s["text"] for s in json.loads(done.stdout)["summary"] if s["role"] == "anaconda"
+    }
+    size = summary[("r2", "~/.conda/envs/anaconda3")].split()[-2]
+    assert size.isdigit() and int(size) < 5, summary  # only what alice herself may read
+    assert int(summary[("r1", "~/.conda/envs/anaconda3")].split()[-2]) >= 0  # the others cloned again and measured
+    assert cluster.docker_exec("r2", "stat", "-c", "%U %a", "/srv/leak/envs/anaconda3/secret").strip() == "root 700"

@@ -72,10 +72,12 @@ def node_script(
     for user, name in clones:
         check_user(user)
         env = f'"$h/.conda/envs/"{_q(name)}'
+        # Measured as the user: a link she planted in her home leads only where she may read.
+        size = "cd / && [ -d \"$1\" ] && du -sm -- \"$1\" 2>/dev/null | cut -f1"
         lines.append(
             f"h=$(getent passwd {_q(user)} | cut -d: -f6); "
-            f'if [ -n "$h" ] && [ -d {env} ]; '
-            f"then printf '@du %s %s %s\\n' {_q(user)} {_q(name)} \"$(du -sm {env} | cut -f1)\"; "
+            f'if [ -n "$h" ] && s=$(runuser -u {_q(user)} -- sh -c {_q(size)} sh {env} </dev/null) && [ -n "$s" ]; '
+            f"then printf '@du %s %s %s\\n' {_q(user)} {_q(name)} \"$s\"; "
             f"else printf '@du %s %s absent\\n' {_q(user)} {_q(name)}; fi"
         )
     return "\n".join(lines) + "\n"
