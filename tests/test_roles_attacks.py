@@ -16,10 +16,8 @@ import re
 
 import pytest
 from roles_support import start_roles_cluster, stop_roles_cluster
-from test_roles_cluster import BOB_PASSWORD, PASSWORD, inventory, problems
+from test_roles_cluster import inventory, problems, setup
 from test_setup_attacks import as_user, assert_refused, fingerprint
-
-from conftest import run_cli
 
 pytestmark = pytest.mark.cluster
 
@@ -46,23 +44,6 @@ def converged(tmp_path_factory):
         yield cluster, files, first
     finally:
         stop_roles_cluster(project, material)
-
-
-def setup(files, *extra, json_output=True):
-    path, known = files
-    done = run_cli(
-        "setup-cluster",
-        "-i",
-        str(path),
-        "--known-hosts",
-        str(known),
-        *(["--json"] if json_output else []),
-        "--ask-jupyter-pass",
-        *extra,
-        input=BOB_PASSWORD + "\n",
-    )
-    assert PASSWORD not in done.stdout + done.stderr and BOB_PASSWORD not in done.stdout + done.stderr
-    return done
 
 
 def failed_line(done, node) -> str:
