@@ -166,3 +166,28 @@ def run_on_channel(
     finally:
         _watchdog.unwatch(token)
         channel.close()
+
+
+def sftp_put(sftp: paramiko.SFTPClient, local: str, remote: str, sha256: str, deadline: float) -> int:
+    """Stream the controller file ``local`` to ``remote`` (created exclusively, 0600), hashing what
+    is sent: raises :class:`ChannelFailure` when its sha256 is not ``sha256`` (the file changed
+    since it was checked) and :class:`CommandTimeout` past ``deadline``. Returns the bytes sent."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    sent = 0
+    with open(local, "rb") as source, sftp.open(remote, "wbx") as target:
+        target.chmod(0o600)
+        target.set_pipelined(True)
+        while True:
+            if time.monotonic() >= deadline:
+                raise CommandTimeout()
+            chunk = source.read(4 * CHUNK)
+            if not chunk:
+                break
+            digest.update(chunk)
+            target.write(chunk)
+            sent += len(chunk)
+    if digest.hexdigest() != sha256:
+        raise ChannelFailure(f"{local} changed while it was sent (sha256 {digest.hexdigest()}, checked {sha256})")
+    return sent

@@ -89,9 +89,10 @@ def new_nonce() -> str:
     return secrets.token_hex(8)
 
 
-def gather_script(nonce: str) -> str:
-    """The one script `provision probe` runs on a host, framing each output with ``nonce``."""
-    return render("gather.sh.j2", mode="stream", steps=STEPS, nonce=nonce, version=__version__)
+def gather_script(nonce: str, steps: tuple[Step, ...] = STEPS) -> str:
+    """The one script `provision probe` runs on a host, framing each output with ``nonce``
+    (``steps``: probe's, or probe's plus the ones `provision doctor` adds)."""
+    return render("gather.sh.j2", mode="stream", steps=steps, nonce=nonce, version=__version__)
 
 
 def capture_script() -> str:
@@ -115,25 +116,25 @@ def _frames(text: str, nonce: str) -> list[tuple[str, str | None, str]]:
     return frames
 
 
-def _stderr_by_step(stderr: str, nonce: str) -> dict[str, str]:
+def _stderr_by_step(stderr: str, nonce: str, names: tuple[str, ...]) -> dict[str, str]:
     """Each known step's stderr from the stderr stream (frames ``@@N@@ name``); others ignored."""
-    return {name: body for name, code, body in _frames(stderr, nonce) if name in CAPTURE_NAMES and code is None}
+    return {name: body for name, code, body in _frames(stderr, nonce) if name in names and code is None}
 
 
-def split_output(text: str, nonce: str, stderr: str = "") -> dict[str, Capture]:
+def split_output(text: str, nonce: str, stderr: str = "", names: tuple[str, ...] = CAPTURE_NAMES) -> dict[str, Capture]:
     """Split the framed output of :func:`gather_script` into captures by name.
 
     stdout holds each step as ``@@N@@ name`` + its output + ``@@N@@ .rc CODE``; ``stderr``
     holds ``@@N@@ name`` + that step's stderr, kept only for a step that failed (at most
     :data:`STDERR_KEPT` characters). Raises :class:`ParseError` (source ``probe``) when the
     framing is broken (e.g. the connection dropped half way), and when a frame names anything
-    but a known capture or names one twice: the output is hostile or corrupt, and a capture name
-    becomes a file name.
+    but a known capture (``names``: the steps the script ran) or names one twice: the output is
+    hostile or corrupt, and a capture name becomes a file name.
     """
     frames = _frames(text, nonce)
     if not frames:
         raise ParseError("probe", "no framed output: the remote shell printed something else (is /bin/sh POSIX?)")
-    errors = _stderr_by_step(stderr, nonce)
+    errors = _stderr_by_step(stderr, nonce, names)
     captures: dict[str, Capture] = {}
     pending: tuple[str, str] | None = None
     for name, code, body in frames:
@@ -145,7 +146,7 @@ def split_output(text: str, nonce: str, stderr: str = "") -> dict[str, Capture]:
             captures[pending[0]] = Capture(pending[0], exit_code, pending[1], kept)
             pending = None
             continue
-        if name not in CAPTURE_NAMES:
+        if name not in names:
             raise ParseError("probe", f"unexpected frame {name[:_NAME_SHOWN]!r}: not a capture name (hostile or corrupt output)")
         if name in captures or (pending is not None and pending[0] == name):
             raise ParseError("probe", f"frame {name!r} appears twice (hostile or corrupt output)")
@@ -154,7 +155,7 @@ def split_output(text: str, nonce: str, stderr: str = "") -> dict[str, Capture]:
         pending = (name, body)
     if pending is not None:
         raise ParseError("probe", f"output ended inside {pending[0]}: connection dropped?")
-    missing = [name for name in CAPTURE_NAMES if name not in captures]
+    missing = [name for name in names if name not in captures]
     if missing:
         raise ParseError("probe", f"output is missing {', '.join(missing)}")
     return captures

@@ -37,6 +37,11 @@ def _environment(**extra) -> SandboxedEnvironment:
     env.filters["pluck"] = pluck
     env.filters["registered"] = registered
     env.filters["host_key_entries"] = host_key_entries
+    env.filters["node_keys"] = node_keys
+    env.filters["cluster_addresses"] = cluster_addresses
+    env.filters["home_writer"] = home_writer
+    env.filters["present_users"] = lambda users: [u for u in users or [] if u.get("state", "present") != "absent"]
+    env.filters["absent_users"] = lambda users: [u for u in users or [] if u.get("state", "present") == "absent"]
     return env
 
 
@@ -54,23 +59,97 @@ def registered(hostvars: Any, name: str) -> list:
     return out
 
 
+def _host_names(host: str, values: dict) -> list[str]:
+    """Every name ``host`` is reached by: inventory name (first), ``[address]:port`` (or
+    address), host name, FQDN, short name and addresses (names a node reports are its claims)."""
+    facts = values.get("facts") or {}
+    address, port = values.get("inventory_address"), values.get("inventory_port")
+    names = [host]
+    if address:
+        names.append(f"[{address}]:{port}" if port and port != 22 else address)
+    names += [facts.get("hostname"), facts.get("fqdn"), facts.get("short"), *(facts.get("addresses") or [])]
+    return [n for n in dict.fromkeys(names) if n]
+
+
+def _check_claims(hostvars: dict) -> None:
+    """Two hosts claiming one name or address is an error naming both (a compromised node must
+    not pose as another in every node's known_hosts or in the NFS export list)."""
+    owner: dict[str, str] = {}
+    for host, values in sorted(hostvars.items()):
+        for name in _host_names(host, values if isinstance(values, dict) else {}):
+            other = owner.setdefault(name.lower(), host)
+            if other != host:
+                raise TemplateError(f"hosts {other} and {host} both claim the name or address {name!r}: fix it on the wrong one")
+
+
 def host_key_entries(hostvars: Any) -> list:
-    """known_hosts entries for every host: its host keys (read over the verified connection)
-    under every name it is reached by: inventory name, ``[address]:port`` (or address), host
-    name, FQDN, short name and addresses."""
+    """known_hosts entries for every inventory host: ``node``, its names (see
+    :func:`_host_names`) and its host keys (read over the verified connection, or cached from
+    its last run); ``keys`` None when nothing is known of it (its present lines are kept)."""
+    hostvars = hostvars or {}
+    _check_claims(hostvars)
     entries = []
-    for host, values in sorted((hostvars or {}).items()):
-        facts = values.get("facts") or {}
-        keys = facts.get("host_keys") or []
-        if not keys:
-            continue
-        address, port = values.get("inventory_address"), values.get("inventory_port")
-        names = [host]
-        if address:
-            names.append(f"[{address}]:{port}" if port and port != 22 else address)
-        names += [facts.get("hostname"), facts.get("fqdn"), facts.get("short"), *(facts.get("addresses") or [])]
-        entries.append({"names": [n for n in dict.fromkeys(names) if n], "keys": list(keys)})
+    for host, values in sorted(hostvars.items()):
+        keys = (values.get("facts") or {}).get("host_keys") or None
+        entries.append({"node": host, "names": _host_names(host, values), "keys": list(keys) if keys else None})
     return entries
+
+
+def node_keys(hostvars: Any, name: str, user: str) -> dict:
+    """``hostvars | node_keys('user_keys', 'alice')``: {inventory host: [alice's public keys it
+    registered under ``name``]} for every host; None for a host that registered none (unknown:
+    its present lines are kept)."""
+    out: dict[str, list | None] = {}
+    for host in sorted(hostvars or {}):
+        results = registered({host: hostvars[host]}, name)
+        keys = [r["public_key"] for r in results if r.get("user") == user and r.get("public_key")]
+        out[host] = keys or None
+    return out
+
+
+def cluster_addresses(hostvars: Any) -> list:
+    """Every inventory host's addresses (live or cached), for lists that must name the whole
+    cluster (NFS clients). A host with no known address is an error naming it and what to run:
+    the list never shrinks to the hosts of this run."""
+    hostvars = hostvars or {}
+    _check_claims(hostvars)
+    missing = sorted(h for h, v in hostvars.items() if not (v.get("facts") or {}).get("addresses"))
+    if missing:
+        raise TemplateError(
+            f"no address known of {', '.join(missing)} (not reached in this run nor in an earlier one): "
+            f"run setup-cluster once with {', '.join(missing)} reachable and in --limit, or set nfs_clients"
+        )
+    return list(dict.fromkeys(a for h in sorted(hostvars) for a in hostvars[h]["facts"]["addresses"]))
+
+
+# File systems one server (or cluster) serves to many nodes: the same source and inode on every
+# node is the same folder. On local disks the same inode proves nothing (nodes cloned from one
+# image share inode numbers), so a local /home is never taken as shared unless told.
+NETWORK_FS = frozenset({"nfs", "nfs4", "lustre", "gpfs", "ceph", "beegfs", "glusterfs", "fuse", "fuseblk", "smb2", "cifs"})
+
+
+def home_shared(homes: list) -> bool:
+    """Whether every node's /home (``{fs, id: dev:inode, source}`` from hostinfo) is one network
+    file system: the same type, source and inode on every node (device numbers of a network
+    mount differ between clients, so only the inode is compared)."""
+    if len(homes) < 2 or not all(isinstance(h, dict) and h.get("fs") in NETWORK_FS for h in homes):
+        return False
+    return len({(h["fs"], h.get("source"), str(h.get("id", "")).rpartition(":")[2]) for h in homes}) == 1
+
+
+def home_writer(hostvars: Any, play_hosts: list, setting: Any = "auto") -> str | None:
+    """The one node that writes the users' key pairs and authorized_keys when /home is shared
+    (``shared_home: true``, or ``auto`` and detected by :func:`home_shared`): the first host of
+    the play that answered this run. None when every node has its own /home."""
+    hostvars = hostvars or {}
+    live = [h for h in play_hosts or [] if h in hostvars and not hostvars[h].get("cached") and not hostvars[h].get("unknown")]
+    if setting in (False, "false", "no", None) or not live:
+        return None
+    if setting in (True, "true", "yes"):
+        return live[0]
+    if setting != "auto":
+        raise TemplateError(f"shared_home: {setting!r} is not true, false or auto")
+    return live[0] if home_shared([(hostvars[h].get("facts") or {}).get("home") for h in live]) else None
 
 
 def pluck(results: Any, field: str) -> list:

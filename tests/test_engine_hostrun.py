@@ -46,6 +46,21 @@ def test_a_fact_read_before_a_change_is_trusted_only_where_the_change_states_it(
     assert cache.hint(a).content == b"x"  # kept as a hint for --check, never trusted
 
 
+def test_os_and_package_manager_survive_a_command():
+    # issue 15: what no command of a run changes (names and keys, OS family, package manager) stays
+    # trusted after a command that may alter anything, also in --check where nothing is read again
+    from provision.engine.factcache import FactCache, scope_of
+    from provision.operations.base import Run
+
+    cache = FactCache()
+    os_key, manager, other = FactKey("os"), FactKey("pkgmgr"), FactKey("file", "/a")
+    for key, value in ((HOSTINFO, {"hostname": "h"}), (os_key, "rocky"), (manager, "dnf"), (other, None)):
+        cache.store(key, value, 0)
+    cache.plan(scope_of(Run("echo anything", "c")))
+    assert cache.value(os_key) == "rocky" and cache.value(manager) == "dnf" and cache.known(HOSTINFO)
+    assert cache.value(other) is UNKNOWN
+
+
 def test_stderr_reason_from_the_node_is_printable():
     import pytest
 
@@ -94,7 +109,7 @@ def test_a_task_whose_first_change_fails_shows_that_failure(monkeypatch):
     monkeypatch.setattr(hostrun, "new_nonce", lambda: "n0")
 
     class Session:
-        def run(self, command, stdin):
+        def run(self, command, stdin, **_options):
             out = "@@n0@@ begin\n@@n0@@ step 0\nmkdir: cannot create directory '/x': Permission denied\n\n@@n0@@ rc 0 1\n"
             return CommandResult(out, "", 0)
 

@@ -134,3 +134,29 @@ def test_backup_name_planted_as_a_link_is_replaced_not_followed(tmp_path):
     run_local(build_script([Step(Write(str(target), b"new\n", mode=0o600), True)], [], "n", False))
     assert victim.read_text() == "keep\n" and (victim.stat().st_mode & 0o777) == 0o644
     assert not (tmp_path / "f.provision~").is_symlink() and (tmp_path / "f.provision~").read_text() == "old\n"
+
+
+def test_each_step_stopped_after_its_own_limit(tmp_path):
+    """Issue 15: time limits per step. A step past its limit is killed with its children and
+    says so; the next steps do not run; a step's own timeout wins over the run's."""
+    import time
+
+    from provision.engine.script import round_trip_limit, step_limit, upload_prelude
+
+    steps = [
+        Step(Run("echo quick", "a"), True),
+        Step(Run(f"sh -c 'sleep 30; touch {tmp_path}/child' & wait", "b", timeout=1), True),
+        Step(Run(f"touch {tmp_path}/never", "c"), True),
+    ]
+    started = time.monotonic()
+    out = parse_output(run_local(build_script(steps, [], "n", False, step_timeout=20)), "n")
+    assert time.monotonic() - started < 15
+    assert out.steps[0] == (0, 0, "quick") and out.steps[1][:2] == (1, 124) and len(out.steps) == 2
+    assert "step stopped after 1s" in out.steps[1][2]
+    assert not (tmp_path / "never").exists()
+    assert round_trip_limit(steps, 20, 300) == 300 + (20 + 10) + (1 + 10) + (20 + 10)
+    limited = step_limit("echo 'x'", 5, "D")
+    assert limited.startswith("timeout -k 10 5 sh -s <<'D'\n( echo 'x'\n) </dev/null\nD\n")  # on stdin, never in argv
+    assert upload_prelude(None) == "" and upload_prelude("/var/tmp/provision-upload.ab") == (
+        "PROVISION_UPLOADS=/var/tmp/provision-upload.ab; export PROVISION_UPLOADS\n"
+    )

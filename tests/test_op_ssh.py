@@ -4,7 +4,7 @@ import pytest
 
 from provision.operations import OPERATIONS
 from provision.operations.base import UNKNOWN, ArgumentError, FactKey, FileState, OperationError, Run, UserEntry, Write
-from provision.operations.ssh import add_keys, keypair_result
+from provision.operations.ssh import add_keys, keypair_result, set_node_keys
 
 ALICE = UserEntry("alice", 2001, 2001, "/home/alice", "/bin/bash")
 K1 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHc0Hf9YtWXxg0kd0Q8H2yAJ3Pj4AB alice@node1"
@@ -140,3 +140,63 @@ def test_links_in_ssh_paths_refused(kind):
 def test_keypair_commands_never_chown_through_a_name():
     (change,) = plan("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: None, PUB: None})
     assert "chown -h" in change.command and " chown alice" not in change.command
+
+
+def test_keypair_rotated_on_request():
+    present = {USER: ALICE, PRIV: FileState("f", 0o600, "alice", "alice"), PUB: text_file(K1)}
+    (change,) = plan("ssh_keypair", {"user": "alice", "rotate": True}, present)
+    assert change.describe == "rotate ssh key ~alice/.ssh/id_ed25519" and "ssh-keygen" in change.command
+    assert "|| exit 0" not in change.command  # rotation replaces the key that is there
+    (fresh,) = plan("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: None, PUB: None})
+    assert fresh.command.startswith("[ ! -e ")  # a key another node wrote meanwhile (shared /home) is kept
+
+
+M1 = K1 + " provision-node=node1"
+M2 = K2 + " provision-node=node2"
+K3 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKq9qG3W7cF9vKJ0bW1e4zG2dXbqWQ8x alice@node3"
+
+# (name, current authorized_keys, node_keys, wanted authorized_keys)
+NODE_KEY_CASES = [
+    ("fresh", "", {"node1": [K1], "node2": [K2]}, f"{M1}\n{M2}\n"),
+    ("converged", f"{M1}\n{M2}\n", {"node1": [K1], "node2": [K2]}, f"{M1}\n{M2}\n"),
+    ("node-left", f"# mine\n{M1}\n{M2}\n", {"node1": [K1]}, f"# mine\n{M1}\n"),
+    ("node-unknown-kept", f"{M1}\n{M2}\n", {"node1": [K1], "node2": None}, f"{M1}\n{M2}\n"),
+    ("rotated", f"{M1}\n{M2}\n", {"node1": [K3], "node2": [K2]}, f"{K3} provision-node=node1\n{M2}\n"),
+    ("plain-copy-adopted", f"{K1}\n# mine\n", {"node1": [K1]}, f"# mine\n{M1}\n"),
+    ("user-options-win", f'from="10.0.0.1" {K1}\n', {"node1": [K1]}, f'from="10.0.0.1" {K1}\n'),
+    ("user-left-revoked", f"# mine\n{M1}\n{M2}\n", {}, "# mine\n"),
+]
+
+
+@pytest.mark.parametrize("case", NODE_KEY_CASES, ids=[c[0] for c in NODE_KEY_CASES])
+def test_managed_lines_per_node(case):
+    _id, current, node_keys, wanted = case
+    assert set_node_keys(current, node_keys) == wanted
+    facts = {USER: ALICE, AUTH: text_file(current) if current else None}
+    changes = plan("authorized_key", {"user": "alice", "node_keys": node_keys}, facts)
+    assert (changes == []) == (current == wanted)
+    assert all(c.content.decode() == wanted for c in changes)
+
+
+def test_keys_of_a_removed_user_nothing_to_do():
+    assert plan("authorized_key", {"user": "alice", "node_keys": {}}, {USER: None, AUTH: None}) == []
+
+
+HOSTS = FactKey("file", "/etc/ssh/ssh_known_hosts")
+
+
+def test_known_hosts_per_node_left_unknown_and_replaced():
+    kind, blob = K1.split()[:2]
+    _, blob2 = K2.split()[:2]
+    _, blob3 = K3.split()[:2]
+    block = f"node1,10.0.0.1 {kind} {blob}\nnode2,10.0.0.2 {kind} {blob2}\nnode3,10.0.0.3 {kind} {blob3}\n"
+    before = f"# mine\n# BEGIN provision known hosts\n{block}# END provision known hosts\n"
+    entries = [
+        {"node": "node1", "names": ["node1", "10.0.0.1"], "keys": [K3]},  # reinstalled: the new key replaces the old
+        {"node": "node2", "names": ["node2"], "keys": None},  # down, never cached: its line is kept
+    ]  # node3 left the inventory: its line goes
+    (change,) = plan("known_hosts", {"entries": entries}, {HOSTS: text_file(before, 0o644, "root")})
+    assert change.content.decode() == (
+        f"# mine\n# BEGIN provision known hosts\nnode1,10.0.0.1 {kind} {blob3}\nnode2,10.0.0.2 {kind} {blob2}\n"
+        "# END provision known hosts\n"
+    )

@@ -4,6 +4,7 @@ import pytest
 
 from provision.operations import OPERATIONS
 from provision.operations.base import ArgumentError, FactKey, OperationError, ServiceState
+from provision.operations.os_facts import OsRelease, PackageIndex
 
 
 def plan(op, args, facts):
@@ -12,24 +13,130 @@ def plan(op, args, facts):
 
 
 P = FactKey("pkgmgr")
+I = FactKey("pkgindex")  # noqa: E741 - the index fact, short for the tables
+OS = FactKey("os")
+FRESH = {P: "apt", I: PackageIndex("apt", 600)}  # apt lists updated ten minutes ago
+INSTALL = "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends"
+UPDATE = "DEBIAN_FRONTEND=noninteractive apt-get update -q && "
+DEBIAN = OsRelease("debian", (), "12")
+UBUNTU = OsRelease("ubuntu", ("debian",), "24.04")
+ROCKY = OsRelease("rocky", ("rhel", "centos", "fedora"), "9.4")
+ALMA = OsRelease("almalinux", ("rhel", "centos", "fedora"), "9.4")
+NFS_CLIENT = {"debian": "nfs-common", "rhel": "nfs-utils"}
 CASES = [
     (
         "apt-missing",
         "package",
         {"name": ["openssh-client", "rsync"]},
-        {P: "apt", FactKey("package", "openssh-client"): "1:9.2", FactKey("package", "rsync"): None},
-        ["DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends rsync"],
+        {
+            **FRESH,
+            FactKey("package", "openssh-client"): "1:9.2",
+            FactKey("package", "rsync"): None,
+            FactKey("candidate", "rsync"): "3.2.7-1",
+        },
+        [f"{INSTALL} rsync"],
+    ),
+    # issue 15: a node whose apt lists are empty (every Debian container image) refreshes first
+    (
+        "apt-no-lists",
+        "package",
+        {"name": "nfs-common"},
+        {P: "apt", I: PackageIndex("apt", None)},
+        [UPDATE + f"{INSTALL} nfs-common"],
+    ),
+    (
+        "apt-stale-lists",
+        "package",
+        {"name": "rsync"},
+        {P: "apt", I: PackageIndex("apt", 90000), FactKey("candidate", "rsync"): "3.2"},
+        [UPDATE + f"{INSTALL} rsync"],
+    ),
+    (
+        "apt-stale-but-valid-long",
+        "package",
+        {"name": "rsync", "cache_valid_time": 100000},
+        {P: "apt", I: PackageIndex("apt", 90000), FactKey("candidate", "rsync"): "3.2"},
+        [f"{INSTALL} rsync"],
+    ),
+    (
+        "apt-future-mtime",
+        "package",
+        {"name": "rsync"},
+        {P: "apt", I: PackageIndex("apt", -50), FactKey("candidate", "rsync"): "3.2"},
+        [UPDATE + f"{INSTALL} rsync"],
+    ),
+    (
+        "apt-fresh-no-candidate",
+        "package",
+        {"name": "nfs-common"},
+        {**FRESH, FactKey("candidate", "nfs-common"): None},
+        [UPDATE + f"{INSTALL} nfs-common"],
+    ),
+    (
+        "apt-refreshed-this-run",  # once per run per host: apt-get's own error then says what is missing
+        "package",
+        {"name": "nfs-common", "update": True},
+        {P: "apt", I: PackageIndex("apt", 0, refreshed=True), FactKey("candidate", "nfs-common"): None},
+        [f"{INSTALL} nfs-common"],
+    ),
+    (
+        "apt-installed-no-refresh",
+        "package",
+        {"name": "rsync"},
+        {P: "apt", I: PackageIndex("apt", None), FactKey("package", "rsync"): "3.2"},
+        [],
+    ),
+    (
+        "dnf-no-cache",
+        "package",
+        {"name": "rsync"},
+        {P: "dnf", I: PackageIndex("dnf", None)},
+        ["dnf makecache -q && dnf install -y -q rsync"],
+    ),
+    (
+        "dnf-fresh",
+        "package",
+        {"name": "rsync"},
+        {P: "dnf", I: PackageIndex("dnf", 60), FactKey("candidate", "rsync"): "unknown"},
+        ["dnf install -y -q rsync"],
+    ),
+    # issue 15: package names by the node's OS family (no RHEL image here: these cases are the test)
+    (
+        "family-debian",
+        "package",
+        {"name": NFS_CLIENT},
+        {**FRESH, OS: DEBIAN, FactKey("candidate", "nfs-common"): "1:2.6.2"},
+        [f"{INSTALL} nfs-common"],
+    ),
+    (
+        "family-ubuntu",
+        "package",
+        {"name": NFS_CLIENT},
+        {**FRESH, OS: UBUNTU, FactKey("candidate", "nfs-common"): "1:2.6.4"},
+        [f"{INSTALL} nfs-common"],
+    ),
+    (
+        "family-rocky",
+        "package",
+        {"name": NFS_CLIENT},
+        {P: "dnf", I: PackageIndex("dnf", 60), OS: ROCKY},
+        ["dnf install -y -q nfs-utils"],
+    ),
+    (
+        "family-alma-server",
+        "package",
+        {"name": {"debian": "nfs-kernel-server", "rhel": ["nfs-utils"]}},
+        {P: "dnf", I: PackageIndex("dnf", 60), OS: ALMA, FactKey("package", "nfs-utils"): "2.5.4"},
+        [],
     ),
     (
         "apt-update",
         "package",
         {"name": "rsync", "update": True},
         {P: "apt"},
-        [
-            "DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends rsync"  # noqa: E501 - one literal, kept whole to be read or grepped
-        ],
+        [UPDATE + f"{INSTALL} rsync"],
     ),
-    ("dnf-missing", "package", {"name": "rsync"}, {P: "dnf"}, ["dnf install -y -q rsync"]),
+    ("dnf-missing", "package", {"name": "rsync"}, {P: "dnf", I: PackageIndex("dnf", 5)}, ["dnf install -y -q rsync"]),
     ("present", "package", {"name": "rsync"}, {P: "apt", FactKey("package", "rsync"): "3.2"}, []),
     (
         "remove",
@@ -56,6 +163,20 @@ CASES = [
         {"name": "ssh", "enabled": True},
         {FactKey("systemd"): True, FactKey("service", "ssh"): ServiceState("active", "enabled")},
         [],
+    ),
+    (
+        "svc-kernel-nfs-rocky",
+        "service",
+        {"name": {"debian": "nfs-kernel-server", "rhel": "nfs-server"}, "enabled": True},
+        {FactKey("systemd"): True, OS: ROCKY, FactKey("service", "nfs-server"): ServiceState("inactive", "disabled")},
+        ["systemctl start nfs-server && systemctl enable nfs-server"],
+    ),
+    (
+        "svc-kernel-nfs-debian",
+        "service",
+        {"name": {"debian": "nfs-kernel-server", "rhel": "nfs-server"}, "enabled": True},
+        {FactKey("systemd"): True, OS: DEBIAN, FactKey("service", "nfs-kernel-server"): ServiceState("active", "disabled")},
+        ["systemctl enable nfs-kernel-server"],
     ),
     (
         "svc-restart",
@@ -88,6 +209,9 @@ def test_service_without_systemd_is_a_clear_message():
     [
         ("package", {"name": "rsync; reboot"}),
         ("package", {"name": "rsync", "state": "latest"}),
+        ("package", {"name": {"suse": "nfs-client"}}),
+        ("package", {"name": "rsync", "cache_valid_time": -1}),
+        ("service", {"name": {"debian": "nfs$(x)"}}),
         ("service", {"name": "ssh$(x)"}),
         ("service", {"name": "ssh", "state": "running"}),
         ("command", {"cmd": "x", "creates": "relative"}),
@@ -98,6 +222,37 @@ def test_bad_arguments(op, args):
         operation = OPERATIONS[op]
         checked = operation.check_args(args)
         operation.requests(checked)
+
+
+def test_package_facts_cover_every_family_and_the_index():
+    operation = OPERATIONS["package"]
+    keys = operation.requests(operation.check_args({"name": {"debian": ["nfs-kernel-server"], "rhel": "nfs-utils"}}))
+    assert set(keys) == {
+        P,
+        I,
+        OS,
+        FactKey("package", "nfs-kernel-server"),
+        FactKey("package", "nfs-utils"),
+        FactKey("candidate", "nfs-kernel-server"),
+        FactKey("candidate", "nfs-utils"),
+    }
+
+
+def test_refresh_is_predicted_once_per_run():
+    (change,) = plan("package", {"name": "nfs-common"}, {P: "apt", I: PackageIndex("apt", None)})
+    effects = dict(change.effects)
+    assert effects[I] == PackageIndex("apt", 0, refreshed=True)
+    assert effects[FactKey("candidate", "nfs-common")] == "installed"
+    assert "index refreshed: no package index" in change.describe
+    # the next package task on this host, with candidates read before the refresh, refreshes no more
+    (later,) = plan("package", {"name": "rsync"}, {P: "apt", I: effects[I], FactKey("candidate", "rsync"): None})
+    assert later.command == f"{INSTALL} rsync"
+
+
+@pytest.mark.parametrize("release", [OsRelease("arch", (), ""), OsRelease("opensuse-leap", ("suse", "opensuse"), "15.5"), None])
+def test_unknown_family_is_named(release):
+    with pytest.raises(OperationError, match="this node's OS .*family unknown.* is not one of debian, rhel"):
+        plan("package", {"name": NFS_CLIENT}, {**FRESH, OS: release})
 
 
 def test_a_command_shows_its_values_for_display_only():

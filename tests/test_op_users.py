@@ -39,6 +39,44 @@ CASES = [
         {FactKey("user", "alice"): ALICE},
         ["usermod -s /bin/zsh alice"],
     ),
+    # issue 15: a shared /home is made by one node; the others only add the account
+    (
+        "user-new-shared-home",
+        "user",
+        {"name": "alice", "uid": 2001, "create_home": False},
+        {},
+        ["useradd -M -u 2001 -g alice -s /bin/bash -d /home/alice alice"],
+    ),
+    # issue 15: a user who left: account gone, home kept unless remove_home, then the group
+    (
+        "user-absent",
+        "user",
+        {"name": "alice", "uid": 2001, "state": "absent"},
+        {FactKey("user", "alice"): ALICE},
+        ["userdel alice"],
+    ),
+    (
+        "user-absent-home-removed",
+        "user",
+        {"name": "alice", "uid": 2001, "state": "absent", "remove_home": True},
+        {FactKey("user", "alice"): ALICE},
+        ["userdel -r alice"],
+    ),
+    ("user-absent-gone", "user", {"name": "alice", "uid": 2001, "state": "absent"}, {FactKey("user", "alice"): None}, []),
+    (
+        "group-absent",
+        "group",
+        {"name": "alice", "gid": 2001, "state": "absent"},
+        {FactKey("group", "alice"): GroupEntry("alice", 2001)},
+        ["groupdel alice"],
+    ),
+    (
+        "group-absent-not-ours",
+        "group",
+        {"name": "alice", "gid": 2001, "state": "absent"},
+        {FactKey("group", "alice"): GroupEntry("alice", 1500)},
+        [],
+    ),
 ]
 
 
@@ -53,6 +91,7 @@ HOST_ERRORS = [
     ("group", {"name": "alice", "gid": 2001}, {FactKey("gid", "2001"): "bob"}, "belongs to group bob"),
     ("user", {"name": "alice", "uid": 2002}, {FactKey("user", "alice"): ALICE}, "exists with uid 2001, wanted 2002: not changed"),
     ("user", {"name": "alice", "uid": 2001}, {FactKey("uid", "2001"): "bob"}, "uid 2001 already belongs to user bob"),
+    ("user", {"name": "alice", "uid": 2005, "state": "absent"}, {FactKey("user", "alice"): ALICE}, "not 2005: not removed"),
 ]
 
 
@@ -71,6 +110,7 @@ def test_never_changes_ids_silently(op, args, facts, text):
         ({"name": "alice", "uid": -3}, "positive"),
         ({"name": "alice", "uid": 1, "shell": "bash"}, "absolute"),
         ({"name": "alice", "uid": 1, "groups": ["a;b"]}, "group name"),
+        ({"name": "alice", "uid": 1, "state": "gone"}, "not present or absent"),
     ],
 )
 def test_bad_user_arguments(args, text):

@@ -31,7 +31,7 @@ def files(tmp_path, users="    - {name: alice, uid: 2001}\n", playbook=None):
         (
             None,
             "- hosts: all\n  tasks:\n    - user: {name: x, uid: 1, colour: red}\n",
-            "unknown argument 'colour' (valid: group, groups, home, name, shell, uid)",
+            "unknown argument 'colour' (valid: create_home, group, groups, home, name, remove_home, shell, state, uid)",
         ),
         (None, "- hosts: all\n  tasks:\n    - directory: {path: /x}\n      when: 'a ==='\n", "pb.yml:4: when:"),
         (

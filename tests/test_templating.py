@@ -6,8 +6,12 @@ from jinja2.exceptions import SecurityError
 
 from provision.templating import (
     TemplateError,
+    cluster_addresses,
     evaluate_when,
+    home_shared,
+    home_writer,
     host_key_entries,
+    node_keys,
     registered,
     render_template,
     render_value,
@@ -136,4 +140,64 @@ def test_registered_and_host_key_entries():
         "n2": {"facts": {}},
     }
     assert registered(hostvars, "keys") == [{"user": "a", "public_key": "ssh-ed25519 AAA a@n1", "host": "n1"}]
-    assert host_key_entries(hostvars) == [{"names": ["n1", "[127.0.0.1]:2201", "n1.c", "10.0.0.1"], "keys": ["ssh-ed25519 HK1"]}]
+    # n2 is known of nothing (outside the run, never cached): keys None, so its lines are kept.
+    assert host_key_entries(hostvars) == [
+        {"node": "n1", "names": ["n1", "[127.0.0.1]:2201", "n1.c", "10.0.0.1"], "keys": ["ssh-ed25519 HK1"]},
+        {"node": "n2", "names": ["n2"], "keys": None},
+    ]
+    assert node_keys(hostvars, "keys", "a") == {"n1": ["ssh-ed25519 AAA a@n1"], "n2": None}
+    assert node_keys(hostvars, "keys", "b") == {"n1": None, "n2": None}
+
+
+def _node(name, *addresses, **extra):
+    facts = {"hostname": name, "fqdn": "", "short": name, "addresses": list(addresses), "host_keys": ["ssh-ed25519 K"]}
+    return {"facts": {**facts, **extra}, "inventory_address": addresses[0] if addresses else None, "inventory_port": 22}
+
+
+@pytest.mark.parametrize(
+    ("hostvars", "error"),
+    [
+        # a node claiming another's address or name: both named
+        ({"n1": _node("n1", "10.0.0.1"), "n2": _node("n2", "10.0.0.2", addresses=["10.0.0.2", "10.0.0.1"])}, "n1 and n2"),
+        ({"n1": _node("n1", "10.0.0.1"), "n2": _node("n1", "10.0.0.2")}, "both claim the name or address 'n1'"),
+    ],
+)
+def test_two_hosts_claiming_one_name_or_address_is_an_error(hostvars, error):
+    with pytest.raises(TemplateError, match=error):
+        host_key_entries(hostvars)
+    with pytest.raises(TemplateError, match=error):
+        cluster_addresses(hostvars)
+
+
+def test_cluster_addresses_never_shrink():
+    hostvars = {"n1": _node("n1", "10.0.0.1"), "n2": {**_node("n2", "10.0.0.2"), "cached": True}}
+    assert cluster_addresses(hostvars) == ["10.0.0.1", "10.0.0.2"]
+    hostvars["n3"] = {"facts": {}, "unknown": True, "inventory_address": None}
+    with pytest.raises(TemplateError, match="no address known of n3"):
+        cluster_addresses(hostvars)
+
+
+NFS_HOME = {"fs": "nfs", "id": "41:2", "source": "fs1:/export/home"}
+
+
+@pytest.mark.parametrize(
+    ("homes", "setting", "writer"),
+    [
+        ([NFS_HOME, {**NFS_HOME, "id": "47:2"}], "auto", "n1"),  # one NFS export: device numbers differ, inode same
+        ([NFS_HOME, {**NFS_HOME, "source": "fs2:/export/home"}], "auto", None),  # two servers
+        ([{"fs": "ext2/ext3", "id": "2049:2", "source": "/dev/sda2"}] * 2, "auto", None),  # cloned local disks
+        ([{"fs": "ext2/ext3", "id": "2049:2", "source": "/dev/sda2"}] * 2, True, "n1"),  # told so
+        ([NFS_HOME, NFS_HOME], False, None),
+    ],
+)
+def test_home_writer(homes, setting, writer):
+    hostvars = {f"n{i + 1}": _node(f"n{i + 1}", f"10.0.0.{i + 1}", home=home) for i, home in enumerate(homes)}
+    assert home_writer(hostvars, list(hostvars), setting) == writer
+    assert home_shared(homes) == (homes[0]["fs"] == "nfs" and homes[0]["source"] == homes[1]["source"])
+
+
+def test_home_writer_is_a_host_that_answered():
+    hostvars = {"n1": {**_node("n1", "10.0.0.1"), "cached": True}, "n2": _node("n2", "10.0.0.2")}
+    assert home_writer(hostvars, ["n1", "n2"], True) == "n2"
+    with pytest.raises(TemplateError, match="not true, false or auto"):
+        home_writer(hostvars, ["n1", "n2"], "maybe")

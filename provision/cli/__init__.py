@@ -49,6 +49,7 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 # Register the commands (imports for their side effect on `app`).
 from provision.cli import (  # noqa: E402,F401
+    doctor_cmd,
     inventory_cmd,
     plan_cmd,
     probe_cmd,

@@ -170,6 +170,9 @@ def launch(
     run: bool = typer.Option(
         False, "--run", help="Run it from the first host over SSH in a terminal (Ctrl-C stops mpirun), streaming its output."
     ),
+    no_doctor: bool = typer.Option(
+        False, "--no-doctor", help="With --run: skip doctor's fast checks (reach, pairwise SSH, software, limits) first."
+    ),
     probe: bool = PROBE,
     allow_no_gpu: bool = ALLOW_NO_GPU,
     no_gpu_affinity: bool = NO_AFFINITY,
@@ -231,6 +234,15 @@ def launch(
             stderr.print(f"[yellow]warning[/yellow]: {escape(root_message(first.name, 'root'))}", highlight=False, soft_wrap=True)
         typer.echo(quoted(argv))
         return
+    if not no_doctor:
+        from provision.cli.doctor_cmd import print_checks
+        from provision.doctor.runner import fast_checks
+
+        results = fast_checks(open_inventory(inventory).resolve([h.host for h in plan.hosts]), options, settings.forks)
+        if any(r.status == "fail" for r in results):
+            print_checks(results, Console(stderr=True))
+            stderr.print("provision: not launched: a doctor check failed (--no-doctor to launch anyway)", markup=False)
+            raise typer.Exit(1)
     raise typer.Exit(
         run_from_first_host(first, options, plan, remote, argv_for, allow_run_as_root=allow_run_as_root, check=report_bindings)
     )

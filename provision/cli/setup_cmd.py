@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from provision.cli import app, fail, options as opt, stderr
+from provision.engine.membership import new_hosts_problem
 from provision.engine.roles_summary import role_summary
 from provision.engine.runner import BadInput, Runner, RunOptions
 from provision.engine.verify import verify_pairs
@@ -89,10 +90,20 @@ def setup_cluster(
     ask_jupyter_pass: bool = typer.Option(
         False, "--ask-jupyter-pass", help="Ask for the Jupyter password of each user without jupyter_password_file."
     ),
+    rotate_user_keys: str = typer.Option(
+        None, "--rotate-user-keys", help="Replace these users' key pairs on every node (comma-separated); old keys revoked."
+    ),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check BatchMode SSH between every pair of nodes afterwards."),
     as_json: bool = typer.Option(False, "--json", help="Print per-task results as JSON."),
     forks: int = opt.FORKS,
     connect_timeout: float = opt.CONNECT_TIMEOUT,
+    command_timeout: float = typer.Option(
+        300.0,
+        "--command-timeout",
+        min=1,
+        help="Seconds each change (one step) may run on a host; a round trip may run as long as its "
+        "steps together. The Anaconda installer has its own limit (its timeout, default 1800).",
+    ),
     accept_new_host_keys: bool = opt.ACCEPT_NEW,
     known_hosts: Path = opt.KNOWN_HOSTS,
     ssh_config: Path = opt.SSH_CONFIG,
@@ -104,6 +115,15 @@ def setup_cluster(
     plays = load_playbook(playbook or resource_dir("playbooks") / "setup-cluster.yml")
     if not inv.hosts and not limit:
         raise fail("no hosts: give an inventory with -i")
+    if rotate_user_keys:
+        rotate = [name.strip() for name in rotate_user_keys.split(",") if name.strip()]
+        unknown = sorted(set(rotate) - {u["name"] for u in users if u.get("state", "present") != "absent"})
+        if unknown:
+            raise fail(f"--rotate-user-keys: {', '.join(unknown)} not in cluster_users (present)")
+        if limit:  # the new keys must reach every node in the same run, the old ones leave every node
+            raise fail("--rotate-user-keys replaces keys on every node: run it without --limit")
+        extra["rotate_user_keys"] = rotate
+    users = [u for u in users if u.get("state", "present") != "absent"]
     password = None
     if ask_become_pass:
         password = getpass.getpass("BECOME password: ")
@@ -120,10 +140,13 @@ def setup_cluster(
         forks=forks,
         become_password=password,
         template_dirs=tuple(templates or ()),
+        step_timeout=command_timeout,
         tags=frozenset(t.strip() for t in tags.split(",") if t.strip()) if tags else None,
         skip_tags=frozenset(t.strip() for t in skip_tags.split(",") if t.strip()) if skip_tags else frozenset(),
     )
-    ssh = opt.ssh_options(known_hosts, ssh_config, accept_new=accept_new_host_keys, connect_timeout=connect_timeout)
+    ssh = opt.ssh_options(
+        known_hosts, ssh_config, accept_new=accept_new_host_keys, connect_timeout=connect_timeout, command_timeout=command_timeout
+    )
     console = Console()
     live = _Live([], console, quiet=as_json)
     runner = Runner(
@@ -141,6 +164,11 @@ def setup_cluster(
         runner.prepare()
     except BadInput as error:
         raise fail(str(error)) from None
+    ssh_selected = options.tags is None or "ssh" in options.tags
+    if limit and ssh_selected and "ssh" not in options.skip_tags:
+        problem = new_hosts_problem(inv, list(runner.hosts), runner.cache, f"provision setup-cluster -i {inventory}")
+        if problem:
+            raise fail(problem)
     live.state = {name: "waiting" for name in runner.hosts}
     if live.live:
         live.live.start()

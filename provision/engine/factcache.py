@@ -22,6 +22,9 @@ from provision.operations.base import UNKNOWN, FactKey, Run, UserEntry, Write, s
 
 PATH_KINDS = ("file", "stat")  # facts about one path: a change that names its paths leaves others alone
 IDENTITY = FactKey("hostinfo")  # host name, addresses, host keys: read once, at the start of the run
+# What no change of a run alters: the host's identity, its OS family, its package manager. They stay
+# trusted after a change that may alter anything (in --check too, where nothing is read again).
+STABLE = (IDENTITY, FactKey("os"), FactKey("pkgmgr"))
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ class FactCache:
         return [key for key in dict.fromkeys(keys) if not self.known(key)]
 
     def _touches(self, scope: Scope, key: FactKey) -> bool:
-        if key == IDENTITY:
+        if key in STABLE:
             return False
         if any(stated == key for stated, _ in scope.stated):
             return True

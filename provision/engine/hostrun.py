@@ -20,7 +20,18 @@ from typing import Any
 
 from provision.connection import HostFailure
 from provision.engine.factcache import ANYTHING, IDENTITY, FactCache, scope_of
-from provision.engine.script import BECOME_FAILED, Step, build_script, new_nonce, parse_output, remote_command, stdin_for
+from provision.engine.script import (
+    BECOME_FAILED,
+    Step,
+    build_script,
+    new_nonce,
+    parse_output,
+    remote_command,
+    round_trip_limit,
+    stdin_for,
+    upload_prelude,
+)
+from provision.engine.uploads import send_uploads
 from provision.errors import ParseError
 from provision.inventory import Host
 from provision.operations.base import FactKey, Write, mask_secrets, printable
@@ -99,6 +110,7 @@ class HostRun:
     registered: dict[str, Any] = field(default_factory=dict)
     unreachable: str | None = None
     failed: bool = False
+    untrusted: bool = False  # its reported host keys lack the verified one: its hostinfo is not used
     error: str = ""  # why the host stopped, when no task result says it
     round_trips: int = 0
     wanted: dict[FactKey, None] = field(default_factory=dict)  # facts the next tasks are known to need
@@ -108,6 +120,9 @@ class HostRun:
     def identity(self) -> dict:
         """Host name, addresses and host keys (read in the first round trip), or {}."""
         return self.cache.hint(IDENTITY) or {}
+
+    step_timeout: float | None = None  # seconds each change may run (--command-timeout); None: no limit of its own
+    command_timeout: float = 300.0  # seconds a round trip may read facts (the session's command timeout)
 
     def facts_hostname(self) -> str | None:
         """The name this host calls itself (from its facts), if read."""
@@ -175,14 +190,21 @@ class HostRun:
         steps = [step for step, _result in self.pending] if apply else []
         as_root = as_root or any(step.become or step.user for step in steps)
         nonce = new_nonce()
-        script = build_script(steps, keys, nonce, as_root)
         self.round_trips += 1
+        folder = None
         try:
-            result = self.session.run(remote_command(as_root), stdin_for(script, as_root, self.password))
+            folder = send_uploads(self.session, steps)  # issue 15: files over SFTP, before the script
+            script = upload_prelude(folder) + build_script(steps, keys, nonce, as_root, self.step_timeout)
+            # a round trip that applies changes may run as long as their own limits together
+            limit = {"timeout": round_trip_limit(steps, self.step_timeout, self.command_timeout)} if steps else {}
+            result = self.session.run(remote_command(as_root), stdin_for(script, as_root, self.password), **limit)
         except HostFailure as failure:
             self.unreachable = f"{failure.kind}: {failure}"
             self._abort_pending(f"host {failure.kind}: {failure}", "aborted")
             raise HostFailed(self.unreachable) from None
+        finally:
+            if folder:
+                self.session.remove_private_dir(folder)
         try:
             output = parse_output(result.stdout, nonce)
         except ParseError as error:

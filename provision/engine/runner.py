@@ -11,6 +11,7 @@ from typing import Any
 
 from provision.connection import SshOptions
 from provision.engine.hostrun import HOSTINFO, NO_LOG, HostFailed, HostRun, TaskResult, unified_diff
+from provision.engine.membership import HostCache, cache_folder, cached_hostvars, record_of, verified_key_problem
 from provision.engine.script import LOGIN_USER, Step
 from provision.errors import ProvisionError
 from provision.inventory import Host, Inventory
@@ -41,6 +42,7 @@ class RunOptions:
     forks: int = DEFAULT_FORKS
     become_password: str | None = field(default=None, repr=False)
     template_dirs: tuple = ()
+    step_timeout: float | None = 300.0  # seconds each change may run on a host (--command-timeout)
 
 
 @dataclass
@@ -116,6 +118,8 @@ class Runner:
         self.root: dict[str, bool] = {}
         self.hosts: dict[str, Host] = {}
         self.play_hosts: list[list[Host]] = []
+        self.cache = HostCache(cache_folder(inventory))
+        self.known: dict[str, dict | None] = {}  # each inventory host's cached record (read once)
 
     # -- selection -----------------------------------------------------------------------------
     def selected(self, task: Task) -> bool:
@@ -240,27 +244,57 @@ class Runner:
                 self.options.become_password,
                 on_result=self._emit,
                 root=self.root.get(name, False),
+                step_timeout=self.options.step_timeout,
+                command_timeout=self.ssh.command_timeout,
             )
             for name, host in self.hosts.items()
         }
+        self.known = {name: self.cache.load(name) for name in self.inventory.hosts}
+        self._fill_hostvars(runs)
         try:
             # Threads only (workers=1): each host's session and state live across plays in this process.
             for play, hosts in zip(self.plays, self.play_hosts, strict=True):
                 fan_out(hosts, lambda h, play=play: self._play_on_host(play, runs[h.name]), self.options.forks, workers=1)
-                for name, run in runs.items():
-                    self.hostvars[name] = {
-                        **run.registered,
-                        "facts": run.identity(),
-                        "inventory_hostname": name,
-                        "inventory_address": run.host.address,
-                        "inventory_port": run.host.port,
-                    }
+                self._fill_hostvars(runs)
+            if not self.options.check:
+                self._save_cache(runs)
         finally:
             if not self.keep_sessions:
                 fan_out(
                     list(runs.values()), lambda r: r.session.close(), self.options.forks, on_error=lambda _r, _e: None, workers=1
                 )
         return self._report(runs)
+
+    # -- hosts outside this run (issue 15): cluster-wide files never shrink ------------------
+    def _live(self, run: HostRun) -> bool:
+        return bool(run.identity()) and not run.untrusted
+
+    def _fill_hostvars(self, runs: dict[str, HostRun]) -> None:
+        """hostvars of every inventory host: live for the hosts that answered this run (over
+        their cached record), cached (or ``unknown``) for the others."""
+        for name, host in self.inventory.hosts.items():
+            run = runs.get(name)
+            if run is None or not self._live(run):
+                self.hostvars[name] = cached_hostvars(name, self.known.get(name), host.address, host.port)
+        for name, run in runs.items():
+            if not self._live(run):
+                if name not in self.hostvars:  # an ad-hoc host outside the inventory
+                    self.hostvars[name] = cached_hostvars(name, None, run.host.address, run.host.port)
+                continue
+            self.hostvars[name] = {
+                **((self.known.get(name) or {}).get("registered") or {}),
+                **run.registered,
+                "facts": run.identity(),
+                "inventory_hostname": name,
+                "inventory_address": run.host.address,
+                "inventory_port": run.host.port,
+            }
+
+    def _save_cache(self, runs: dict[str, HostRun]) -> None:
+        kept = {t.register for p in self.plays for t in (*p.tasks, *p.handlers) if t.register and not t.no_log}
+        for name, run in runs.items():  # a failed host's claims (e.g. a name clash) are not kept
+            if name in self.inventory.hosts and self._live(run) and not run.failed:
+                self.cache.save(name, record_of(self.hostvars[name], self.known.get(name), kept))
 
     def _play_on_host(self, play: Play, run: HostRun) -> None:
         if run.failed or run.unreachable:
@@ -269,6 +303,11 @@ class Runner:
             if not run.identity():
                 self._status(run, "reading state")
                 run.need([*self.prefetch.get(run.host.name, {}), HOSTINFO], self.root.get(run.host.name, False))
+                verified = getattr(run.session, "verified_host_key", lambda: None)()
+                problem = verified_key_problem(run.host.name, run.identity(), verified)
+                if problem:
+                    run.untrusted, run.failed = True, True
+                    raise HostFailed(problem)
             notified: list[str] = []
             for task in play.tasks:
                 if self.selected(task):
@@ -317,7 +356,8 @@ class Runner:
                     run.finish(result)
                     continue
                 op, args = self.render_args(task, play, ctx)
-                user = check_user(render_value(task.become_user, ctx)) if task.become_user else None
+                user = render_value(task.become_user, ctx) if task.become_user else None
+                user = check_user(user) if user else None  # a template may render to none: no switch
                 operation = OPERATIONS[op]
                 args = operation.check_args(args)
                 reader = user or ("root" if become else LOGIN_USER)

@@ -3,7 +3,7 @@ changes. The registry :data:`OPERATIONS` maps each name a playbook may use to it
 
 from __future__ import annotations
 
-from provision.operations import conda, files, jupyter, nfs, role_facts, ssh, system, users  # noqa: F401 - issue 8's roles (role_facts registers fact kinds)
+from provision.operations import conda, files, jupyter, nfs, os_facts, role_facts, ssh, system, users  # noqa: F401 - role_facts and os_facts register fact kinds
 from provision.operations.base import Operation
 
 OPERATIONS: dict[str, Operation] = {

@@ -110,6 +110,19 @@ class Run:
     describe: str
     effects: tuple[tuple[FactKey, Any], ...] = ()
     touches: tuple[str, ...] | None = None
+    timeout: float | None = None  # seconds this change may run (None: the run's --command-timeout)
+    uploads: tuple[Upload, ...] = ()  # controller files sent (SFTP) before the round trip that runs it
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A controller file a :class:`Run` needs on the node: sent over SFTP (streamed) into a private
+    folder before the round trip, named by its sha256; the command finds it at
+    ``"$PROVISION_UPLOADS/<sha256>"`` and checks that sha256 on the node before using it."""
+
+    local: str
+    sha256: str
+    size: int
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from provision.operations.base import (
 
 CONTENT_LIMIT = 4 * 1024 * 1024  # files larger than this are compared by sha256 only
 _SHA = re.compile(r"^[0-9a-f]{64}$")
+_HOME_FS = re.compile(r"^[a-z0-9_./-]{1,32} \d{1,20}:\d{1,20}(?: [A-Za-z0-9_.:/@\[\]-]{1,256})?$")
 
 # Fact kinds added by other modules (the roles of issue 8): kind -> (command(arg), parse(arg, text)).
 EXTRA_KINDS: dict[str, tuple[Any, Any]] = {}
@@ -125,7 +126,10 @@ def fact_command(key: FactKey) -> str:
         return (
             'echo "h $(hostname)"; echo "f $(hostname -f 2>/dev/null)"; '
             'for a in $(hostname -I 2>/dev/null); do echo "a $a"; done; '
-            'for k in /etc/ssh/ssh_host_*_key.pub; do [ -r "$k" ] && echo "k $(cat "$k")"; done; true'
+            'for k in /etc/ssh/ssh_host_*_key.pub; do [ -r "$k" ] && echo "k $(cat "$k")"; done; '
+            # /home's file system type, dev:inode and source: a shared /home is the same on every node.
+            'echo "m $(stat -f -c %T /home 2>/dev/null) $(stat -c %d:%i /home 2>/dev/null) '
+            "$(df -P /home 2>/dev/null | awk 'NR==2 {print $1}')\"; true"
         )
     raise ValueError(f"unknown fact kind {kind!r}")
 
@@ -209,6 +213,9 @@ def parse_fact(key: FactKey, text: str) -> Any:
                 info["addresses"].append(value)
             elif tag == "k" and value:
                 info["host_keys"].append(" ".join(value.split()[:2]))
+            elif tag == "m" and _HOME_FS.match(value):
+                fs, ident, source = (value.split() + [""])[:3]
+                info["home"] = {"fs": fs, "id": ident, "source": source}
         info["short"] = info["hostname"].split(".")[0]
         return info
     raise ParseError(source, "unknown fact kind")

@@ -23,6 +23,7 @@ from provision.operations.base import (
     quote,
     shell_path,
 )
+from provision.operations.platform import OS, alternatives, for_node, per_family
 
 _OWNERSHIP = {
     "owner": Arg((str,), help="user that owns it"),
@@ -209,8 +210,14 @@ def edit_block_top(text: str, block: str, marker: str) -> str:
 
 
 def plan_block_top(args: dict, facts: Mapping[FactKey, Any]) -> list:
-    """A marked block at the top of a file, replaced as a whole; other lines untouched."""
-    return plan_marked_block("block_top", edit_block_top, args, facts)
+    """A marked block at the top of a file, replaced as a whole; other lines untouched. The path
+    may be one per OS family (``{debian: /etc/bash.bashrc, rhel: /etc/bashrc}``)."""
+    return plan_marked_block("block_top", edit_block_top, {**args, "path": for_node(args["path"], facts, "block_top")}, facts)
+
+
+def _block_top_requests(args: dict) -> list[FactKey]:
+    paths = alternatives(args["path"], "block_top")
+    return [FactKey("file", check_path(p)) for p in paths] + ([OS] if per_family(args["path"]) else [])
 
 
 _URL = re.compile(r"^(https?|ftp)://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
@@ -277,7 +284,13 @@ OPERATIONS = {
         doc="one line in a file",
     ),
     "block": Operation("block", _BLOCK_ARGS, _file_request, plan_block, doc="a marked block in a file"),
-    "block_top": Operation("block_top", _BLOCK_ARGS, _file_request, plan_block_top, doc="a marked block at the top of a file"),
+    "block_top": Operation(
+        "block_top",
+        {**_BLOCK_ARGS, "path": Arg((str, dict), True, help="remote path, or one per OS family")},
+        _block_top_requests,
+        plan_block_top,
+        doc="a marked block at the top of a file",
+    ),
     "download": Operation(
         "download",
         {**_PATH, **_OWNERSHIP, "url": Arg((str,), True), "sha256": Arg((str,), True)},

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from provision.operations.base import (
+    UNKNOWN,
     Arg,
     ArgumentError,
     FactKey,
@@ -35,11 +36,23 @@ def _group_requests(args: dict) -> list[FactKey]:
     return [FactKey("group", check_user(args["name"], "group")), FactKey("gid", str(_gid(args)))]
 
 
+def _state(args: dict, what: str) -> str:
+    if args.get("state", "present") not in ("present", "absent"):
+        raise ArgumentError(f"{what} {args['name']}: state {args['state']!r} is not present or absent")
+    return args.get("state", "present")
+
+
 def plan_group(args: dict, facts: Mapping[FactKey, Any]) -> list:
     """Create the group with its gid when absent; a different gid, or the gid held by another
-    group, is an error for this host."""
+    group, is an error for this host. ``state: absent`` removes the group (when it still has
+    that gid: another group of that name is not ours)."""
     name, gid = check_user(args["name"], "group"), _gid(args)
     entry = facts.get(FactKey("group", name))
+    if _state(args, "group") == "absent":
+        if entry is None or entry.gid != gid:
+            return []
+        effects = ((FactKey("group", name), None), (FactKey("gid", str(gid)), None))
+        return [Run(f"groupdel {quote(name)}", f"remove group {name} ({gid})", effects)]
     if entry is not None:
         if entry.gid != gid:
             raise OperationError(f"group {name} exists with gid {entry.gid}, wanted {gid}: not changed")
@@ -73,19 +86,39 @@ def _user_requests(args: dict) -> list[FactKey]:
     return [FactKey("user", args["name"]), FactKey("uid", str(args["uid"])), FactKey("group", args["group"])]
 
 
+def _remove_user(args: dict, entry: UserEntry | None) -> list:
+    """``state: absent``: the account goes (its home too with ``remove_home``); a user of that
+    name with another uid is not ours: an error, never removed."""
+    name, uid = args["name"], args["uid"]
+    if entry is None:
+        return []
+    if entry.uid != uid:
+        raise OperationError(f"user {name} exists with uid {entry.uid}, not {uid}: not removed")
+    command = f"userdel {'-r ' if args['remove_home'] else ''}{quote(name)}"
+    # userdel may remove the primary group too: it is read again before the group task decides.
+    effects = ((FactKey("user", name), None), (FactKey("uid", str(uid)), None), (FactKey("group", args["group"]), UNKNOWN))
+    home = f" and its home {entry.home}" if args["remove_home"] else f" (home {entry.home} kept)"
+    return [Run(command, f"remove user {name} ({uid}){home}", effects)]
+
+
 def plan_user(args: dict, facts: Mapping[FactKey, Any]) -> list:
-    """Create the user with its uid, primary group, shell and home when absent; add missing
-    supplementary groups and fix the shell when it exists. Another uid is an error."""
+    """Create the user with its uid, primary group, shell and home when absent (the home not
+    made with ``create_home: false``: a shared /home made by one node); add missing
+    supplementary groups and fix the shell when it exists. Another uid is an error.
+    ``state: absent`` removes the account (see :func:`_remove_user`)."""
     args = _user_args(args)
     name, uid = args["name"], args["uid"]
     entry: UserEntry | None = facts.get(FactKey("user", name))
+    if _state(args, "user") == "absent":
+        return _remove_user(args, entry)
     if entry is None:
         holder = facts.get(FactKey("uid", str(uid)))
         if holder is not None and holder != name:
             raise OperationError(f"uid {uid} already belongs to user {holder}")
         group = facts.get(FactKey("group", args["group"]))
         gid = group.gid if group is not None else uid
-        command = f"useradd -m -u {uid} -g {quote(args['group'])} -s {quote(args['shell'])} -d {quote(args['home'])}"
+        make_home = "-m" if args["create_home"] else "-M"
+        command = f"useradd {make_home} -u {uid} -g {quote(args['group'])} -s {quote(args['shell'])} -d {quote(args['home'])}"
         if args["groups"]:
             command += f" -G {quote(','.join(args['groups']))}"
         command += f" {quote(name)}"
@@ -121,7 +154,7 @@ def plan_user(args: dict, facts: Mapping[FactKey, Any]) -> list:
 OPERATIONS = {
     "group": Operation(
         "group",
-        {"name": Arg((str,), True), "gid": Arg((int,), True)},
+        {"name": Arg((str,), True), "gid": Arg((int,), True), "state": Arg((str,), default="present")},
         _group_requests,
         plan_group,
         doc="a group with a fixed gid",
@@ -135,6 +168,9 @@ OPERATIONS = {
             "groups": Arg((list, str), help="supplementary groups"),
             "shell": Arg((str,), default="/bin/bash"),
             "home": Arg((str,)),
+            "state": Arg((str,), default="present", help="present or absent"),
+            "remove_home": Arg((bool,), default=False, help="with state absent: remove the home too"),
+            "create_home": Arg((bool,), default=True, help="make the home (false: another node makes it)"),
         },
         _user_requests,
         plan_user,

@@ -84,8 +84,9 @@ class Variables:
 
 
 def check_cluster_users(users: Any) -> list[dict]:
-    """Validate ``cluster_users`` (a list of {name, uid, gid?, shell?, groups?}): names safe,
-    ids numbers, no name or uid twice. Raises :class:`VariableError` naming the entry."""
+    """Validate ``cluster_users`` (a list of {name, uid, gid?, shell?, groups?, state?,
+    remove_home?}): names safe, ids numbers, state present/absent, no name or uid twice.
+    Raises :class:`VariableError` naming the entry."""
     from provision.operations.base import USER_NAME
 
     if users is None:
@@ -105,6 +106,10 @@ def check_cluster_users(users: Any) -> list[dict]:
             value = user.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**31):
                 raise VariableError(f"{where} ({name}): {key} {value!r} is not a positive number")
+        if user.get("state", "present") not in ("present", "absent"):
+            raise VariableError(f"{where} ({name}): state {user['state']!r} is not present or absent")
+        if not isinstance(user.get("remove_home", False), bool):
+            raise VariableError(f"{where} ({name}): remove_home must be true or false")
         if name in seen_names:
             raise VariableError(f"{where}: user {name} is listed twice")
         if uid in seen_uids:
