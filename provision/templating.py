@@ -241,9 +241,26 @@ def render_command(text: str, context: dict) -> str:
 
 
 def command_text(command: str) -> str:
-    """The command as written, without the assignments of its values (for display)."""
+    """The command as written, without the assignments of its values (the text that runs)."""
     head, marker, body = command.partition("\n" + VALUES_END + "\n")
     return body if marker else command
+
+
+_REFERENCE = re.compile(r'"\$\{_pv(\d+)\}"')
+
+
+def command_display(command: str) -> str:
+    """The command for DISPLAY only (live output, recap, --diff): each value shown in place of its
+    variable, as the one shell word it is passed as. Never run it: values are only ever passed as
+    variables (:func:`render_command`). Callers mask secrets and control characters."""
+    head, marker, body = command.partition("\n" + VALUES_END + "\n")
+    if not marker:
+        return command
+    values = {}
+    for word in shlex.split(head):  # the assignments render_command wrote, one shell word each
+        name, _, value = word.partition("=")
+        values[name] = value
+    return _REFERENCE.sub(lambda m: shlex.quote(values.get(_VARIABLE.format(m.group(1)), m.group(0))), body)
 
 
 _COMMAND = ("top", "cmd", "tick", "param")  # contexts where the shell reads words and quotes

@@ -93,3 +93,34 @@ def test_no_log_hides_failure_output():
     result = TaskResult("n1", "p", "t", "f:1", no_log=True)
     result.message = "cat: /etc/secret: token=abc"
     assert result.message == NO_LOG and TaskResult("n1", "p", "t", "f:1", message="x").message == "x"
+
+
+def test_a_task_whose_first_change_fails_shows_that_failure(monkeypatch):
+    # A task with two changes (a clone per prefix): the first fails, the second never runs. The
+    # task used to read "aborted: not applied", its failure output lost (no failed line, no reason).
+    import pytest
+
+    from provision.connection import CommandResult
+    from provision.engine import hostrun
+    from provision.engine.hostrun import HostFailed, TaskResult
+    from provision.engine.script import Step
+    from provision.operations.base import Run
+
+    monkeypatch.setattr(hostrun, "new_nonce", lambda: "n0")
+
+    class Session:
+        def run(self, command, stdin, **_options):
+            out = "@@n0@@ begin\n@@n0@@ step 0\nmkdir: cannot create directory '/x': Permission denied\n\n@@n0@@ rc 0 1\n"
+            return CommandResult(out, "", 0)
+
+    seen = []
+    run = HostRun(Host("h"), session=Session(), on_result=seen.append)
+    result = TaskResult("h", "p", "clone", "f:1")
+    for command in ("mkdir /x", "mkdir /y"):
+        change = Run(command, command)
+        run.plan(change, result, Step(change, True))
+    run.finish(result)
+    with pytest.raises(HostFailed):
+        run.flush()
+    assert seen == [result] and result.status == "failed"
+    assert result.message == "mkdir: cannot create directory '/x': Permission denied"

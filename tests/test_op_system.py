@@ -253,3 +253,25 @@ def test_refresh_is_predicted_once_per_run():
 def test_unknown_family_is_named(release):
     with pytest.raises(OperationError, match="this node's OS .*family unknown.* is not one of debian, rhel"):
         plan("package", {"name": NFS_CLIENT}, {**FRESH, OS: release})
+
+
+def test_a_command_shows_its_values_for_display_only():
+    from provision.templating import command_text, render_value
+
+    cmd = render_value("echo {{ x }} >{{ path }}", {"x": "it's a\x1b[2Jvalue", "path": "/tmp/out"}, shell=True)
+    operation = OPERATIONS["command"]
+    (change,) = operation.plan(operation.check_args({"cmd": cmd}), {})
+    # shown as the one word it is passed as, control characters made harmless
+    assert change.describe == "run echo 'it'\"'\"'s a?[2Jvalue' >/tmp/out"
+    assert "_pv" not in change.describe
+    # what runs still passes every value as a shell variable
+    assert change.command == cmd and "it's" not in command_text(change.command)
+
+
+def test_a_command_display_masks_secrets():
+    from provision.templating import render_value
+
+    cmd = render_value("set-db --password={{ pw }} --user {{ u }}", {"pw": "hunter2 two", "u": "admin"}, shell=True)
+    operation = OPERATIONS["command"]
+    (change,) = operation.plan(operation.check_args({"cmd": cmd}), {})
+    assert "hunter2" not in change.describe and change.describe.startswith("run set-db --password=********")

@@ -76,7 +76,7 @@ def inventory(cluster, folder, extra: str = "") -> tuple:
 BOB_PASSWORD = "bob-asked-at-the-prompt"
 
 
-def setup(files, *extra):
+def setup(files, *extra, json_output=True):
     """setup-cluster on the roles nodes; bob's Jupyter password is asked at the prompt (stdin)."""
     path, known = files
     done = run_cli(
@@ -85,7 +85,7 @@ def setup(files, *extra):
         str(path),
         "--known-hosts",
         str(known),
-        "--json",
+        *(["--json"] if json_output else []),
         "--ask-jupyter-pass",
         *extra,
         input=BOB_PASSWORD + "\n",

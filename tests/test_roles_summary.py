@@ -182,3 +182,19 @@ def test_marker_that_exists_is_refused_and_kept(tmp_path, monkeypatch):
     assert taken.read_text() == "mine"
     assert any(not line.ok and "could not write the marker" in line.text for line in lines), lines
     assert all("rm " not in script for script in server.scripts)
+
+
+def test_marker_is_created_0644_and_never_chmodded_after(tmp_path):
+    import subprocess
+
+    from provision.engine.roles_summary import write_markers
+
+    export = tmp_path / "export"
+    export.mkdir()
+    script = write_markers([str(export)], ".provision-nfs-check.0123456789abcdef", "tok")
+    # a chmod after creating it would follow a link a user swapped in at that name
+    assert "chmod" not in script
+    done = subprocess.run(["sh", "-c", "umask 077; " + script], capture_output=True, text=True)
+    assert done.returncode == 0 and "@made 0" in done.stdout, done
+    marker = export / ".provision-nfs-check.0123456789abcdef"
+    assert marker.read_text() == "tok" and marker.stat().st_mode & 0o777 == 0o644

@@ -14,7 +14,6 @@ failed), in task order, so the live output never contradicts the recap.
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,19 +34,11 @@ from provision.engine.script import (
 from provision.engine.uploads import send_uploads
 from provision.errors import ParseError
 from provision.inventory import Host
-from provision.operations.base import FactKey, Write, printable
+from provision.operations.base import FactKey, Write, mask_secrets, printable
 from provision.operations.facts import parse_fact
 
 HOSTINFO = IDENTITY
 NO_LOG = "(no_log)"  # what a no_log task shows instead of a change, a diff or a failure
-# The value is masked to the end of its line (a multi-word secret is hidden whole).
-_SECRET = re.compile(r"(?i)((?:pass(?:word|wd)?|secret|token|hashed_password|private)[\w.]*[^\S\r\n]*[=:][^\S\r\n]*)(\S[^\r\n]*)")
-_PRIVATE = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)
-
-
-def mask_secrets(text: str) -> str:
-    """Hide values of password/secret/token-like settings and private key blocks."""
-    return _SECRET.sub(r"\1********", _PRIVATE.sub("(private key hidden)", text))
 
 
 def unified_diff(change: Write, host: str | None = None) -> str:
@@ -241,7 +232,8 @@ class HostRun:
             if code == 0:
                 continue
             if code is None:
-                task_result.status, task_result.message = "aborted", "not applied: an earlier change failed"
+                if task_result.status != "failed":  # a task's later change must not hide its failed one
+                    task_result.status, task_result.message = "aborted", "not applied: an earlier change failed"
                 continue
             task_result.status = "failed"
             task_result.message = printable(text[-2400:], 100_000, newlines=True)[-600:] or f"exit {code}"

@@ -72,10 +72,12 @@ def node_script(
     for user, name in clones:
         check_user(user)
         env = f'"$h/.conda/envs/"{_q(name)}'
+        # Measured as the user: a link she planted in her home leads only where she may read.
+        size = 'cd / && [ -d "$1" ] && du -sm -- "$1" 2>/dev/null | cut -f1'
         lines.append(
             f"h=$(getent passwd {_q(user)} | cut -d: -f6); "
-            f'if [ -n "$h" ] && [ -d {env} ]; '
-            f"then printf '@du %s %s %s\\n' {_q(user)} {_q(name)} \"$(du -sm {env} | cut -f1)\"; "
+            f'if [ -n "$h" ] && s=$(runuser -u {_q(user)} -- sh -c {_q(size)} sh {env} </dev/null) && [ -n "$s" ]; '
+            f"then printf '@du %s %s %s\\n' {_q(user)} {_q(name)} \"$s\"; "
             f"else printf '@du %s %s absent\\n' {_q(user)} {_q(name)}; fi"
         )
     return "\n".join(lines) + "\n"
@@ -140,7 +142,9 @@ def write_markers(exports: list[str], marker_name: str, token: str) -> str:
     for index, path in enumerate(exports):
         marker = _q(f"{check_export_path(path)}/{marker_name}")
         lines.append(
-            f"if (set -C; printf '%s' {_q(token)} >{marker}) 2>&1; then chmod 0644 {marker}; echo '@made {index}'; "
+            # 0644 from its creation (umask): a chmod after it would follow a link a user with write
+            # access to the export swapped in at that name (e.g. to /etc/shadow).
+            f"if (umask 022; set -C; printf '%s' {_q(token)} >{marker}) 2>&1; then echo '@made {index}'; "
             f"else echo {_q(f'{path}/{marker_name} exists or cannot be created')}; exit 1; fi"
         )
     return "\n".join(lines) + "\n"

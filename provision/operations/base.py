@@ -250,6 +250,16 @@ def printable(text: str, limit: int = 300, newlines: bool = False) -> str:
     return clean if len(clean) <= limit else clean[: max(limit - 3, 0)] + "..."
 
 
+# The value is masked to the end of its line (a multi-word secret is hidden whole).
+_SECRET = re.compile(r"(?i)((?:pass(?:word|wd)?|secret|token|hashed_password|private)[\w.]*[^\S\r\n]*[=:][^\S\r\n]*)(\S[^\r\n]*)")
+_PRIVATE = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)
+
+
+def mask_secrets(text: str) -> str:
+    """Hide values of password/secret/token-like settings and private key blocks."""
+    return _SECRET.sub(r"\1********", _PRIVATE.sub("(private key hidden)", text))
+
+
 def check_path(path: Any) -> str:
     """A safe remote path (absolute, or ``~user/...``), normalised; else :class:`ArgumentError`."""
     if not isinstance(path, str) or not path or any(ord(ch) < 32 for ch in path):

@@ -17,11 +17,13 @@ from provision.operations.base import (
     Run,
     ServiceState,
     check_path,
+    mask_secrets,
+    printable,
     quote,
 )
 from provision.operations.os_facts import PackageIndex
 from provision.operations.platform import OS, alternatives, for_node, per_family
-from provision.templating import command_text
+from provision.templating import command_display
 
 
 def _check_names(names: Any) -> list[str]:
@@ -139,7 +141,8 @@ def plan_command(args: dict, facts: Mapping[FactKey, Any]) -> list:
         return []
     if args["unless"] and facts.get(FactKey("command", args["unless"])) == 0:
         return []
-    return [Run(args["cmd"], f"run {command_text(args['cmd'])[:60]}")]  # it may alter anything
+    # Shown with its values in place (display only; what runs passes them as variables), secrets masked.
+    return [Run(args["cmd"], "run " + printable(mask_secrets(command_display(args["cmd"])), 60))]  # it may alter anything
 
 
 def _service_names(args: dict) -> list[str]:
