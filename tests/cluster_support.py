@@ -138,7 +138,7 @@ def wait_for_ssh(ports: dict[str, int], timeout: float = 60.0) -> None:
 
 def fingerprint_of(public_line: str) -> str:
     """SHA256 fingerprint of an OpenSSH public key line."""
-    from provision.hostkeys import fingerprint
+    from provision.transport.hostkeys import fingerprint
 
     kind, data = public_line.split()[:2]
     return fingerprint(paramiko.PKey.from_type_string(kind, __import__("base64").b64decode(data)))

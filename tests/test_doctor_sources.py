@@ -12,7 +12,7 @@ from provision.doctor import pairwise, sources
 from provision.doctor.model import Limits, NodeReport
 from provision.doctor.runner import DoctorSettings, doctor_steps, gather_command
 from provision.errors import ProvisionError
-from provision.gather import gather_script, new_nonce, split_output
+from provision.probe.gather import gather_script, new_nonce, split_output
 
 
 def _gather(settings: DoctorSettings):

@@ -1,8 +1,8 @@
 """Diffs with secrets masked, and the fact cache's predicted effects."""
 
 from provision.engine.hostrun import HOSTINFO, HostRun, mask_secrets, unified_diff
-from provision.inventory import Host
-from provision.operations.base import UNKNOWN, FactKey, Write
+from provision.inventory.model import Host
+from provision.operations.base import UNKNOWN, StateKey, Write
 
 
 def test_mask_secrets():
@@ -27,11 +27,16 @@ def test_unified_diff_new_changed_secret():
 
 
 def test_a_fact_read_before_a_change_is_trusted_only_where_the_change_states_it():
-    from provision.engine.factcache import FactCache, scope_of
+    from provision.engine.statecache import StateCache, scope_of
     from provision.operations.base import Run, UserEntry
 
-    cache = FactCache()
-    a, b, user, probe = FactKey("file", "/a"), FactKey("file", "/etc/b"), FactKey("user", "u"), FactKey("command", "grep x /a")
+    cache = StateCache()
+    a, b, user, probe = (
+        StateKey("file", "/a"),
+        StateKey("file", "/etc/b"),
+        StateKey("user", "u"),
+        StateKey("command", "grep x /a"),
+    )
     for key in (a, b, user, probe, HOSTINFO):
         cache.store(key, None, 0)
     cache.plan(scope_of(Write("/a", b"x")))
@@ -49,11 +54,11 @@ def test_a_fact_read_before_a_change_is_trusted_only_where_the_change_states_it(
 def test_os_and_package_manager_survive_a_command():
     # issue 15: what no command of a run changes (names and keys, OS family, package manager) stays
     # trusted after a command that may alter anything, also in --check where nothing is read again
-    from provision.engine.factcache import FactCache, scope_of
+    from provision.engine.statecache import StateCache, scope_of
     from provision.operations.base import Run
 
-    cache = FactCache()
-    os_key, manager, other = FactKey("os"), FactKey("pkgmgr"), FactKey("file", "/a")
+    cache = StateCache()
+    os_key, manager, other = StateKey("os"), StateKey("pkgmgr"), StateKey("file", "/a")
     for key, value in ((HOSTINFO, {"hostname": "h"}), (os_key, "rocky"), (manager, "dnf"), (other, None)):
         cache.store(key, value, 0)
     cache.plan(scope_of(Run("echo anything", "c")))
@@ -64,8 +69,8 @@ def test_os_and_package_manager_survive_a_command():
 def test_stderr_reason_from_the_node_is_printable():
     import pytest
 
-    from provision.connection import CommandResult
     from provision.engine.hostrun import HostFailed
+    from provision.transport.connection import CommandResult
 
     class Session:
         def run(self, command, stdin):
@@ -81,7 +86,7 @@ def test_stderr_reason_from_the_node_is_printable():
 def test_password_never_in_repr():
     from provision.engine.hostrun import HostRun
     from provision.engine.runner import RunOptions
-    from provision.inventory import Host
+    from provision.inventory.model import Host
 
     run = HostRun(Host("n1", "127.0.0.1"), None, password="Secr3t-pw")
     assert "Secr3t-pw" not in repr(run) and "Secr3t-pw" not in repr(RunOptions(become_password="Secr3t-pw"))
@@ -100,11 +105,11 @@ def test_a_task_whose_first_change_fails_shows_that_failure(monkeypatch):
     # task used to read "aborted: not applied", its failure output lost (no failed line, no reason).
     import pytest
 
-    from provision.connection import CommandResult
     from provision.engine import hostrun
     from provision.engine.hostrun import HostFailed, TaskResult
     from provision.engine.script import Step
     from provision.operations.base import Run
+    from provision.transport.connection import CommandResult
 
     monkeypatch.setattr(hostrun, "new_nonce", lambda: "n0")
 

@@ -3,12 +3,12 @@ round trip when converged, --check, a failing host alone, handlers, register, ba
 
 import pytest
 
-from provision.connection import SshOptions
 from provision.engine.runner import BadInput, Runner, RunOptions
-from provision.inventory import load_inventory
+from provision.inventory.model import load_inventory
 from provision.playbook.model import load_playbook
 from provision.playbook.variables import Variables
-from provision.session import Session
+from provision.transport.connection import SshOptions
+from provision.transport.session import Session
 
 
 class LocalSession(Session):
@@ -248,16 +248,16 @@ def test_live_results_come_once_final_and_agree_with_the_recap(tmp_path):
 
 
 def test_an_error_reading_one_host_fails_that_host_only(tmp_path, monkeypatch):
-    from provision.operations import facts
+    from provision.operations import state
 
-    real = facts.parse_fact
+    real = state.parse_state
 
     def broken(key, text):  # a parser bug on one host's output must not stop the run
         if key.kind == "file" and "/h1/" in key.arg:
             raise ValueError("invalid literal for int() with base 10: '²'")
         return real(key, text)
 
-    monkeypatch.setattr("provision.engine.hostrun.parse_fact", broken)
+    monkeypatch.setattr("provision.engine.hostrun.parse_state", broken)
     report = make(tmp_path).run()
     assert recap(report)["h1"][2] == 1 and recap(report)["h2"] == (7, 7, 0, 0, 0)
     assert "h1" in report.runs and "²" in report.runs["h1"].error
@@ -265,9 +265,9 @@ def test_an_error_reading_one_host_fails_that_host_only(tmp_path, monkeypatch):
 
 def test_unless_runs_as_the_tasks_user(tmp_path):
     from provision.engine.script import LOGIN_USER, build_script
-    from provision.operations.base import FactKey
+    from provision.operations.base import StateKey
 
-    script = build_script([], [FactKey("command", "id -u", "alice"), FactKey("command", "id -u", LOGIN_USER)], "n", True)
+    script = build_script([], [StateKey("command", "id -u", "alice"), StateKey("command", "id -u", LOGIN_USER)], "n", True)
     assert script.count("runuser -u alice -- sh -s <<'PROVISION_n_fact0'\n( ( id -u") == 1
     assert script.count("runuser -u \"$SUDO_USER\" -- sh -s <<'PROVISION_n_fact1'\n( ( id -u") == 1
 

@@ -6,7 +6,7 @@ import pytest
 
 from provision.engine.script import Step, build_script, parse_output, remote_command, stdin_for, write_command
 from provision.errors import ParseError
-from provision.operations.base import ArgumentError, FactKey, Run, Write
+from provision.operations.base import ArgumentError, Run, StateKey, Write
 
 
 def run_local(script: str) -> str:
@@ -17,7 +17,7 @@ def test_changes_then_facts_in_one_script(tmp_path):
     target = tmp_path / "f.txt"
     target.write_text("old\n")
     steps = [Step(Write(str(target), b"new\n", mode=0o600), True), Step(Run("echo done", "x"), True)]
-    out = parse_output(run_local(build_script(steps, [FactKey("file", str(target))], "n0nce", False)), "n0nce")
+    out = parse_output(run_local(build_script(steps, [StateKey("file", str(target))], "n0nce", False)), "n0nce")
     assert out.complete and [(i, c) for i, c, _ in out.steps] == [(0, 0), (1, 0)] and out.steps[1][2] == "done"
     assert target.read_text() == "new\n" and (target.stat().st_mode & 0o777) == 0o600
     assert (tmp_path / "f.txt.provision~").read_text() == "old\n"
@@ -27,7 +27,7 @@ def test_changes_then_facts_in_one_script(tmp_path):
 
 def test_stops_at_first_failed_change(tmp_path):
     steps = [Step(Run("echo before; false", "a"), True), Step(Run(f"touch {tmp_path}/never", "b"), True)]
-    out = parse_output(run_local(build_script(steps, [FactKey("systemd")], "n", False)), "n")
+    out = parse_output(run_local(build_script(steps, [StateKey("systemd")], "n", False)), "n")
     assert out.steps == [(0, 1, "before")] and not out.complete and out.facts == {}
     assert not (tmp_path / "never").exists()
 
@@ -94,7 +94,7 @@ def test_home_paths_are_acted_on_and_read_as_their_user():
     # The one rule (provision.engine.acting): a change or fact on ~alice/ runs as alice, its shell
     # on her sh's stdin (a quoted here-document), never in argv.
     steps = [Step(Write("~alice/.ssh/authorized_keys", b"SECRET-CONTENT"), True)]
-    script = build_script(steps, [FactKey("file", "~alice/.jupyter/c.py"), FactKey("file", "/etc/motd")], "n", True)
+    script = build_script(steps, [StateKey("file", "~alice/.jupyter/c.py"), StateKey("file", "/etc/motd")], "n", True)
     assert "runuser -u alice -- sh -s <<'PROVISION_n_0'\n" in script
     assert "runuser -u alice -- sh -s <<'PROVISION_n_fact0'\n" in script and "PROVISION_n_fact1" not in script
     assert "sh -c" not in script

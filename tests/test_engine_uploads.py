@@ -7,12 +7,12 @@ import os
 
 import pytest
 
-from provision.connection import HostFailure, SshOptions
 from provision.engine.script import Step
 from provision.engine.uploads import send_uploads, uploads_of
-from provision.inventory import Host
+from provision.inventory.model import Host
 from provision.operations.base import Run, Upload, Write
-from provision.session import Session
+from provision.transport.connection import HostFailure, SshOptions
+from provision.transport.session import Session
 
 
 def upload(path, data: bytes) -> Upload:

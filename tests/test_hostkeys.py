@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from provision.hostkeys import (
+from provision.transport.hostkeys import (
     HostCertificateNotVerified,
     HostKeyChanged,
     HostKeyRevoked,
@@ -19,7 +19,7 @@ from provision.hostkeys import (
     fingerprint,
     make_client,
 )
-from provision.known_hosts import KnownHostsFiles, host_matches
+from provision.transport.known_hosts import KnownHostsFiles, host_matches
 
 
 def new_key() -> paramiko.PKey:

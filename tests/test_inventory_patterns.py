@@ -2,8 +2,8 @@
 
 import pytest
 
-from provision.inventory import Host, Inventory, Rack
-from provision.inventory_patterns import PatternError, select_hosts, split_pattern
+from provision.inventory.model import Host, Inventory, Rack
+from provision.inventory.patterns import PatternError, select_hosts, split_pattern
 
 HOSTS = ["w1", "w2", "w3", "w10", "login"]
 INVENTORY = Inventory(

@@ -15,10 +15,10 @@ import pytest
 from roles_support import start_roles_cluster, stop_roles_cluster
 
 from conftest import run_cli
-from provision.connection import SshOptions
 from provision.engine.uploads import UPLOAD_PARENT
-from provision.inventory import Host
-from provision.session import Session
+from provision.inventory.model import Host
+from provision.transport.connection import SshOptions
+from provision.transport.session import Session
 
 pytestmark = pytest.mark.cluster
 

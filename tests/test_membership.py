@@ -10,7 +10,7 @@ from provision.engine.membership import (
     record_of,
     verified_key_problem,
 )
-from provision.inventory import Host, Inventory
+from provision.inventory.model import Host, Inventory
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHc0Hf9YtWXxg0kd0Q8H2yAJ3Pj4AB"
 OTHER = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ7MZi5r4mUDn7n8bWqH7TvkUYn9CD"

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from provision.operations import OPERATIONS
-from provision.operations.base import ArgumentError, FactKey, FileState, OperationError, Run, Upload, Write
+from provision.operations.base import ArgumentError, FileState, OperationError, Run, StateKey, Upload, Write
 from provision.operations.conda import AFTER_INSTALL, IN_PROGRESS, INSTALL_TIMEOUT, MARKER
 from provision.operations.files import edit_block_top
 
@@ -32,8 +32,8 @@ def installer(tmp_path):
 
 
 P = "/opt/anaconda3"
-PREFIX, MARK, DF = FactKey("file", P), FactKey("file", f"{P}/{MARKER}"), FactKey("df", P)
-BUSY = FactKey("file", P + IN_PROGRESS)
+PREFIX, MARK, DF = StateKey("file", P), StateKey("file", f"{P}/{MARKER}"), StateKey("df", P)
+BUSY = StateKey("file", P + IN_PROGRESS)
 
 
 def test_fresh_install_checks_and_runs_in_batch_mode_from_a_private_folder(installer):
@@ -80,7 +80,7 @@ def test_install_command_runs_from_a_private_folder_removed_afterwards(tmp_path)
     source.write_bytes(b'#!/bin/bash\nmkdir -p "$3"\nprintf "%s %s\\n" "$0" "$(stat -c %a:%U "$(dirname "$0")")" >"$3/ran"\n')
     sha = hashlib.sha256(source.read_bytes()).hexdigest()
     prefix = str(tmp_path / "opt" / "conda")
-    facts = {FactKey("file", prefix): None, FactKey("file", f"{prefix}/{MARKER}"): None, FactKey("df", prefix): 10**8}
+    facts = {StateKey("file", prefix): None, StateKey("file", f"{prefix}/{MARKER}"): None, StateKey("df", prefix): 10**8}
     [change] = plan("conda_install", {"installer": str(source), "sha256": sha, "prefix": prefix}, facts)
     uploads = tmp_path / "uploads"  # what provision.engine.uploads sends before the round trip
     uploads.mkdir(mode=0o700)
@@ -184,8 +184,8 @@ def test_bad_input_before_any_host(installer, args, message):
 def test_clones_per_prefix_skipped_when_present():
     args = {"user": "alice", "prefixes": ["/opt/anaconda2", "/opt/anaconda3/"]}
     facts = {
-        FactKey("file", "~alice/.conda/envs/anaconda2/conda-meta"): FileState("d"),
-        FactKey("file", "~alice/.conda/envs/anaconda3/conda-meta"): None,
+        StateKey("file", "~alice/.conda/envs/anaconda2/conda-meta"): FileState("d"),
+        StateKey("file", "~alice/.conda/envs/anaconda3/conda-meta"): None,
     }
     [change] = plan("conda_clone", args, facts)
     assert change.command == (
@@ -269,7 +269,7 @@ def test_marker_content_from_the_node_is_shown_printable_and_short(installer):
 def test_clone_and_prefix_through_a_link_refused(installer):
     link = FileState("l", 0o777, "alice", "alice")
     clone = OPERATIONS["conda_clone"]
-    key = FactKey("file", "~alice/.conda/envs/anaconda3/conda-meta")
+    key = StateKey("file", "~alice/.conda/envs/anaconda3/conda-meta")
     with pytest.raises(OperationError, match=r"^~alice/.conda/envs/anaconda3/conda-meta is a symbolic link"):
         clone.decide(clone.check_args({"user": "alice", "prefixes": [P]}), {key: link})
     path, sha, _md5 = installer

@@ -5,7 +5,7 @@ import hashlib
 import pytest
 
 from provision.operations import OPERATIONS
-from provision.operations.base import ArgumentError, FactKey, FileState, OperationError, Run, Write
+from provision.operations.base import ArgumentError, FileState, OperationError, Run, StateKey, Write
 from provision.operations.files import edit_block, edit_line
 
 
@@ -21,7 +21,7 @@ def plan(op, args, facts):
 
 
 def FK(path):
-    return FactKey("file", path)
+    return StateKey("file", path)
 
 
 CASES = [

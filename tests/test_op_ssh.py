@@ -3,7 +3,7 @@
 import pytest
 
 from provision.operations import OPERATIONS
-from provision.operations.base import UNKNOWN, ArgumentError, FactKey, FileState, OperationError, Run, UserEntry, Write
+from provision.operations.base import UNKNOWN, ArgumentError, FileState, OperationError, Run, StateKey, UserEntry, Write
 from provision.operations.ssh import add_keys, keypair_result, set_node_keys
 
 ALICE = UserEntry("alice", 2001, 2001, "/home/alice", "/bin/bash")
@@ -23,9 +23,9 @@ def text_file(text, mode=0o600, owner="alice"):
     return FileState("f", mode, owner, "alice", hashlib.sha256(data).hexdigest(), data)
 
 
-AUTH = FactKey("file", "~alice/.ssh/authorized_keys")
-PRIV, PUB = FactKey("stat", "~alice/.ssh/id_ed25519"), FactKey("file", "~alice/.ssh/id_ed25519.pub")
-USER = FactKey("user", "alice")
+AUTH = StateKey("file", "~alice/.ssh/authorized_keys")
+PRIV, PUB = StateKey("stat", "~alice/.ssh/id_ed25519"), StateKey("file", "~alice/.ssh/id_ed25519.pub")
+USER = StateKey("user", "alice")
 
 
 def test_keypair_generated_when_absent():
@@ -37,11 +37,11 @@ def test_keypair_generated_when_absent():
 
 def test_private_key_is_only_stat_ed_never_read():
     """The private key never leaves the node: its fact is a stat (no content), the public key is read."""
-    from provision.operations.facts import fact_command
+    from provision.operations.state import state_command
 
     keys = OPERATIONS["ssh_keypair"].requests(OPERATIONS["ssh_keypair"].check_args({"user": "alice"}))
-    assert PRIV in keys and PUB in keys and FactKey("file", PRIV.arg) not in keys
-    command = fact_command(PRIV)
+    assert PRIV in keys and PUB in keys and StateKey("file", PRIV.arg) not in keys
+    command = state_command(PRIV)
     assert "base64" not in command and "cat " not in command and "sha256sum" not in command
     (change,) = plan("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: None, PUB: None})
     assert (PRIV, UNKNOWN) in change.effects
@@ -89,13 +89,13 @@ def test_known_hosts_block():
     entries = [{"names": ["node1", "node1.cluster", "10.0.0.1", "node1"], "keys": [K1]}]
     before = "# user line\nother ssh-rsa AAAA\n"
     (change,) = plan(
-        "known_hosts", {"entries": entries}, {FactKey("file", "/etc/ssh/ssh_known_hosts"): text_file(before, 0o644, "root")}
+        "known_hosts", {"entries": entries}, {StateKey("file", "/etc/ssh/ssh_known_hosts"): text_file(before, 0o644, "root")}
     )
     kind, blob = K1.split()[:2]
     assert change.content.decode() == (
         before + f"# BEGIN provision known hosts\nnode1,node1.cluster,10.0.0.1 {kind} {blob}\n# END provision known hosts\n"
     )
-    converged = {FactKey("file", "/etc/ssh/ssh_known_hosts"): text_file(change.content.decode(), 0o644, "root")}
+    converged = {StateKey("file", "/etc/ssh/ssh_known_hosts"): text_file(change.content.decode(), 0o644, "root")}
     assert plan("known_hosts", {"entries": entries}, converged) == []
 
 
@@ -111,7 +111,7 @@ def test_known_hosts_block():
 )
 def test_bad_arguments(op, args):
     with pytest.raises(ArgumentError):
-        plan(op, args, {USER: ALICE, AUTH: None, FactKey("file", "/etc/ssh/ssh_known_hosts"): None})
+        plan(op, args, {USER: ALICE, AUTH: None, StateKey("file", "/etc/ssh/ssh_known_hosts"): None})
 
 
 def test_keypair_result_from_a_hostile_node():
@@ -128,7 +128,7 @@ def test_links_in_ssh_paths_refused(kind):
         ("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: bad, PUB: None}, "~alice/.ssh/id_ed25519 "),
         ("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: text_file("k"), PUB: bad}, "~alice/.ssh/id_ed25519.pub "),
         ("authorized_key", {"user": "alice", "keys": [K1]}, {USER: ALICE, AUTH: bad}, "~alice/.ssh/authorized_keys "),
-        ("known_hosts", {"entries": []}, {FactKey("file", "/etc/ssh/ssh_known_hosts"): bad}, "/etc/ssh/ssh_known_hosts "),
+        ("known_hosts", {"entries": []}, {StateKey("file", "/etc/ssh/ssh_known_hosts"): bad}, "/etc/ssh/ssh_known_hosts "),
     ]
     for op, args, facts, prefix in cases:
         operation = OPERATIONS[op]
@@ -182,7 +182,7 @@ def test_keys_of_a_removed_user_nothing_to_do():
     assert plan("authorized_key", {"user": "alice", "node_keys": {}}, {USER: None, AUTH: None}) == []
 
 
-HOSTS = FactKey("file", "/etc/ssh/ssh_known_hosts")
+HOSTS = StateKey("file", "/etc/ssh/ssh_known_hosts")
 
 
 def test_known_hosts_per_node_left_unknown_and_replaced():

@@ -3,8 +3,8 @@
 import pytest
 
 from provision.operations import OPERATIONS
-from provision.operations.base import ArgumentError, FactKey, OperationError, ServiceState
-from provision.operations.os_facts import OsRelease, PackageIndex
+from provision.operations.base import ArgumentError, OperationError, ServiceState, StateKey
+from provision.operations.os_state import OsRelease, PackageIndex
 
 
 def plan(op, args, facts):
@@ -12,9 +12,9 @@ def plan(op, args, facts):
     return operation.plan(operation.check_args(args), facts)
 
 
-P = FactKey("pkgmgr")
-I = FactKey("pkgindex")  # noqa: E741 - the index fact, short for the tables
-OS = FactKey("os")
+P = StateKey("pkgmgr")
+I = StateKey("pkgindex")  # noqa: E741 - the index fact, short for the tables
+OS = StateKey("os")
 FRESH = {P: "apt", I: PackageIndex("apt", 600)}  # apt lists updated ten minutes ago
 INSTALL = "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends"
 UPDATE = "DEBIAN_FRONTEND=noninteractive apt-get update -q && "
@@ -30,9 +30,9 @@ CASES = [
         {"name": ["openssh-client", "rsync"]},
         {
             **FRESH,
-            FactKey("package", "openssh-client"): "1:9.2",
-            FactKey("package", "rsync"): None,
-            FactKey("candidate", "rsync"): "3.2.7-1",
+            StateKey("package", "openssh-client"): "1:9.2",
+            StateKey("package", "rsync"): None,
+            StateKey("candidate", "rsync"): "3.2.7-1",
         },
         [f"{INSTALL} rsync"],
     ),
@@ -48,42 +48,42 @@ CASES = [
         "apt-stale-lists",
         "package",
         {"name": "rsync"},
-        {P: "apt", I: PackageIndex("apt", 90000), FactKey("candidate", "rsync"): "3.2"},
+        {P: "apt", I: PackageIndex("apt", 90000), StateKey("candidate", "rsync"): "3.2"},
         [UPDATE + f"{INSTALL} rsync"],
     ),
     (
         "apt-stale-but-valid-long",
         "package",
         {"name": "rsync", "cache_valid_time": 100000},
-        {P: "apt", I: PackageIndex("apt", 90000), FactKey("candidate", "rsync"): "3.2"},
+        {P: "apt", I: PackageIndex("apt", 90000), StateKey("candidate", "rsync"): "3.2"},
         [f"{INSTALL} rsync"],
     ),
     (
         "apt-future-mtime",
         "package",
         {"name": "rsync"},
-        {P: "apt", I: PackageIndex("apt", -50), FactKey("candidate", "rsync"): "3.2"},
+        {P: "apt", I: PackageIndex("apt", -50), StateKey("candidate", "rsync"): "3.2"},
         [UPDATE + f"{INSTALL} rsync"],
     ),
     (
         "apt-fresh-no-candidate",
         "package",
         {"name": "nfs-common"},
-        {**FRESH, FactKey("candidate", "nfs-common"): None},
+        {**FRESH, StateKey("candidate", "nfs-common"): None},
         [UPDATE + f"{INSTALL} nfs-common"],
     ),
     (
         "apt-refreshed-this-run",  # once per run per host: apt-get's own error then says what is missing
         "package",
         {"name": "nfs-common", "update": True},
-        {P: "apt", I: PackageIndex("apt", 0, refreshed=True), FactKey("candidate", "nfs-common"): None},
+        {P: "apt", I: PackageIndex("apt", 0, refreshed=True), StateKey("candidate", "nfs-common"): None},
         [f"{INSTALL} nfs-common"],
     ),
     (
         "apt-installed-no-refresh",
         "package",
         {"name": "rsync"},
-        {P: "apt", I: PackageIndex("apt", None), FactKey("package", "rsync"): "3.2"},
+        {P: "apt", I: PackageIndex("apt", None), StateKey("package", "rsync"): "3.2"},
         [],
     ),
     (
@@ -97,7 +97,7 @@ CASES = [
         "dnf-fresh",
         "package",
         {"name": "rsync"},
-        {P: "dnf", I: PackageIndex("dnf", 60), FactKey("candidate", "rsync"): "unknown"},
+        {P: "dnf", I: PackageIndex("dnf", 60), StateKey("candidate", "rsync"): "unknown"},
         ["dnf install -y -q rsync"],
     ),
     # issue 15: package names by the node's OS family (no RHEL image here: these cases are the test)
@@ -105,14 +105,14 @@ CASES = [
         "family-debian",
         "package",
         {"name": NFS_CLIENT},
-        {**FRESH, OS: DEBIAN, FactKey("candidate", "nfs-common"): "1:2.6.2"},
+        {**FRESH, OS: DEBIAN, StateKey("candidate", "nfs-common"): "1:2.6.2"},
         [f"{INSTALL} nfs-common"],
     ),
     (
         "family-ubuntu",
         "package",
         {"name": NFS_CLIENT},
-        {**FRESH, OS: UBUNTU, FactKey("candidate", "nfs-common"): "1:2.6.4"},
+        {**FRESH, OS: UBUNTU, StateKey("candidate", "nfs-common"): "1:2.6.4"},
         [f"{INSTALL} nfs-common"],
     ),
     (
@@ -126,7 +126,7 @@ CASES = [
         "family-alma-server",
         "package",
         {"name": {"debian": "nfs-kernel-server", "rhel": ["nfs-utils"]}},
-        {P: "dnf", I: PackageIndex("dnf", 60), OS: ALMA, FactKey("package", "nfs-utils"): "2.5.4"},
+        {P: "dnf", I: PackageIndex("dnf", 60), OS: ALMA, StateKey("package", "nfs-utils"): "2.5.4"},
         [],
     ),
     (
@@ -137,52 +137,58 @@ CASES = [
         [UPDATE + f"{INSTALL} rsync"],
     ),
     ("dnf-missing", "package", {"name": "rsync"}, {P: "dnf", I: PackageIndex("dnf", 5)}, ["dnf install -y -q rsync"]),
-    ("present", "package", {"name": "rsync"}, {P: "apt", FactKey("package", "rsync"): "3.2"}, []),
+    ("present", "package", {"name": "rsync"}, {P: "apt", StateKey("package", "rsync"): "3.2"}, []),
     (
         "remove",
         "package",
         {"name": "rsync", "state": "absent"},
-        {P: "apt", FactKey("package", "rsync"): "3.2"},
+        {P: "apt", StateKey("package", "rsync"): "3.2"},
         ["DEBIAN_FRONTEND=noninteractive apt-get remove -y -q rsync"],
     ),
     ("cmd-runs", "command", {"cmd": "touch /x"}, {}, ["touch /x"]),
-    ("cmd-creates", "command", {"cmd": "touch /x", "creates": "/x"}, {FactKey("file", "/x"): object()}, []),
-    ("cmd-creates-absent", "command", {"cmd": "touch /x", "creates": "/x"}, {FactKey("file", "/x"): None}, ["touch /x"]),
-    ("cmd-unless-0", "command", {"cmd": "touch /x", "unless": "test -e /x"}, {FactKey("command", "test -e /x"): 0}, []),
-    ("cmd-unless-1", "command", {"cmd": "touch /x", "unless": "test -e /x"}, {FactKey("command", "test -e /x"): 1}, ["touch /x"]),
+    ("cmd-creates", "command", {"cmd": "touch /x", "creates": "/x"}, {StateKey("file", "/x"): object()}, []),
+    ("cmd-creates-absent", "command", {"cmd": "touch /x", "creates": "/x"}, {StateKey("file", "/x"): None}, ["touch /x"]),
+    ("cmd-unless-0", "command", {"cmd": "touch /x", "unless": "test -e /x"}, {StateKey("command", "test -e /x"): 0}, []),
+    (
+        "cmd-unless-1",
+        "command",
+        {"cmd": "touch /x", "unless": "test -e /x"},
+        {StateKey("command", "test -e /x"): 1},
+        ["touch /x"],
+    ),
     (
         "svc-start",
         "service",
         {"name": "ssh", "enabled": True},
-        {FactKey("systemd"): True, FactKey("service", "ssh"): ServiceState("inactive", "disabled")},
+        {StateKey("systemd"): True, StateKey("service", "ssh"): ServiceState("inactive", "disabled")},
         ["systemctl start ssh && systemctl enable ssh"],
     ),
     (
         "svc-ok",
         "service",
         {"name": "ssh", "enabled": True},
-        {FactKey("systemd"): True, FactKey("service", "ssh"): ServiceState("active", "enabled")},
+        {StateKey("systemd"): True, StateKey("service", "ssh"): ServiceState("active", "enabled")},
         [],
     ),
     (
         "svc-kernel-nfs-rocky",
         "service",
         {"name": {"debian": "nfs-kernel-server", "rhel": "nfs-server"}, "enabled": True},
-        {FactKey("systemd"): True, OS: ROCKY, FactKey("service", "nfs-server"): ServiceState("inactive", "disabled")},
+        {StateKey("systemd"): True, OS: ROCKY, StateKey("service", "nfs-server"): ServiceState("inactive", "disabled")},
         ["systemctl start nfs-server && systemctl enable nfs-server"],
     ),
     (
         "svc-kernel-nfs-debian",
         "service",
         {"name": {"debian": "nfs-kernel-server", "rhel": "nfs-server"}, "enabled": True},
-        {FactKey("systemd"): True, OS: DEBIAN, FactKey("service", "nfs-kernel-server"): ServiceState("active", "disabled")},
+        {StateKey("systemd"): True, OS: DEBIAN, StateKey("service", "nfs-kernel-server"): ServiceState("active", "disabled")},
         ["systemctl enable nfs-kernel-server"],
     ),
     (
         "svc-restart",
         "service",
         {"name": "ssh", "state": "restarted"},
-        {FactKey("systemd"): True, FactKey("service", "ssh"): ServiceState("active", "enabled")},
+        {StateKey("systemd"): True, StateKey("service", "ssh"): ServiceState("active", "enabled")},
         ["systemctl restart ssh"],
     ),
 ]
@@ -201,7 +207,7 @@ def test_no_package_manager():
 
 def test_service_without_systemd_is_a_clear_message():
     with pytest.raises(OperationError, match="systemd is not running"):
-        plan("service", {"name": "ssh"}, {FactKey("systemd"): False})
+        plan("service", {"name": "ssh"}, {StateKey("systemd"): False})
 
 
 @pytest.mark.parametrize(
@@ -231,10 +237,10 @@ def test_package_facts_cover_every_family_and_the_index():
         P,
         I,
         OS,
-        FactKey("package", "nfs-kernel-server"),
-        FactKey("package", "nfs-utils"),
-        FactKey("candidate", "nfs-kernel-server"),
-        FactKey("candidate", "nfs-utils"),
+        StateKey("package", "nfs-kernel-server"),
+        StateKey("package", "nfs-utils"),
+        StateKey("candidate", "nfs-kernel-server"),
+        StateKey("candidate", "nfs-utils"),
     }
 
 
@@ -242,10 +248,10 @@ def test_refresh_is_predicted_once_per_run():
     (change,) = plan("package", {"name": "nfs-common"}, {P: "apt", I: PackageIndex("apt", None)})
     effects = dict(change.effects)
     assert effects[I] == PackageIndex("apt", 0, refreshed=True)
-    assert effects[FactKey("candidate", "nfs-common")] == "installed"
+    assert effects[StateKey("candidate", "nfs-common")] == "installed"
     assert "index refreshed: no package index" in change.describe
     # the next package task on this host, with candidates read before the refresh, refreshes no more
-    (later,) = plan("package", {"name": "rsync"}, {P: "apt", I: effects[I], FactKey("candidate", "rsync"): None})
+    (later,) = plan("package", {"name": "rsync"}, {P: "apt", I: effects[I], StateKey("candidate", "rsync"): None})
     assert later.command == f"{INSTALL} rsync"
 
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from provision.connection import HostFailure, SshOptions
-from provision.inventory import Host
-from provision.session import Session
+from provision.inventory.model import Host
+from provision.transport.connection import HostFailure, SshOptions
+from provision.transport.session import Session
 
 
 def test_local_session_feeds_stdin():

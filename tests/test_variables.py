@@ -2,7 +2,7 @@
 
 import pytest
 
-from provision.inventory import load_inventory
+from provision.inventory.model import load_inventory
 from provision.playbook.variables import VariableError, Variables, check_cluster_users, cluster_users_by_host, parse_extra_vars
 
 

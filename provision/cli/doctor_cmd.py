@@ -16,7 +16,7 @@ from provision.doctor.model import CheckResult
 from provision.doctor.runner import DoctorSettings, doctor as run_doctor
 from provision.doctor.sources import check_dataset, check_user
 from provision.errors import ProvisionError
-from provision.inventory import open_inventory
+from provision.inventory.model import open_inventory
 
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
 

@@ -12,16 +12,16 @@ from rich.markup import escape
 from provision.cli import app, fail, options as opt, stderr
 from provision.cli.targets import resolve_targets
 from provision.errors import FactsError
-from provision.facts_source import ProbeFailed, ProbeSettings, plan_facts
-from provision.factstore import cached_hosts, load_host
 from provision.files import write_atomic
-from provision.inventory import check_host_name, open_inventory
+from provision.inventory.model import check_host_name, open_inventory
 from provision.plans.dims import parse_dims
 from provision.plans.launch import DdlOptions, allocation_hostfile, hostfile, mpirun_argv, needs_hostfile, quoted, root_message
 from provision.plans.picture import rich_tree, svg
 from provision.plans.rankcheck import check_rankfile, parse_rankfile
 from provision.plans.rankfile import RankPlan, plan_rankfile, render_rankfile
 from provision.plans.slurm import slurm_node_line, uneven_note
+from provision.probe.cached import ProbeFailed, ProbeSettings, plan_facts
+from provision.probe.store import cached_hosts, load_host
 
 HOSTS = typer.Option(None, "--hosts", help="h1,h2,...: Y·Z hosts, rack by rack (default: the inventory's racks).")
 PROBE = typer.Option(False, "--probe", help="Probe the hosts now (then save their facts) instead of reading --facts-dir.")

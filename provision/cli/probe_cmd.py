@@ -9,13 +9,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from provision import config
-from provision.cli import app, fail, options as opt, stderr
+from provision.cli import app, config, fail, options as opt, stderr
 from provision.cli.targets import resolve_targets
-from provision.factstore import save_host
-from provision.gather import capture_script
-from provision.probe import probe_hosts, replay
-from provision.report import failure_lines, print_table, print_topology, results_json
+from provision.probe.gather import capture_script
+from provision.probe.report import failure_lines, print_table, print_topology, results_json
+from provision.probe.run import probe_hosts, replay
+from provision.probe.store import save_host
 
 
 @app.command(

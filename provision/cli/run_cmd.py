@@ -7,9 +7,9 @@ from pathlib import Path
 
 import typer
 
-from provision.adhoc import command_text, run_adhoc
 from provision.cli import app, fail, options as opt
 from provision.cli.targets import resolve_targets
+from provision.transport.adhoc import command_text, run_adhoc
 
 
 @app.command(

@@ -12,15 +12,15 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from provision.checks.roles import role_summary
+from provision.checks.ssh_pairs import verify_pairs
 from provision.cli import app, fail, options as opt, stderr, warn
 from provision.engine.membership import new_hosts_problem
-from provision.engine.roles_summary import role_summary
 from provision.engine.runner import BadInput, Runner, RunOptions
 from provision.engine.selection import split_tags
-from provision.engine.verify import verify_pairs
 from provision.errors import ProvisionError
-from provision.inventory import open_inventory
-from provision.inventory_patterns import name_list
+from provision.inventory.model import open_inventory
+from provision.inventory.patterns import name_list
 from provision.operations.jupyter import remember_password
 from provision.playbook.model import load_playbook
 from provision.playbook.variables import Variables, cluster_users_by_host, parse_extra_vars

@@ -11,10 +11,10 @@ from provision.cli import app, fail, options as opt, stderr
 from provision.cli.plan_cmd import _write_or_print
 from provision.errors import FactsError
 from provision.facts.model import HostFacts
-from provision.factstore import cached_hosts, load_host
 from provision.files import write_atomic
-from provision.inventory import open_inventory
+from provision.inventory.model import open_inventory
 from provision.plans.gres import plan_gres
+from provision.probe.store import cached_hosts, load_host
 
 HOSTS_ARG = typer.Argument(None, help="Hosts or inventory groups (default: every host in --facts-dir).")
 

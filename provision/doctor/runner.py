@@ -11,15 +11,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from provision.connection import HostFailure, SshOptions, describe_failure, open_connection, run_command, run_on_connection
 from provision.doctor import checks, pairwise, sources
 from provision.doctor.model import CheckResult, NodeReport
 from provision.errors import ParseError
 from provision.facts import nvidia
-from provision.gather import STEPS, Capture, gather_script, new_nonce, split_output
-from provision.inventory import Host
-from provision.parallel import fan_out
-from provision.probe import DEFAULT_FORKS, facts_from_captures
+from provision.inventory.model import Host
+from provision.probe.gather import STEPS, Capture, gather_script, new_nonce, split_output
+from provision.probe.run import DEFAULT_FORKS, facts_from_captures
+from provision.transport.connection import (
+    HostFailure,
+    SshOptions,
+    describe_failure,
+    open_connection,
+    run_command,
+    run_on_connection,
+)
+from provision.transport.parallel import fan_out
 
 FAST_SKIPPED = (sources.GPU_HEALTH, sources.XID, sources.DATASET)  # not needed by the fast checks
 

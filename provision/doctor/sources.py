@@ -13,7 +13,7 @@ import re
 from provision.doctor.model import GpuHealth, IbPort, Limits, Manifest, Software
 from provision.errors import ParseError, ProvisionError
 from provision.facts.source import Step
-from provision.inventory import USER_NAME
+from provision.inventory.model import USER_NAME
 
 CLOCK_START = Step("doctor-clock-0", (), "date +%s.%N", "the node's clock as the script starts")
 CLOCK_END = Step("doctor-clock-1", (), "date +%s.%N", "the node's clock as the script ends")

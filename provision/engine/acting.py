@@ -5,7 +5,7 @@ or a fact read that uses a ``~user/`` path runs **as that user** (``runuser -u``
 enforces the user's own permissions at the moment of use and a link the user planted leads only
 where that user could go anyway (no check-then-use race). Absolute paths are read as root without
 following a final link, and refused below a folder another user can write (see
-:mod:`provision.operations.facts` and :func:`provision.operations.base.refuse_unsafe_paths`).
+:mod:`provision.operations.state` and :func:`provision.operations.base.refuse_unsafe_paths`).
 
 The command for another user travels on that user's shell's stdin (a quoted here-document), never
 in its argv: file contents, secrets included, never show in ``ps`` or ``/proc/*/cmdline``.

@@ -1,4 +1,4 @@
-"""One host's run: what is known of its state (:mod:`provision.engine.factcache`), the changes
+"""One host's run: what is known of its state (:mod:`provision.engine.statecache`), the changes
 decided but not yet applied, and its results.
 
 Facts are read in as few framed round trips as possible: everything the host's tasks are known
@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from provision.connection import HostFailure
-from provision.engine.factcache import ANYTHING, IDENTITY, FactCache, scope_of
 from provision.engine.script import (
     BECOME_FAILED,
     Step,
@@ -31,11 +29,13 @@ from provision.engine.script import (
     stdin_for,
     upload_prelude,
 )
+from provision.engine.statecache import ANYTHING, IDENTITY, StateCache, scope_of
 from provision.engine.uploads import send_uploads
 from provision.errors import ParseError
-from provision.inventory import Host
-from provision.operations.base import FactKey, Write, mask_secrets, printable
-from provision.operations.facts import parse_fact
+from provision.inventory.model import Host
+from provision.operations.base import StateKey, Write, mask_secrets, printable
+from provision.operations.state import parse_state
+from provision.transport.connection import HostFailure
 
 HOSTINFO = IDENTITY
 NO_LOG = "(no_log)"  # what a no_log task shows instead of a change, a diff or a failure
@@ -110,7 +110,7 @@ class HostRun:
     check: bool = False
     password: str | None = field(default=None, repr=False)  # the become password: never in a repr or traceback
     on_result: Callable[[TaskResult], None] | None = None
-    cache: FactCache = field(default_factory=FactCache)
+    cache: StateCache = field(default_factory=StateCache)
     pending: list[tuple[Step, TaskResult]] = field(default_factory=list)
     results: list[TaskResult] = field(default_factory=list)
     registered: dict[str, Any] = field(default_factory=dict)
@@ -119,7 +119,7 @@ class HostRun:
     untrusted: bool = False  # its reported host keys lack the verified one: its hostinfo is not used
     error: str = ""  # why the host stopped, when no task result says it
     round_trips: int = 0
-    wanted: dict[FactKey, None] = field(default_factory=dict)  # facts the next tasks are known to need
+    wanted: dict[StateKey, None] = field(default_factory=dict)  # facts the next tasks are known to need
     decided: list[TaskResult] = field(default_factory=list)  # decided, not yet reported
     root: bool = False  # some task here runs as root: every round trip does (facts read as root)
 
@@ -144,16 +144,16 @@ class HostRun:
         """A --check prediction that could not say what it would change: trust nothing after it."""
         self.cache.plan(ANYTHING)
 
-    def view(self, keys: list[FactKey]) -> dict[FactKey, Any]:
+    def view(self, keys: list[StateKey]) -> dict[StateKey, Any]:
         """The trusted values of ``keys`` (None: absent on the host); UNKNOWN (--check only) where
         a planned change may have altered the fact."""
         return {key: self.cache.value(key) for key in keys}
 
-    def hints(self, keys: list[FactKey]) -> dict[FactKey, Any]:
+    def hints(self, keys: list[StateKey]) -> dict[StateKey, Any]:
         """The last values read of ``keys``, trusted or not (--check predicts on them)."""
         return {key: self.cache.hint(key) for key in keys}
 
-    def need(self, keys: list[FactKey], as_root: bool) -> None:
+    def need(self, keys: list[StateKey], as_root: bool) -> None:
         """Make sure ``keys`` are known: apply the pending changes and read the facts that are
         missing or altered since they were read, in one round trip, with the altered facts the
         next tasks need. In --check nothing is applied: facts never read are read; facts a planned
@@ -191,7 +191,7 @@ class HostRun:
             if self.on_result:
                 self.on_result(result)
 
-    def round_trip(self, keys: list[FactKey], as_root: bool, apply: bool) -> None:
+    def round_trip(self, keys: list[StateKey], as_root: bool, apply: bool) -> None:
         """One framed script: pending changes in order, then the facts ``keys``."""
         steps = [step for step, _result in self.pending] if apply else []
         as_root = as_root or any(step.become or step.user for step in steps)
@@ -250,7 +250,7 @@ class HostRun:
             if index not in output.facts:
                 raise HostFailed(f"no output for fact {key.kind} {key.arg}")
             try:
-                value = parse_fact(key, output.facts[index])
+                value = parse_state(key, output.facts[index])
             except Exception as error:  # noqa: BLE001 - whatever a node printed fails that host alone
                 self.failed, self.error = (
                     True,

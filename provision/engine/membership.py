@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.files import write_atomic
-from provision.inventory import HOST_NAME, Inventory
+from provision.inventory.model import HOST_NAME, Inventory
 
 CACHE_FOLDER = ".provision-cache"
 _KEY = re.compile(r"^(?:ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/]+={0,3}$")

@@ -9,21 +9,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from provision.connection import SshOptions
 from provision.engine.hostrun import HOSTINFO, NO_LOG, HostFailed, HostRun, TaskResult, unified_diff
 from provision.engine.membership import HostCache, cache_folder, cached_hostvars, record_of, verified_key_problem
 from provision.engine.script import LOGIN_USER, Step
 from provision.engine.selection import BadInput, check_tags, outline, tag_selected, tasks_before
 from provision.engine.verbosity import ran_text
 from provision.errors import ProvisionError
-from provision.inventory import Host, Inventory
-from provision.inventory_patterns import PatternError, select_hosts
+from provision.inventory.model import Host, Inventory
+from provision.inventory.patterns import PatternError, select_hosts
 from provision.operations import OPERATIONS
-from provision.operations.base import UNKNOWN, FactKey, Write, check_path, check_user
-from provision.parallel import fan_out
+from provision.operations.base import UNKNOWN, StateKey, Write, check_path, check_user
 from provision.playbook.model import Play, Task
 from provision.playbook.variables import Variables
 from provision.templating import evaluate_when, render_template, render_value, template_loader, variables_in
+from provision.transport.connection import SshOptions
+from provision.transport.parallel import fan_out
 
 DEFERRED = {"facts", "hostvars", "play_hosts"}  # known only while running
 DEFAULT_FORKS = 64
@@ -105,7 +105,7 @@ class Runner:
         on_host: Callable[[str, str], None] | None = None,
         keep_sessions: bool = False,
     ):
-        from provision.session import Session
+        from provision.transport.session import Session
 
         self.plays, self.inventory, self.variables, self.ssh, self.options = plays, inventory, variables, ssh, options
         self.limit_patterns = list(limit) if limit else None
@@ -116,8 +116,8 @@ class Runner:
         self.keep_sessions = keep_sessions
         self.deferred = DEFERRED | {t.register for p in plays for t in (*p.tasks, *p.handlers) if t.register}
         self.hostvars: dict[str, dict] = {}
-        self.prefetch: dict[str, dict[FactKey, None]] = {}
-        self.upcoming: dict[str, list[tuple[Task, list[FactKey]]]] = {}  # per host, in task order
+        self.prefetch: dict[str, dict[StateKey, None]] = {}
+        self.upcoming: dict[str, list[tuple[Task, list[StateKey]]]] = {}  # per host, in task order
         self.root: dict[str, bool] = {}
         self.hosts: dict[str, Host] = {}
         self.play_hosts: list[list[Host]] = []
@@ -246,12 +246,12 @@ class Runner:
             for key in keys:
                 self.prefetch[host.name][key] = None
 
-    def _partial_requests(self, task: Task, ctx: dict) -> list[FactKey]:
+    def _partial_requests(self, task: Task, ctx: dict) -> list[StateKey]:
         """Facts of a task whose arguments are only partly known yet (e.g. a path known, the
         keys from other hosts not): enough to read its state in the first round trip."""
         if task.op == "template":  # its file, when the path is known already (issue 8's role templates)
             try:
-                return [FactKey("file", check_path(render_value(task.args["path"], ctx)))]
+                return [StateKey("file", check_path(render_value(task.args["path"], ctx)))]
             except Exception:  # noqa: BLE001 - not known yet
                 return []
         if task.op not in OPERATIONS:
@@ -430,7 +430,7 @@ class Runner:
                 else (registered[0] if registered else {})
             )
 
-    def _facts(self, run: HostRun, keys: list[FactKey], reader: str, as_root: bool) -> tuple[dict, list[FactKey]]:
+    def _facts(self, run: HostRun, keys: list[StateKey], reader: str, as_root: bool) -> tuple[dict, list[StateKey]]:
         """The facts ``keys`` as the operation names them, read as ``reader`` where that matters,
         and those unknown (--check only: a planned change may have altered them)."""
         read = dict(zip(keys, _as_reader(keys, reader), strict=True))
@@ -445,12 +445,12 @@ class Runner:
         """The task's changes, decided on facts true now. In --check, where a planned change made
         a fact unknowable, the task is predicted on the state read before it; when that cannot
         decide, it is predicted ``changed`` (as Ansible would) and nothing after it is trusted."""
-        facts, unknown = self._facts(run, operation.requests(args), reader, as_root)
+        current, unknown = self._facts(run, operation.requests(args), reader, as_root)
         if not unknown:
-            return operation.decide(args, facts), True
+            return operation.decide(args, current), True
         where = ", ".join(f"{key.kind} {key.arg}".strip()[:60] for key in unknown[:3])
         try:
-            changes = operation.decide(args, facts)
+            changes = operation.decide(args, current)
         except Exception as error:  # noqa: BLE001 - on stale facts the real run may well succeed
             run.plan_unknown()
             result.status = "changed"
@@ -505,6 +505,6 @@ def _reader(task: Task, play: Play, ctx: dict) -> str:
     return "root" if become else LOGIN_USER
 
 
-def _as_reader(keys: list[FactKey], reader: str) -> list[FactKey]:
+def _as_reader(keys: list[StateKey], reader: str) -> list[StateKey]:
     """``command`` facts run as the task's user; other facts are read as the round trip's."""
     return [dataclasses.replace(key, user=reader) if key.kind == "command" and reader else key for key in keys]

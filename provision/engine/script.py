@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from provision.engine.acting import acting_user, on_stdin, refused, run_as
 from provision.errors import ParseError
-from provision.operations.base import FactKey, Run, Write, check_user, home_prelude, quote, shell_path
-from provision.operations.facts import fact_command
+from provision.operations.base import Run, StateKey, Write, check_user, home_prelude, quote, shell_path
+from provision.operations.state import state_command
 
 BODY_LIMIT = 8 * 1024 * 1024
 BECOME_FAILED = 92
@@ -106,7 +106,7 @@ class Step:
     user: str | None = None  # become_user: run the change as this user (from a root script)
 
 
-def build_script(steps: list[Step], facts: list[FactKey], nonce: str, as_root: bool, step_timeout: float | None = None) -> str:
+def build_script(steps: list[Step], keys: list[StateKey], nonce: str, as_root: bool, step_timeout: float | None = None) -> str:
     """The POSIX sh script for one round trip (fed on stdin to ``sh -s``); with ``step_timeout``
     each change is stopped after its own limit (:func:`step_limit`)."""
     out = ["umask 022", f"N='@@{nonce}@@'", "printf '%s begin\\n' \"$N\""]
@@ -124,16 +124,16 @@ def build_script(steps: list[Step], facts: list[FactKey], nonce: str, as_root: b
         out.append(f"( {command}\n) </dev/null 2>&1; rc=$?")
         out.append(f'printf \'\\n%s rc {index} %s\\n\' "$N" "$rc"')
         out.append('[ "$rc" -eq 0 ] || exit 0')
-    for index, key in enumerate(facts):
+    for index, key in enumerate(keys):
         out.append(f"printf '%s fact {index}\\n' \"$N\"")
-        command = read_as(fact_command(key), key.user, as_root, f"PROVISION_{nonce}_fact{index}")
+        command = read_as(state_command(key), key.user, as_root, f"PROVISION_{nonce}_fact{index}")
         out.append(f"( {command}\n) </dev/null 2>/dev/null")
         out.append("printf '\\n'")
     out.append("printf '%s end\\n' \"$N\"")
     return "\n".join(out) + "\n"
 
 
-LOGIN_USER = "@login"  # FactKey.user of a command the login user runs (a task without become)
+LOGIN_USER = "@login"  # StateKey.user of a command the login user runs (a task without become)
 
 
 def read_as(command: str, user: str, as_root: bool, delimiter: str) -> str:

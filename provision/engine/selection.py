@@ -9,7 +9,7 @@ import fnmatch
 from collections.abc import Callable
 
 from provision.errors import ProvisionError
-from provision.inventory_patterns import name_list
+from provision.inventory.patterns import name_list
 from provision.playbook.model import Play, Task
 
 SPECIAL_TAGS = ("all", "always", "tagged", "untagged")  # Ansible's; `always` runs unless skipped by name

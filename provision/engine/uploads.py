@@ -25,7 +25,7 @@ def uploads_of(steps: list[Step]) -> list[Upload]:
 
 def send_uploads(session, steps: list[Step]) -> str | None:
     """Send the steps' files; the folder they are in (None when there are none). Raises
-    :class:`provision.connection.HostFailure` (the folder is removed first)."""
+    :class:`provision.transport.connection.HostFailure` (the folder is removed first)."""
     uploads = uploads_of(steps)
     if not uploads:
         return None

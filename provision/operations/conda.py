@@ -29,11 +29,11 @@ from provision.operations.base import (
     UNKNOWN,
     Arg,
     ArgumentError,
-    FactKey,
     FileState,
     Operation,
     OperationError,
     Run,
+    StateKey,
     Upload,
     check_path,
     parent_of,
@@ -129,7 +129,7 @@ def verify_local(args: dict) -> tuple[int, str]:
     return size, sha256_hex
 
 
-def _install_requests(args: dict) -> list[FactKey]:
+def _install_requests(args: dict) -> list[StateKey]:
     prefix = check_path(args["prefix"])
     if prefix.startswith("~") or prefix.count("/") < 2:
         raise ArgumentError(f"anaconda prefix {prefix!r} must be an absolute folder below / (e.g. /opt/anaconda3)")
@@ -142,10 +142,10 @@ def _install_requests(args: dict) -> list[FactKey]:
     else:
         verify_local(args)  # before any host is touched
     return [
-        FactKey("file", prefix),
-        FactKey("file", f"{prefix}/{MARKER}"),
-        FactKey("file", prefix + IN_PROGRESS),
-        FactKey("df", prefix),
+        StateKey("file", prefix),
+        StateKey("file", f"{prefix}/{MARKER}"),
+        StateKey("file", prefix + IN_PROGRESS),
+        StateKey("df", prefix),
     ]
 
 
@@ -155,7 +155,7 @@ def _size_needed_kib(args: dict, installer_bytes: int) -> int:
     return max(3 * installer_bytes // 1024, 64 * 1024)  # an installer unpacks to ~3x its size
 
 
-def plan_install(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_install(args: dict, current: Mapping[StateKey, Any]) -> list:
     """Send (SFTP) or download the installer into a private ``mktemp -d`` folder, check it, run
     it in batch mode under its own time limit, remove the folder, lock the prefix down; or nothing.
 
@@ -166,11 +166,11 @@ def plan_install(args: dict, facts: Mapping[FactKey, Any]) -> list:
     prefix = check_prefix(args["prefix"])
     algorithm, digest = checksum_of(args)
     stamp = f"{algorithm}:{digest}\n".encode()
-    marker = facts.get(FactKey("file", f"{prefix}/{MARKER}"))
+    marker = current.get(StateKey("file", f"{prefix}/{MARKER}"))
     if marker is not None and marker.content == stamp:
         return []
-    interrupted = facts.get(FactKey("file", prefix + IN_PROGRESS)) is not None
-    if facts.get(FactKey("file", prefix)) is not None and not interrupted:
+    interrupted = current.get(StateKey("file", prefix + IN_PROGRESS)) is not None
+    if current.get(StateKey("file", prefix)) is not None and not interrupted:
         held = (
             printable(marker.content.decode(errors="replace"), 120)
             if marker and marker.content
@@ -181,7 +181,7 @@ def plan_install(args: dict, facts: Mapping[FactKey, Any]) -> list:
         )
     local = None if is_url(args["installer"]) else verify_local(args)
     needed = _size_needed_kib(args, local[0] if local is not None else 0)
-    free = facts.get(FactKey("df", prefix))
+    free = current.get(StateKey("df", prefix))
     if free is not None and free < needed:
         raise OperationError(
             f"not enough free disk space for {prefix}: {free // 1024} MiB free on its filesystem, "
@@ -237,10 +237,10 @@ def plan_install(args: dict, facts: Mapping[FactKey, Any]) -> list:
     # removed whatever happens. Nothing else outside the prefix is recorded (no stale fact).
     command = f'd=$(mktemp -d {UPLOAD_DIR}/provision-installer.XXXXXXXX) || exit 1\n( {script}\n); rc=$?\nrm -rf "$d"\nexit $rc'
     effects = (
-        (FactKey("file", f"{prefix}/{MARKER}"), FileState("f", 0o644, "root", "root", hashlib.sha256(stamp).hexdigest(), stamp)),
-        (FactKey("file", prefix), FileState("d", 0o755)),
-        (FactKey("file", prefix + IN_PROGRESS), None),
-        (FactKey("file", f"{prefix}/.condarc"), UNKNOWN),
+        (StateKey("file", f"{prefix}/{MARKER}"), FileState("f", 0o644, "root", "root", hashlib.sha256(stamp).hexdigest(), stamp)),
+        (StateKey("file", prefix), FileState("d", 0o755)),
+        (StateKey("file", prefix + IN_PROGRESS), None),
+        (StateKey("file", f"{prefix}/.condarc"), UNKNOWN),
     )
     describe = f"install {args['installer']} into {prefix}" + (
         " (again: an earlier install was interrupted)" if interrupted else ""
@@ -266,22 +266,22 @@ def clone_paths(args: dict) -> list[tuple[str, str]]:
     return out
 
 
-def _clone_requests(args: dict) -> list[FactKey]:
-    return [FactKey("file", path + "/conda-meta") for _prefix, path in clone_paths(args)]
+def _clone_requests(args: dict) -> list[StateKey]:
+    return [StateKey("file", path + "/conda-meta") for _prefix, path in clone_paths(args)]
 
 
-def plan_clone(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_clone(args: dict, current: Mapping[StateKey, Any]) -> list:
     """``conda create -p ~USER/.conda/envs/NAME --clone PREFIX`` for each clone that is absent."""
     changes = []
     for prefix, path in clone_paths(args):
-        if facts.get(FactKey("file", path + "/conda-meta")) is not None:
+        if current.get(StateKey("file", path + "/conda-meta")) is not None:
             continue
         command = (
             f"umask 022 && mkdir -p {shell_path(parent_of(path))} && "
             f"{shell_path(prefix + '/bin/conda')} create -q -y -p {shell_path(path)} --clone {shell_path(prefix)} >/dev/null"
         )
         changes.append(
-            Run(command, f"clone {prefix} to {path}", ((FactKey("file", path + "/conda-meta"), FileState("d", 0o755)),))
+            Run(command, f"clone {prefix} to {path}", ((StateKey("file", path + "/conda-meta"), FileState("d", 0o755)),))
         )
     return changes
 

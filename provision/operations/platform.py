@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from provision.operations.base import ArgumentError, FactKey, OperationError
-from provision.operations.os_facts import os_family
+from provision.operations.base import ArgumentError, OperationError, StateKey
+from provision.operations.os_state import os_family
 
-OS = FactKey("os")
+OS = StateKey("os")
 FAMILIES = ("debian", "rhel")
 
 
@@ -36,12 +36,12 @@ def per_family(*values: Any) -> bool:
     return any(isinstance(value, dict) for value in values)
 
 
-def for_node(value: Any, facts: Mapping[FactKey, Any], what: str) -> Any:
+def for_node(value: Any, current: Mapping[StateKey, Any], what: str) -> Any:
     """``value``, or its node's family's value; :class:`OperationError` when the family has none."""
     if not isinstance(value, dict):
         return value
     alternatives(value, what)
-    release = facts.get(OS)
+    release = current.get(OS)
     family = os_family(release)
     if family not in value:
         got = f"ID={release.id!r} ID_LIKE={' '.join(release.like)!r}" if release else "no /etc/os-release"

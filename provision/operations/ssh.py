@@ -10,10 +10,10 @@ from provision.operations.base import (
     UNKNOWN,
     Arg,
     ArgumentError,
-    FactKey,
     Operation,
     OperationError,
     Run,
+    StateKey,
     check_path,
     check_user,
     quote,
@@ -32,21 +32,21 @@ def _key_path(args: dict) -> str:
     return check_path(args.get("path") or f"~{user}/.ssh/id_ed25519")
 
 
-def _keypair_requests(args: dict) -> list[FactKey]:
+def _keypair_requests(args: dict) -> list[StateKey]:
     path = _key_path(args)
     # The private key is only stat-ed (never read: it must not leave the node); the public key is read.
-    return [FactKey("user", args["user"]), FactKey("stat", path), FactKey("file", path + ".pub")]
+    return [StateKey("user", args["user"]), StateKey("stat", path), StateKey("file", path + ".pub")]
 
 
-def plan_keypair(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_keypair(args: dict, current: Mapping[StateKey, Any]) -> list:
     """Generate an ed25519 key pair without passphrase (as files owned by the user, 600/644,
     in a 700 folder) when the private key is absent; an existing key is kept, unless ``rotate``
     (a new pair replaces it; the old private key is not kept: rotation is for a key to revoke)."""
     user, path = args["user"], _key_path(args)
-    entry = facts.get(FactKey("user", user))
+    entry = current.get(StateKey("user", user))
     if entry is None:
         raise OperationError(f"ssh_keypair: user {user} does not exist")
-    private, public = facts.get(FactKey("stat", path)), facts.get(FactKey("file", path + ".pub"))
+    private, public = current.get(StateKey("stat", path)), current.get(StateKey("file", path + ".pub"))
     owner = quote(f"{user}:{entry.gid}")
     word, pub = shell_path(path), shell_path(path + ".pub")
     folder = shell_path(path.rpartition("/")[0])
@@ -63,9 +63,9 @@ def plan_keypair(args: dict, facts: Mapping[FactKey, Any]) -> list:
             f'mv -f "$d/k.pub" {pub} && mv -f "$d/k" {word} && rmdir "$d"'
         )
         effects = (
-            (FactKey("stat", path), UNKNOWN),
-            (FactKey("file", path), UNKNOWN),
-            (FactKey("file", path + ".pub"), UNKNOWN),
+            (StateKey("stat", path), UNKNOWN),
+            (StateKey("file", path), UNKNOWN),
+            (StateKey("file", path + ".pub"), UNKNOWN),
         )
         verb = "rotate" if private is not None else "generate"
         return [Run(command, f"{verb} ssh key {path}", effects, (path.rpartition("/")[0],))]
@@ -76,13 +76,13 @@ def plan_keypair(args: dict, facts: Mapping[FactKey, Any]) -> list:
             f't=$(mktemp {folder}/.provision-key.XXXXXX) && ssh-keygen -y -f {word} >"$t" && '
             f'chown -h {owner} "$t" && chmod 644 "$t" && mv -f "$t" {pub}'
         )
-        return [Run(command, f"derive {path}.pub", ((FactKey("file", path + ".pub"), UNKNOWN),), (path.rpartition("/")[0],))]
+        return [Run(command, f"derive {path}.pub", ((StateKey("file", path + ".pub"), UNKNOWN),), (path.rpartition("/")[0],))]
     return []
 
 
-def keypair_result(args: dict, facts: Mapping[FactKey, Any]) -> dict:
+def keypair_result(args: dict, current: Mapping[StateKey, Any]) -> dict:
     """What ``register:`` records: the public key line (None when not readable, e.g. in --check)."""
-    state = facts.get(FactKey("file", _key_path(args) + ".pub"))
+    state = current.get(StateKey("file", _key_path(args) + ".pub"))
     if state is None or state is UNKNOWN or state.content is None:
         return {"public_key": None, "user": args["user"]}
     # The node's file is hostile input: keep only "type blob comment" (no options), a safe comment.
@@ -108,8 +108,8 @@ def _auth_path(args: dict) -> str:
     return check_path(args.get("path") or f"~{check_user(args['user'])}/.ssh/authorized_keys")
 
 
-def _auth_requests(args: dict) -> list[FactKey]:
-    return [FactKey("user", check_user(args["user"])), FactKey("file", _auth_path(args))]
+def _auth_requests(args: dict) -> list[StateKey]:
+    return [StateKey("user", check_user(args["user"])), StateKey("file", _auth_path(args))]
 
 
 def add_keys(text: str, keys: list[str]) -> str:
@@ -190,7 +190,7 @@ def _check_node_keys(value: Any) -> dict:
     return value
 
 
-def plan_authorized_key(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_authorized_key(args: dict, current: Mapping[StateKey, Any]) -> list:
     """Every key in ``keys`` in the user's authorized_keys once (never duplicated); with
     ``node_keys``, the lines provision manages per node made exactly those (see
     :func:`set_node_keys`); other lines kept; 600. An absent user with nothing to add is
@@ -201,12 +201,12 @@ def plan_authorized_key(args: dict, facts: Mapping[FactKey, Any]) -> list:
     for key in keys:
         parse_key(key)
     node_keys = _check_node_keys(args["node_keys"]) if args["node_keys"] is not None else None
-    entry = facts.get(FactKey("user", user))
+    entry = current.get(StateKey("user", user))
     if entry is None:
         if not keys and node_keys == {}:  # a departed user's keys revoked: gone with the account
             return []
         raise OperationError(f"authorized_key: user {user} does not exist")
-    state = facts.get(FactKey("file", path))
+    state = current.get(StateKey("file", path))
     if state is not None and (state.kind != "f" or state.content is None):
         raise OperationError(f"authorized_key: {path} is not a readable file")
     text = state.content.decode(errors="replace") if state else ""
@@ -261,10 +261,10 @@ def _block_text(text: str) -> str:
     return "\n".join(lines[start + 1 : lines.index(end, start)])
 
 
-def plan_known_hosts(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_known_hosts(args: dict, current: Mapping[StateKey, Any]) -> list:
     """Host keys for every name a node is reached by, in a managed block of a known_hosts file."""
     path = check_path(args["path"])
-    state = facts.get(FactKey("file", path))
+    state = current.get(StateKey("file", path))
     if state is not None and (state.kind != "f" or state.content is None):
         raise OperationError(f"known_hosts: {path} is not a readable file")
     text = state.content.decode(errors="replace") if state else ""
@@ -282,7 +282,7 @@ OPERATIONS = {
         _keypair_requests,
         plan_keypair,
         result=keypair_result,
-        result_requests=lambda a: [FactKey("file", _key_path(a) + ".pub")],
+        result_requests=lambda a: [StateKey("file", _key_path(a) + ".pub")],
         doc="an ed25519 key pair for a user, kept when present",
     ),
     "authorized_key": Operation(
@@ -300,7 +300,7 @@ OPERATIONS = {
     "known_hosts": Operation(
         "known_hosts",
         {"entries": Arg((list,), True), "path": Arg((str,), default="/etc/ssh/ssh_known_hosts")},
-        lambda a: [FactKey("file", check_path(a["path"]))],
+        lambda a: [StateKey("file", check_path(a["path"]))],
         plan_known_hosts,
         doc="host keys in a managed block of known_hosts",
     ),

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.errors import ProvisionError
-from provision.inventory import VAR_NAME, Host, Inventory
+from provision.inventory.model import VAR_NAME, Host, Inventory
 from provision.yaml_lines import load_yaml_with_lines
 
 

@@ -20,12 +20,12 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from provision.connection import HostFailure
 from provision.engine.script import remote_command, stdin_for
 from provision.operations.base import check_user, is_number, printable
 from provision.operations.conda import clone_name
 from provision.operations.nfs import check_export_path
-from provision.parallel import fan_out
+from provision.transport.connection import HostFailure
+from provision.transport.parallel import fan_out
 
 MARKER = ".provision-nfs-check"  # + "." + 16 random hex digits, one name per run
 _LINE = re.compile(r"^@(nfs|du) (\S+) (\S+) ?(.*)$")

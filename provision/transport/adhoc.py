@@ -13,9 +13,9 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from provision.connection import HostFailure, SshOptions, describe_failure, run_command
-from provision.inventory import Host
-from provision.parallel import fan_out
+from provision.inventory.model import Host
+from provision.transport.connection import HostFailure, SshOptions, describe_failure, run_command
+from provision.transport.parallel import fan_out
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 

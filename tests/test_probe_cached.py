@@ -3,10 +3,10 @@
 import pytest
 from test_connection import blackhole
 
-from provision.connection import SshOptions
 from provision.errors import FactsError
-from provision.facts_source import ProbeFailed, ProbeSettings, plan_facts
-from provision.factstore import load_host
+from provision.probe.cached import ProbeFailed, ProbeSettings, plan_facts
+from provision.probe.store import load_host
+from provision.transport.connection import SshOptions
 
 
 def test_reads_the_facts_folder_without_probing(tmp_path):

@@ -14,8 +14,8 @@ from pathlib import Path
 from provision.errors import FactsError
 from provision.facts.model import HostFacts
 from provision.files import write_atomic
-from provision.gather import CAPTURE_NAMES, Capture
-from provision.inventory import HOST_NAME
+from provision.inventory.model import HOST_NAME
+from provision.probe.gather import CAPTURE_NAMES, Capture
 
 DEFAULT_FACTS_DIR = Path("inventory/facts")
 
@@ -24,7 +24,7 @@ def save_host(facts_dir: Path, facts: HostFacts, captures: dict[str, Capture]) -
     """Write one host's facts JSON and raw captures; stale captures from an earlier probe go.
 
     Only known capture names become files, and only inside the host's folder: a name is
-    something a node sent (see :func:`provision.gather.split_output`), so it is checked here
+    something a node sent (see :func:`provision.probe.gather.split_output`), so it is checked here
     again. Raises :class:`FactsError` for a bad host or capture name, before writing anything.
     """
     if not HOST_NAME.match(facts.host):

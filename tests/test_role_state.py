@@ -4,8 +4,8 @@ and refuse anything else (node output is hostile)."""
 import pytest
 
 from provision.errors import ParseError
-from provision.operations.base import FactKey
-from provision.operations.facts import fact_command, parse_fact
+from provision.operations.base import StateKey
+from provision.operations.state import parse_state, state_command
 
 # /proc/net/tcp and tcp6 as Linux prints them (wide lines)
 TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
@@ -36,7 +36,7 @@ CASES = [
 
 @pytest.mark.parametrize("kind,arg,text,expected", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_parsers(kind, arg, text, expected):
-    assert parse_fact(FactKey(kind, arg), text) == expected
+    assert parse_state(StateKey(kind, arg), text) == expected
 
 
 BAD = [
@@ -53,10 +53,10 @@ BAD = [
 @pytest.mark.parametrize("kind,arg,text", BAD, ids=[f"{c[0]}-{i}" for i, c in enumerate(BAD)])
 def test_hostile_output_is_refused(kind, arg, text):
     with pytest.raises(ParseError):
-        parse_fact(FactKey(kind, arg), text)
+        parse_state(StateKey(kind, arg), text)
 
 
 def test_commands_quote_paths():
-    assert "'/data/a b'" in fact_command(FactKey("mount", "/data/a b"))
-    assert "'/opt/x;rm'" in fact_command(FactKey("df", "/opt/x;rm"))
-    assert "H_616c696365" in fact_command(FactKey("pidfile", "~alice/x.pid"))
+    assert "'/data/a b'" in state_command(StateKey("mount", "/data/a b"))
+    assert "'/opt/x;rm'" in state_command(StateKey("df", "/opt/x;rm"))
+    assert "H_616c696365" in state_command(StateKey("pidfile", "~alice/x.pid"))

@@ -3,7 +3,7 @@
 import pytest
 
 from provision.errors import InventoryError
-from provision.inventory_import import expand_host_range, import_ansible_inventory
+from provision.inventory.ansible import expand_host_range, import_ansible_inventory
 
 INI = """\
 # comment
@@ -85,11 +85,11 @@ def _big_ini(hosts: int, racks: int) -> str:
 
 def test_big_inventory_imported_exactly(tmp_path):
     """8192 hosts in 32 racks (the bench's size; bench/inventory_import_1024.py times it)."""
-    from provision.inventory import inventory_to_yaml, load_inventory
+    from provision.inventory.model import inventory_to_yaml, load_inventory
 
     path = tmp_path / "hosts.ini"
     path.write_text(_big_ini(8192, 32))
-    from provision.inventory_import import read_ansible_inventory
+    from provision.inventory.ansible import read_ansible_inventory
 
     imported = read_ansible_inventory(path)
     inv = imported.inventory
@@ -120,7 +120,7 @@ def test_children_cycle_named(tmp_path):
 
 
 def test_group_and_all_vars_stay_where_written_and_ssh_args_are_dropped_with_advice(tmp_path):
-    from provision.inventory_import import read_ansible_inventory
+    from provision.inventory.ansible import read_ansible_inventory
 
     path = tmp_path / "hosts"
     path.write_text(

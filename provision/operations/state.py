@@ -1,4 +1,4 @@
-"""Host state as operations need it: for each :class:`FactKey` kind, the shell that reads it and a
+"""Host state as operations need it: for each :class:`StateKey` kind, the shell that reads it and a
 pure parser of its output (pyinfra's fact model). The output is treated as hostile: sizes are
 bounded and every field is checked before it is believed.
 """
@@ -14,10 +14,10 @@ from provision.errors import ParseError
 from provision.operations.base import (
     PACKAGE_NAME,
     SERVICE_NAME,
-    FactKey,
     FileState,
     GroupEntry,
     ServiceState,
+    StateKey,
     UserEntry,
     check_path,
     check_user,
@@ -35,7 +35,7 @@ _HOME_FS = re.compile(r"^[a-z0-9_./-]{1,32} \d{1,20}:\d{1,20}(?: [A-Za-z0-9_.:/@
 EXTRA_KINDS: dict[str, tuple[Any, Any]] = {}
 
 
-def register_fact_kind(kind: str, command, parse) -> None:
+def register_state_kind(kind: str, command, parse) -> None:
     """Add a fact kind: ``command(arg)`` returns its POSIX sh, ``parse(arg, text)`` its value
     (raising :class:`ParseError` on output that command cannot print)."""
     EXTRA_KINDS[kind] = (command, parse)
@@ -82,7 +82,7 @@ def _with_home(body: str) -> str:
     return f"( {body} )"  # its own subshell: the state ends with ``exit``
 
 
-def fact_command(key: FactKey) -> str:
+def state_command(key: StateKey) -> str:
     """The POSIX sh that prints ``key``'s raw state (values quoted; never raw)."""
     kind, arg = key.kind, key.arg
     if kind in EXTRA_KINDS:
@@ -138,8 +138,8 @@ def _lines(text: str) -> list[str]:
     return text.splitlines()
 
 
-def parse_fact(key: FactKey, text: str) -> Any:
-    """Parse ``key``'s output (see :func:`fact_command`); raises :class:`ParseError` when it is
+def parse_state(key: StateKey, text: str) -> Any:
+    """Parse ``key``'s output (see :func:`state_command`); raises :class:`ParseError` when it is
     not what that command prints."""
     kind = key.kind
     lines = _lines(text)

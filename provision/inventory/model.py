@@ -76,12 +76,12 @@ class Inventory:
 
     def resolve(self, patterns: list[str]) -> list[Host]:
         """Host patterns (Ansible's: names, groups, racks, ``all``, ``gpu:!w3``, ``w[1:3]``,
-        ``w*``; see :mod:`provision.inventory_patterns`) -> hosts, in order, without repeats.
+        ``w*``; see :mod:`provision.inventory.patterns`) -> hosts, in order, without repeats.
 
         A plain name the inventory does not know is taken as an ad-hoc host (reached by name,
         with ``~/.ssh/config`` applying) once it passes the same checks as an inventory name.
         """
-        from provision.inventory_patterns import select_hosts
+        from provision.inventory.patterns import select_hosts
 
         return select_hosts(self, patterns, unknown=self.adhoc_host)
 

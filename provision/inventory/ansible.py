@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from provision.errors import InventoryError
-from provision.inventory import HOST_NAME, Host, Inventory, Rack, _host_fields
-from provision.inventory_patterns import expand_host_range
+from provision.inventory.model import HOST_NAME, Host, Inventory, Rack, _host_fields
+from provision.inventory.patterns import expand_host_range
 from provision.yaml_lines import load_yaml_with_lines
 
 _CONNECTION_VARS = {

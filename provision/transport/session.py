@@ -1,5 +1,5 @@
 """An open session to one host, reused for every command of a run: ``run(command, stdin)``,
-``put`` and ``get``. Built on :func:`provision.connection.open_connection` (same ssh config,
+``put`` and ``get``. Built on :func:`provision.transport.connection.open_connection` (same ssh config,
 strict host keys, ProxyJump); ``localhost`` runs locally with no SSH.
 
 Stdin is written to the remote command and then closed, so scripts and secrets (a sudo
@@ -19,9 +19,16 @@ import subprocess
 import threading
 import time
 
-from provision.channel import ChannelFailure, CommandTimeout, sftp_put
-from provision.connection import CommandResult, HostFailure, SshOptions, describe_failure, open_connection, run_on_connection
-from provision.inventory import Host
+from provision.inventory.model import Host
+from provision.transport.channel import ChannelFailure, CommandTimeout, sftp_put
+from provision.transport.connection import (
+    CommandResult,
+    HostFailure,
+    SshOptions,
+    describe_failure,
+    open_connection,
+    run_on_connection,
+)
 
 
 class Session:
@@ -123,7 +130,7 @@ class Session:
 
     def put_file(self, local: str, remote: str, sha256: str) -> None:
         """Stream the controller file ``local`` to ``remote`` (a new file, 0600) over SFTP, hashing
-        what is sent (:func:`provision.channel.sftp_put`); within the command timeout."""
+        what is sent (:func:`provision.transport.channel.sftp_put`); within the command timeout."""
         deadline = time.monotonic() + self.options.command_timeout
         try:
             if self.host.is_local:

@@ -7,9 +7,9 @@ import pytest
 
 from conftest import capture_dir
 from provision.errors import FactsError
-from provision.factstore import cached_hosts, load_host, read_capture_dir, save_host
-from provision.gather import Capture
-from provision.probe import facts_from_captures
+from provision.probe.gather import Capture
+from provision.probe.run import facts_from_captures
+from provision.probe.store import cached_hosts, load_host, read_capture_dir, save_host
 
 
 def test_save_then_load_and_replayable_layout(tmp_path):

@@ -11,14 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from provision.connection import HostFailure, SshOptions, run_command
 from provision.errors import NotCapturedError, ParseError
 from provision.facts.derive import derive_facts
 from provision.facts.model import HostFacts
-from provision.factstore import read_capture_dir
-from provision.gather import CAPTURE_NAMES, NOT_INSTALLED, REMOTE_COMMAND, Capture, gather_script, new_nonce, split_output
-from provision.inventory import HOST_NAME, Host
-from provision.parallel import fan_out
+from provision.inventory.model import HOST_NAME, Host
+from provision.probe.gather import CAPTURE_NAMES, NOT_INSTALLED, REMOTE_COMMAND, Capture, gather_script, new_nonce, split_output
+from provision.probe.store import read_capture_dir
+from provision.transport.connection import HostFailure, SshOptions, run_command
+from provision.transport.parallel import fan_out
 
 DEFAULT_FORKS = 64  # enough to keep a 2-core control node busy; pdsh's default fanout is 32
 
@@ -92,7 +92,7 @@ def probe_hosts(
     workers: int | None = None,
 ) -> list[ProbeResult]:
     """Probe ``hosts`` with at most ``forks`` at once in all, over ``workers`` processes (None:
-    one per core above a few hundred hosts; see :mod:`provision.parallel`); ``on_done`` is called
+    one per core above a few hundred hosts; see :mod:`provision.transport.parallel`); ``on_done`` is called
     in this process as each host finishes; results come back in input order."""
 
     def defect(host: Host, error: BaseException) -> ProbeResult:  # a defect costs this host only, never the run

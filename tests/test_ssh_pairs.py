@@ -2,8 +2,8 @@
 
 import pytest
 
-from provision.connection import CommandResult, HostFailure
-from provision.engine.verify import parse_verify, verify_pairs, verify_script
+from provision.checks.ssh_pairs import parse_verify, verify_pairs, verify_script
+from provision.transport.connection import CommandResult, HostFailure
 
 
 def test_script_runs_ssh_batchmode_as_each_user():

@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from provision.connection import SshOptions
 from provision.errors import ProvisionError
 from provision.facts.model import HostFacts
-from provision.factstore import load_host, save_host
-from provision.inventory import open_inventory
-from provision.probe import DEFAULT_FORKS, probe_hosts
+from provision.inventory.model import open_inventory
+from provision.probe.run import DEFAULT_FORKS, probe_hosts
+from provision.probe.store import load_host, save_host
+from provision.transport.connection import SshOptions
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Fabric, left alone, auto-adds any key, and paramiko's own known_hosts reader drops ``@revoked``
 and ``@cert-authority`` lines. Here paramiko is given no keys at all, so every server key comes
-to :class:`KnownHostsPolicy`, which decides from the entries :mod:`provision.known_hosts` found
+to :class:`KnownHostsPolicy`, which decides from the entries :mod:`provision.transport.known_hosts` found
 for the host (user and global files, hashed and ``[host]:port`` entries):
 
 - a key marked ``@revoked`` is refused, always (also with ``--accept-new-host-keys``);
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import paramiko
 
-from provision.known_hosts import KnownEntry, KnownHostsFiles, entries_for, hash_name, hostkey_name, known_hosts_files
+from provision.transport.known_hosts import KnownEntry, KnownHostsFiles, entries_for, hash_name, hostkey_name, known_hosts_files
 
 _append_lock = threading.Lock()
 

@@ -6,7 +6,7 @@ entry, else OpenSSH's defaults (``~/.ssh/known_hosts ~/.ssh/known_hosts2`` and
 ``?`` and ``!negation``, hashed names (``|1|salt|hash``, HMAC-SHA1 as ``ssh-keygen -H`` writes
 them), ``[host]:port`` for ports other than 22, and the ``@revoked`` / ``@cert-authority``
 markers, which paramiko's own reader silently drops. Pure functions and a stat-keyed cache; the
-policy that acts on the entries is :mod:`provision.hostkeys`.
+policy that acts on the entries is :mod:`provision.transport.hostkeys`.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ import subprocess
 import pytest
 
 from provision.errors import ParseError
-from provision.operations.base import FactKey
-from provision.operations.facts import fact_command, parse_fact
-from provision.operations.os_facts import OsRelease, PackageIndex, os_family
+from provision.operations.base import StateKey
+from provision.operations.os_state import OsRelease, PackageIndex, os_family
+from provision.operations.state import parse_state, state_command
 
 DEBIAN_12 = """PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"
 NAME="Debian GNU/Linux"
@@ -52,7 +52,7 @@ OS_CASES = [
 
 @pytest.mark.parametrize("name,text,release,family", OS_CASES, ids=[c[0] for c in OS_CASES])
 def test_os_release(name, text, release, family):
-    parsed = parse_fact(FactKey("os"), text)
+    parsed = parse_state(StateKey("os"), text)
     assert parsed == release and os_family(parsed) == family
 
 
@@ -70,7 +70,7 @@ def test_os_release(name, text, release, family):
 )
 def test_os_release_refuses_malformed(text):
     with pytest.raises(ParseError):
-        parse_fact(FactKey("os"), text)
+        parse_state(StateKey("os"), text)
 
 
 INDEX_CASES = [
@@ -85,7 +85,7 @@ INDEX_CASES = [
 
 @pytest.mark.parametrize("text,expected", INDEX_CASES)
 def test_pkgindex(text, expected):
-    assert parse_fact(FactKey("pkgindex"), text) == expected
+    assert parse_state(StateKey("pkgindex"), text) == expected
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ def test_pkgindex(text, expected):
     ],
 )
 def test_candidate(text, expected):
-    assert parse_fact(FactKey("candidate", "nfs-common"), text) == expected
+    assert parse_state(StateKey("candidate", "nfs-common"), text) == expected
 
 
 @pytest.mark.parametrize(
@@ -108,20 +108,20 @@ def test_candidate(text, expected):
 )
 def test_index_and_candidate_refuse_other_output(kind, text):
     with pytest.raises(ParseError):
-        parse_fact(FactKey(kind, "nfs-common" if kind == "candidate" else ""), text)
+        parse_state(StateKey(kind, "nfs-common" if kind == "candidate" else ""), text)
 
 
 def test_candidate_command_checks_the_name():
     with pytest.raises(ValueError):
-        fact_command(FactKey("candidate", "x; reboot"))
+        state_command(StateKey("candidate", "x; reboot"))
 
 
 @pytest.mark.parametrize(
-    "key", [FactKey("os"), FactKey("pkgindex"), FactKey("candidate", "dpkg"), FactKey("candidate", "no-such-package-x")]
+    "key", [StateKey("os"), StateKey("pkgindex"), StateKey("candidate", "dpkg"), StateKey("candidate", "no-such-package-x")]
 )
 def test_commands_run_here_and_parse(key):
-    done = subprocess.run(["sh", "-c", fact_command(key)], capture_output=True, text=True, timeout=60)
-    value = parse_fact(key, done.stdout)
+    done = subprocess.run(["sh", "-c", state_command(key)], capture_output=True, text=True, timeout=60)
+    value = parse_state(key, done.stdout)
     if key.kind == "os":
         assert isinstance(value, OsRelease)
     elif key.kind == "pkgindex":

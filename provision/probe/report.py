@@ -11,7 +11,7 @@ from rich.table import Table
 
 from provision.facts.cpulist import format_ranges
 from provision.facts.model import HostFacts
-from provision.probe import ProbeResult
+from provision.probe.run import ProbeResult
 
 
 def gpu_summary(facts: HostFacts) -> str:

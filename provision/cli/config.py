@@ -26,10 +26,10 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, from PyPI (a conditional dependency in pyproject.toml)
     import tomli as tomllib
 
-from provision.connection import SshOptions
 from provision.errors import ProvisionError
-from provision.factstore import DEFAULT_FACTS_DIR
-from provision.probe import DEFAULT_FORKS
+from provision.probe.run import DEFAULT_FORKS
+from provision.probe.store import DEFAULT_FACTS_DIR
+from provision.transport.connection import SshOptions
 
 PROJECT_FILE = Path("provision.toml")
 CONFIG_ENV = "PROVISION_CONFIG"

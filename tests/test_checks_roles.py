@@ -3,7 +3,7 @@
 
 import re
 
-from provision.engine.roles_summary import jupyter_lines, nfs_verdict, node_script, parse_node
+from provision.checks.roles import jupyter_lines, nfs_verdict, node_script, parse_node
 
 
 def test_node_script_reads_marker_by_mount_else_nfs_cat_and_sizes_clones():
@@ -46,7 +46,7 @@ def test_jupyter_tunnel_or_url():
 def test_failed_nfs_server_is_said_not_hidden():
     from types import SimpleNamespace
 
-    from provision.engine.roles_summary import role_summary
+    from provision.checks.roles import role_summary
 
     runs = {"r1": SimpleNamespace(failed=True, unreachable=None), "r2": SimpleNamespace(failed=False, unreachable="timeout")}
     variables = {n: {"nfs_server": "r1", "nfs_exports": [{"path": "/data/x"}]} for n in runs}
@@ -64,8 +64,8 @@ def _server_run(session, kind="kernel"):
 
 
 def test_text_from_nodes_is_printable():
-    from provision.connection import CommandResult
-    from provision.engine.roles_summary import role_summary
+    from provision.checks.roles import role_summary
+    from provision.transport.connection import CommandResult
 
     nfs, _du = parse_node("@nfs /data/x nfs-cat \x1b]0;owned\x07\x1b[2Jdenied\n")
     assert "\x1b" not in nfs["/data/x"][1] and "denied" in nfs["/data/x"][1]
@@ -134,7 +134,7 @@ class _LocalSession:
         self.tmp_path, self.scripts = tmp_path, []
 
     def run(self, command, stdin):
-        from provision.connection import CommandResult
+        from provision.transport.connection import CommandResult
 
         script = stdin.decode().split("\n", 1)[1]
         self.scripts.append(script)
@@ -143,8 +143,8 @@ class _LocalSession:
 
 
 def _summary_with_local_server(tmp_path, export):
-    from provision.connection import CommandResult
-    from provision.engine.roles_summary import role_summary
+    from provision.checks.roles import role_summary
+    from provision.transport.connection import CommandResult
 
     class Client:
         scripts: list = []
@@ -171,9 +171,9 @@ def test_marker_has_a_unique_name_and_a_users_file_is_never_touched(tmp_path):
 
 
 def test_marker_that_exists_is_refused_and_kept(tmp_path, monkeypatch):
-    from provision.engine import roles_summary
+    from provision.checks import roles
 
-    monkeypatch.setattr(roles_summary.secrets, "token_hex", lambda n: "ab" * n)
+    monkeypatch.setattr(roles.secrets, "token_hex", lambda n: "ab" * n)
     export = tmp_path / "export"
     export.mkdir()
     taken = export / (".provision-nfs-check." + "ab" * 8)
@@ -187,7 +187,7 @@ def test_marker_that_exists_is_refused_and_kept(tmp_path, monkeypatch):
 def test_marker_is_created_0644_and_never_chmodded_after(tmp_path):
     import subprocess
 
-    from provision.engine.roles_summary import write_markers
+    from provision.checks.roles import write_markers
 
     export = tmp_path / "export"
     export.mkdir()

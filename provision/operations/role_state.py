@@ -15,7 +15,7 @@ import re
 
 from provision.errors import ParseError
 from provision.operations.base import check_path, is_number, shell_path
-from provision.operations.facts import register_fact_kind
+from provision.operations.state import register_state_kind
 
 _MAX_LINES = 20000
 _CAP_SYS_ADMIN = 21
@@ -119,9 +119,9 @@ def _pidfile_command(path: str) -> str:
     return f'if [ -r {word} ] && kill -0 "$(cat {word})" 2>/dev/null; then echo alive; else echo dead; fi'
 
 
-register_fact_kind("mount", _mount_command, _parse_mount)
-register_fact_kind("nfsd", _nfsd_command, _parse_word("nfsd", ("kernel", "none")))
-register_fact_kind("nfsmount", _nfsmount_command, _parse_nfsmount)
-register_fact_kind("listening", _listening_command, parse_listening)
-register_fact_kind("df", _df_command, _parse_df)
-register_fact_kind("pidfile", _pidfile_command, _parse_word("pidfile", ("alive", "dead")))
+register_state_kind("mount", _mount_command, _parse_mount)
+register_state_kind("nfsd", _nfsd_command, _parse_word("nfsd", ("kernel", "none")))
+register_state_kind("nfsmount", _nfsmount_command, _parse_nfsmount)
+register_state_kind("listening", _listening_command, parse_listening)
+register_state_kind("df", _df_command, _parse_df)
+register_state_kind("pidfile", _pidfile_command, _parse_word("pidfile", ("alive", "dead")))

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from provision.errors import ProvisionError
 
 if TYPE_CHECKING:
-    from provision.inventory import Host, Inventory
+    from provision.inventory.model import Host, Inventory
 
 _RANGE = re.compile(r"\[([0-9]+):([0-9]+)\]|\[([a-z]):([a-z])\]")
 _SUBSCRIPT = re.compile(r"^(?P<base>.+)\[(?:(?P<index>-?[0-9]+)|(?P<start>-?[0-9]*):(?P<end>-?[0-9]*))\]$")

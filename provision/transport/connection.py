@@ -1,7 +1,7 @@
 """Run one command on one host: over SSH (Fabric/paramiko) or, for ``localhost``, locally.
 
 SSH honours ``~/.ssh/config`` (Fabric reads it: HostName, User, Port, IdentityFile, ProxyJump),
-checks host keys with :mod:`provision.hostkeys` (also on ProxyJump hops), and reports every
+checks host keys with :mod:`provision.transport.hostkeys` (also on ProxyJump hops), and reports every
 failure as a :class:`HostFailure` with a kind and a one-line message.
 
 Time limits: ``connect_timeout`` (a float; Fabric's own handling truncates it to an int, so
@@ -29,9 +29,9 @@ from pathlib import Path
 import fabric
 import paramiko
 
-from provision.channel import ChannelFailure, CommandTimeout, run_on_channel
-from provision.hostkeys import HostKeyError, make_client
-from provision.inventory import Host
+from provision.inventory.model import Host
+from provision.transport.channel import ChannelFailure, CommandTimeout, run_on_channel
+from provision.transport.hostkeys import HostKeyError, make_client
 
 # paramiko's transport thread logs a traceback for each failed handshake (no handler: Python
 # prints it on stderr); every failure reaches the user as one HostFailure line instead.

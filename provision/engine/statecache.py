@@ -18,13 +18,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from provision.operations.base import UNKNOWN, FactKey, Run, UserEntry, Write, split_home
+from provision.operations.base import UNKNOWN, Run, StateKey, UserEntry, Write, split_home
 
 PATH_KINDS = ("file", "stat")  # facts about one path: a change that names its paths leaves others alone
-IDENTITY = FactKey("hostinfo")  # host name, addresses, host keys: read once, at the start of the run
+IDENTITY = StateKey("hostinfo")  # host name, addresses, host keys: read once, at the start of the run
 # What no change of a run alters: the host's identity, its OS family, its package manager. They stay
 # trusted after a change that may alter anything (in --check too, where nothing is read again).
-STABLE = (IDENTITY, FactKey("os"), FactKey("pkgmgr"))
+STABLE = (IDENTITY, StateKey("os"), StateKey("pkgmgr"))
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Scope:
     """What one planned change may have altered: ``stated`` facts (exact values, or UNKNOWN) and
     ``paths`` it touches (None: anything)."""
 
-    stated: tuple[tuple[FactKey, Any], ...] = ()
+    stated: tuple[tuple[StateKey, Any], ...] = ()
     paths: tuple[str, ...] | None = None
 
 
@@ -55,10 +55,10 @@ def _overlap(a: str, b: str) -> bool:
 
 
 @dataclass
-class FactCache:
+class StateCache:
     """The facts of one host, each with the change count it dates from, and the planned scopes."""
 
-    entries: dict[FactKey, tuple[Any, int]] = field(default_factory=dict)
+    entries: dict[StateKey, tuple[Any, int]] = field(default_factory=dict)
     scopes: list[Scope] = field(default_factory=list)
 
     @property
@@ -66,7 +66,7 @@ class FactCache:
         """How many changes were planned on this host so far."""
         return len(self.scopes)
 
-    def store(self, key: FactKey, value: Any, epoch: int) -> None:
+    def store(self, key: StateKey, value: Any, epoch: int) -> None:
         """A value read from the host, true as of ``epoch`` (the changes applied before the read)."""
         self.entries[key] = (value, epoch)
 
@@ -77,29 +77,29 @@ class FactCache:
             if value is not UNKNOWN:
                 self.entries[key] = (value, self.epoch)
 
-    def known(self, key: FactKey) -> bool:
+    def known(self, key: StateKey) -> bool:
         """Whether ``key`` has a value no later change may have altered."""
         entry = self.entries.get(key)
         return entry is not None and not self.altered_since(key, entry[1])
 
-    def altered_since(self, key: FactKey, epoch: int) -> bool:
+    def altered_since(self, key: StateKey, epoch: int) -> bool:
         """Whether a change planned after ``epoch`` may have altered ``key``."""
         return any(self._touches(scope, key) for scope in self.scopes[epoch:])
 
-    def value(self, key: FactKey) -> Any:
+    def value(self, key: StateKey) -> Any:
         """The trusted value (None when absent on the host), or UNKNOWN."""
         return self.entries[key][0] if self.known(key) else UNKNOWN
 
-    def hint(self, key: FactKey) -> Any:
+    def hint(self, key: StateKey) -> Any:
         """The last value read or stated, trusted or not (None when never read)."""
         entry = self.entries.get(key)
         return None if entry is None or entry[0] is UNKNOWN else entry[0]
 
-    def unknown(self, keys: Iterable[FactKey]) -> list[FactKey]:
+    def unknown(self, keys: Iterable[StateKey]) -> list[StateKey]:
         """The keys that have no trusted value."""
         return [key for key in dict.fromkeys(keys) if not self.known(key)]
 
-    def _touches(self, scope: Scope, key: FactKey) -> bool:
+    def _touches(self, scope: Scope, key: StateKey) -> bool:
         if key in STABLE:
             return False
         if any(stated == key for stated, _ in scope.stated):
@@ -123,7 +123,7 @@ class FactCache:
         user, rest = split_home(path)
         if user is None:
             return path
-        entry = self.hint(FactKey("user", user))
+        entry = self.hint(StateKey("user", user))
         if not isinstance(entry, UserEntry) or not entry.home.startswith("/"):
             return None
         return entry.home.rstrip("/") + ("/" + rest if rest else "")
