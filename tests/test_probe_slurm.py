@@ -67,11 +67,11 @@ def test_frames_a_node_forges_in_its_own_stream_fail_that_node_only(honest):
 
 def test_a_task_that_died_or_never_ran_is_named_with_sruns_message(honest):
     stdout, stderr = honest
-    out, err = stream(["sn1", "sn2", "sn3"], {0: honest, 1: (stdout[: len(stdout) // 2], stderr)})
+    out, err = stream(["sn1", "sn2", "sn3"], {0: honest, 1: (died_in_meminfo(stdout), stderr)})
     err += "1: Killed\nsrun: error: sn3: task 2: Exited with exit code 127\n"
     results = results_from_output(out, err, 1, NONCE, "ctl", 1.0)
     assert results[0].ok
-    assert results[1].error_kind == "parse" and "output is missing" in results[1].error and "meminfo" in results[1].error
+    assert results[1].error_kind == "parse" and "output ended inside meminfo" in results[1].error
     assert results[1].error.endswith("(task: 'Killed')")
     assert results[2].error_kind == "slurm" and "no output from its srun task" in results[2].error
     assert "sn3: task 2: Exited with exit code 127" in results[2].error
@@ -135,3 +135,9 @@ def test_the_script_keeps_the_nonce_and_user_values_off_command_lines():
 def honest_hostname(honest: tuple[str, str]) -> str:
     marker = f"@@{NONCE}@@ hostname\n"
     return honest[0].split(marker, 1)[1].split("\n", 1)[0].strip()
+
+
+def died_in_meminfo(stdout: str) -> str:
+    """The output of a task killed while it ran the meminfo step."""
+    marker = f"@@{NONCE}@@ meminfo\n"
+    return stdout[: stdout.index(marker) + len(marker)] + "MemTotal:"

@@ -13,11 +13,12 @@ import re
 import subprocess
 
 import pytest
-
-from provision.plans.launch import allocation_hostfile, mpirun_argv
-from provision.plans.rankfile import render_rankfile
-from provision.plans.sbatch import sbatch_script
 from test_launch import host, plan
+
+from provision.plans.dims import parse_dims
+from provision.plans.launch import allocation_hostfile, mpirun_argv
+from provision.plans.rankfile import plan_rankfile, render_rankfile
+from provision.plans.sbatch import sbatch_script
 
 STAND_IN = """#!/bin/sh
 # TEST STAND-IN for mpirun (tests/test_sbatch.py): records its arguments and the files they name.
@@ -64,9 +65,6 @@ def test_the_allocation_is_the_plans():
 
 def test_hosts_with_too_few_gpus_get_no_gres_and_a_reason():
     few = dataclasses.replace(host("b"), gpus=host("b").gpus[:2])
-    from provision.plans.rankfile import plan_rankfile
-    from provision.plans.dims import parse_dims
-
     script, _, _ = script_of(plan_rankfile(parse_dims("4x2x1"), [host("a"), few], allow_no_gpu=True))
     assert "--gres" not in script.replace("No --gres", "")
     assert "# No --gres: b has fewer than 4 GPUs (--allow-no-gpu)." in script
