@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 
+from conftest import run_cli
 from provision.gather import gather_script
 from provision.probe_slurm import SlurmProbeError, SlurmRequest, probe_script, results_from_output
 
@@ -141,3 +142,16 @@ def died_in_meminfo(stdout: str) -> str:
     """The output of a task killed while it ran the meminfo step."""
     marker = f"@@{NONCE}@@ meminfo\n"
     return stdout[: stdout.index(marker) + len(marker)] + "MemTotal:"
+
+
+def test_the_cli_on_a_controller_without_slurm_says_so_in_one_line(tmp_path):
+    done = run_cli("probe", "--via", "slurm", "--nodes", "2", "--facts-dir", str(tmp_path / "facts"))
+    assert done.returncode == 1 and not (tmp_path / "facts").exists()
+    assert done.stderr.strip() == (
+        "provision: error: slurm on localhost: no allocation: provision: salloc: not installed (is this a Slurm submit host?)"
+    )
+
+
+def test_slurm_options_without_via_slurm_are_refused():
+    done = run_cli("probe", "localhost", "--partition", "gpu")
+    assert done.returncode == 2 and "add --via slurm" in done.stderr

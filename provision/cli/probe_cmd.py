@@ -83,6 +83,8 @@ def probe(
             raise fail(str(error), code=error.code) from None
     elif via != "ssh":
         raise fail(f"--via {via!r}: ssh or slurm")
+    elif partition or nodelist or nodes:
+        raise fail("--partition, --nodelist and --nodes choose Slurm nodes: add --via slurm")
     else:
         _, targets = resolve_targets(inventory, hosts or [])
         if not targets:
