@@ -19,6 +19,7 @@ from provision.plans.launch import DdlOptions, allocation_hostfile, hostfile, mp
 from provision.plans.picture import rich_tree, svg
 from provision.plans.rankcheck import check_rankfile, parse_rankfile
 from provision.plans.rankfile import RankPlan, plan_rankfile, render_rankfile
+from provision.plans.sbatch import sbatch_script
 from provision.plans.slurm import slurm_node_line, uneven_note
 from provision.probe.cached import ProbeFailed, ProbeSettings, plan_facts
 from provision.probe.store import cached_hosts, load_host
@@ -166,7 +167,9 @@ def launch(
     allow_run_as_root: bool = typer.Option(
         False, "--allow-run-as-root", help="Pass mpirun's own --allow-run-as-root (OpenMPI refuses root without it)."
     ),
-    fmt: str = typer.Option(None, "--format", help="Print a hostfile instead: hostfile, horovod or deepspeed."),
+    fmt: str = typer.Option(
+        None, "--format", help="Print a hostfile instead (hostfile, horovod, deepspeed), or a Slurm batch script (sbatch)."
+    ),
     run: bool = typer.Option(
         False, "--run", help="Run it from the first host over SSH in a terminal (Ctrl-C stops mpirun), streaming its output."
     ),
@@ -186,12 +189,25 @@ def launch(
     """Print (or --run) the mpirun command for a rank file made from the facts."""
     settings = opt.probe_settings(forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config)
     plan = make_plan(dims, hosts, inventory, facts_dir, settings if probe else None, allow_no_gpu, no_gpu_affinity)
-    if fmt is not None:
+    if fmt is not None and fmt != "sbatch":
         typer.echo(hostfile(plan, fmt), nl=False)
         return
     ddl = DdlOptions(ddl_mode, dev_sync, dump_iter) if ddl_mode else None
     if ddl is None and (dev_sync is not None or dump_iter is not None):
         raise fail("--dev-sync and --dump-iter need --ddl-mode")
+    if fmt == "sbatch":
+        opts = {"export": export, "iface": iface, "ddl": ddl, "report_bindings": report_bindings}
+        script = sbatch_script(
+            plan,
+            render_rankfile(plan, _now()),
+            lambda rf, hf: mpirun_argv(
+                plan, rf, list(command or []), hostfile_path=hf, **opts, allow_run_as_root=allow_run_as_root
+            ),
+            _now(),
+            allocation_hostfile(plan, f"{plan.dims}.rf") if needs_hostfile(plan) else None,
+        )
+        typer.echo(script, nl=False)
+        return
     local = rankfile_out or Path(f"{plan.dims}.rf")
     local_hosts = local.with_name(local.stem + ".hosts") if needs_hostfile(plan) else None
     if local_hosts == local:  # --rankfile x.hosts: keep both
