@@ -61,6 +61,9 @@ def doctor(
     deep: bool = typer.Option(False, "--deep", help="Also hash the contents of a sample of each dataset's files."),
     as_json: bool = typer.Option(False, "--json", help='Print [{"name", "status", "hosts", "detail"}] instead of a table.'),
     strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
+    timings: bool = typer.Option(
+        False, "--timings", help="Also print each phase's wall time and the work it did, as one JSON line on stderr."
+    ),
     forks: int = opt.FORKS,
     connect_timeout: float = opt.CONNECT_TIMEOUT,
     command_timeout: float = opt.COMMAND_TIMEOUT,
@@ -83,7 +86,10 @@ def doctor(
         raise fail(str(error)) from None
     if not targets:
         raise fail("no hosts: name some or give an inventory with -i")
-    results = run_doctor(targets, settings)
+    run = run_doctor(targets, settings)
+    results = run.results
+    if timings:
+        typer.echo(json.dumps({"doctor_timings": run.timings()}), err=True)
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in results], indent=2))
         raise typer.Exit(verdict(results, strict)[1])

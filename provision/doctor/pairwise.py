@@ -46,6 +46,11 @@ def pairwise_script(nonce: str) -> str:
     return _SCRIPT.format(nonce=nonce, timeout=CONNECT_TIMEOUT, parallel=PARALLEL)
 
 
+def peer_order(me: str, names: list[str]) -> list[str]:
+    """The peers ``me`` tries, in order."""
+    return [n for n in names if n != me]
+
+
 def pairwise_command(me: str, peers: list[str], login_user: str, login_uid: int | None, job_user: str) -> str:
     """``sh -s -- ME PEER...``, as the job user: directly when we log in as it, through
     ``runuser`` as root, else ``sudo -n`` (which fails, naming why, without a rule for it)."""
