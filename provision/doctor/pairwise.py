@@ -17,26 +17,48 @@ from provision.doctor.model import FAIL, PASS, CheckResult, Limits, NodeReport
 from provision.doctor.sources import _limit
 from provision.errors import ParseError
 
-PARALLEL = 16  # ssh clients at once on each node
+PARALLEL = 8  # ssh clients at once on each node (see the script)
 CONNECT_TIMEOUT = 10
 
-# $1: this node's name; then its peers. Each name in a job of its own (a slow resolver costs once per
-# batch, not once per name); the remote command runs in the peer's login shell (any shell).
+# $1: this node's name; then its peers, in peer_order. PARALLEL workers, each taking every
+# PARALLEL-th peer in turn (a slow peer holds up one worker, not a batch). Since each node starts
+# with the peers after it, every sshd sees about PARALLEL handshakes at once, not one from every
+# node: under OpenSSH's default MaxStartups (10:30:100), which drops connections above 10.
+# A client whose default key exchange is sntrup761x25519 (OpenSSH 9.0 to 9.8; its key generation
+# costs the client ~5x a whole curve25519 login) is told to prefer curve25519-sha256, with every
+# default algorithm behind it ("^": a peer without curve25519 still negotiates): the host key,
+# the login and BatchMode are checked exactly as before, the session carries no secret. Each
+# line is one printf (one write, atomic on the pipe); no tr, cut or subshell per peer beyond
+# getent and ssh. The remote command runs in the peer's login shell (any shell, csh too).
 _SCRIPT = """\
-self=$1
-i=0
-for n in "$@"; do
-  ( a=$(getent hosts "$n" 2>/dev/null | {{ read -r a _; echo "$a"; }})
-    line=$(printf '@@%s@@ resolve %s %s' '{nonce}' "$n" "${{a:--}}")
-    if [ "$n" != "$self" ]; then
-      out=$(ssh -n -o BatchMode=yes -o ConnectTimeout={timeout} "$n" \\
-        "sh -c 'echo doctor-limits \\$(ulimit -l) \\$(ulimit -n)'" 2>&1); rc=$?
-      line="$line
-$(printf '@@%s@@ ssh %s %s %s' '{nonce}' "$n" "$rc" "$(printf '%s' "$out" | tr '\\n\\t' '  ' | cut -c1-300)")"
-    fi
-    printf '%s\\n' "$line" ) &
-  i=$((i + 1)); [ $((i % {parallel})) -eq 0 ] && wait
-done
+self=$1; shift
+set -f
+kex=
+case $(ssh -Q kex 2>/dev/null) in
+  *mlkem768x25519*) ;;
+  *sntrup761x25519-sha512*) kex="-o KexAlgorithms=^curve25519-sha256" ;;
+esac
+first() {{ w=${{1:--}}; }}
+flat() {{ w="$*"; }}
+try() {{
+  a=$(getent hosts "$1" 2>/dev/null); first $a; a=$w
+  if [ "$1" = "$self" ]; then printf '@@%s@@ resolve %s %s\\n' '{nonce}' "$1" "$a"; return; fi
+  out=$(ssh -n -o BatchMode=yes -o ConnectTimeout={timeout} $kex "$1" \\
+    "sh -c 'echo doctor-limits \\$(ulimit -l) \\$(ulimit -n)'" 2>&1); rc=$?
+  flat $out
+  printf '@@%s@@ resolve %s %s\\n@@%s@@ ssh %s %s %.300s\\n' '{nonce}' "$1" "$a" '{nonce}' "$1" "$rc" "$w"
+}}
+worker() {{
+  k=$1; shift; i=0
+  for n in "$@"; do
+    [ $((i % {parallel})) -eq "$k" ] && try "$n"
+    i=$((i + 1))
+  done
+  return 0
+}}
+try "$self"
+k=0
+while [ $k -lt {parallel} ]; do worker $k "$@" & k=$((k + 1)); done
 wait
 """
 
@@ -47,8 +69,12 @@ def pairwise_script(nonce: str) -> str:
 
 
 def peer_order(me: str, names: list[str]) -> list[str]:
-    """The peers ``me`` tries, in order."""
-    return [n for n in names if n != me]
+    """The peers ``me`` tries, starting after itself in ``names`` and wrapping round, so that at
+    any moment each peer is tried by a few nodes, not by all of them."""
+    if me not in names:
+        return list(names)
+    at = names.index(me)
+    return names[at + 1 :] + names[:at]
 
 
 def pairwise_command(me: str, peers: list[str], login_user: str, login_uid: int | None, job_user: str) -> str:
