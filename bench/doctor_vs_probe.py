@@ -125,9 +125,10 @@ def main() -> None:
     if timings["nodes_gathered"] != args.nodes:
         problems.append(f"doctor gathered {timings['nodes_gathered']}/{args.nodes} nodes")
     if not (timings["pairs_expected"] == timings["pairs_reported"] == timings["pairs_connected"] == pairs):
-        problems.append(f"pairwise: {timings}; {checks.get('pairwise ssh', {}).get('detail', '')[:300]}")
+        detail = checks.get("pairwise ssh", {}).get("detail", "")
+        problems.append(f"pairwise: {timings['pairs_connected']} of {pairs} pairs connected; {detail[:120]} ... {detail[-400:]}")
     if failed := [n for n, c in checks.items() if c["status"] == "fail"]:
-        problems.append("failed checks: " + "; ".join(f"{n}: {checks[n]['detail'][:200]}" for n in failed))
+        problems.append("failed checks: " + ", ".join(failed))
     for problem in problems:
         print(f"NOT ALL WORK DONE: {problem}")
     if problems:

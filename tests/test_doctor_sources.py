@@ -118,8 +118,8 @@ def test_peer_order_starts_after_the_node_and_wraps_round():
 
 def test_the_pairwise_script_tries_every_peer_once_over_its_workers(tmp_path):
     """The real script under sh, with stand-ins for ssh and getent (named so, in this test's
-    folder): every peer is tried exactly once whatever PARALLEL is, a failure's several lines
-    come back as one, the name of the node itself is resolved but not tried, and a client whose
+    folder): every peer is tried exactly once whatever PARALLEL is (a timeout twice), a failure's
+    several lines come back as one, the name of the node itself is resolved but not tried, and a client whose
     default key exchange is sntrup761 is told to prefer curve25519 (the real ssh is in
     tests/test_doctor_cluster.py)."""
     bin_dir = tmp_path / "bin"
@@ -131,6 +131,8 @@ def test_the_pairwise_script_tries_every_peer_once_over_its_workers(tmp_path):
         f'echo "$*" >>{log}\n'
         'for a in "$@"; do peer=$a; case $a in p*) break ;; esac; done\n'
         'if [ "$peer" = p7 ]; then printf "first line\\nmpi@p7: Permission denied (publickey).\\n" >&2; exit 255; fi\n'
+        f'if [ "$peer" = p9 ] && [ ! -e {tmp_path}/p9 ]; then : >{tmp_path}/p9; '
+        'echo "Connection timed out during banner exchange" >&2; exit 255; fi\n'
         "echo doctor-limits unlimited 1024\n"
     )
     (bin_dir / "getent").write_text('#!/bin/sh\n# stand-in for getent\necho "10.0.0.${2#p}  $2"\n')
@@ -151,5 +153,6 @@ def test_the_pairwise_script_tries_every_peer_once_over_its_workers(tmp_path):
     assert pairs == {p: "" if p != "p7" else "first line mpi@p7: Permission denied (publickey)." for p in peers}
     assert set(limits) == set(peers) - {"p7"} and resolved == {n: f"10.0.0.{n[1:]}" for n in names}
     calls = log.read_text().splitlines()
-    assert sorted(next(w for w in c.split() if w.startswith("p")) for c in calls) == sorted(peers)
+    # p9 timed out once (a busy sshd) and is tried again; every other peer exactly once
+    assert sorted(next(w for w in c.split() if w.startswith("p")) for c in calls) == sorted([*peers, "p9"])
     assert all("BatchMode=yes" in c and "KexAlgorithms=^curve25519-sha256" in c for c in calls)

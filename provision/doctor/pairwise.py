@@ -29,7 +29,9 @@ CONNECT_TIMEOUT = 10
 # default algorithm behind it ("^": a peer without curve25519 still negotiates): the host key,
 # the login and BatchMode are checked exactly as before, the session carries no secret. Each
 # line is one printf (one write, atomic on the pipe); no tr, cut or subshell per peer beyond
-# getent and ssh. The remote command runs in the peer's login shell (any shell, csh too).
+# getent and ssh. The remote command runs in the peer's login shell (any shell, csh too). A pair
+# that times out or is dropped before the login (a busy sshd: MaxStartups, a loaded node) is
+# tried once more, at once; what the second attempt says is what is reported.
 _SCRIPT = """\
 self=$1; shift
 set -f
@@ -43,8 +45,14 @@ flat() {{ w="$*"; }}
 try() {{
   a=$(getent hosts "$1" 2>/dev/null); first $a; a=$w
   if [ "$1" = "$self" ]; then printf '@@%s@@ resolve %s %s\\n' '{nonce}' "$1" "$a"; return; fi
-  out=$(ssh -n -o BatchMode=yes -o ConnectTimeout={timeout} $kex "$1" \\
-    "sh -c 'echo doctor-limits \\$(ulimit -l) \\$(ulimit -n)'" 2>&1); rc=$?
+  for attempt in 1 2; do
+    out=$(ssh -n -o BatchMode=yes -o ConnectTimeout={timeout} $kex "$1" \\
+      "sh -c 'echo doctor-limits \\$(ulimit -l) \\$(ulimit -n)'" 2>&1); rc=$?
+    case $rc:$out in
+      255:*"timed out"*|255:*"reset by peer"*|255:*"closed by remote host"*) ;;
+      *) break ;;
+    esac
+  done
   flat $out
   printf '@@%s@@ resolve %s %s\\n@@%s@@ ssh %s %s %.300s\\n' '{nonce}' "$1" "$a" '{nonce}' "$1" "$rc" "$w"
 }}
