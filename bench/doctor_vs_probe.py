@@ -13,7 +13,11 @@ How each is configured (one run, the same nodes, one after the other):
 - The controller: the installed CLI, as user ``mpi``, ``--known-hosts`` holding every node's key
   (strict checking), ``--forks FORKS`` (default 64: every node at once).
 - probe: ``provision probe --no-save --json`` (one connection, one round trip per node).
-- doctor: ``provision doctor --json --timings`` (no --user: the login user mpi; no --dataset).
+- doctor: ``provision doctor --json --timings --pairwise-fanout F`` (no --user: the login user
+  mpi; no --dataset). F defaults to 1 here, not doctor's 8: all the nodes share this machine's
+  cores, and 64 nodes x 8 clients = 512 handshakes at once starve each past ssh's 10 s
+  ConnectTimeout (measured: 2227 of 4032 pairs timed out), while 64 at once keep the cores as
+  busy; on a real cluster each node has its own cores and 8 is the default.
   ``--timings`` makes doctor print its own phase wall times (gather: its round trip on every
   node; pairwise: every node's SSH to every peer, all nodes at once; checks: the comparison
   here) and the work done: nodes gathered, pairs the nodes reported on and how many connected.
@@ -69,6 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=64)
     parser.add_argument("--forks", type=int, default=64)
+    parser.add_argument("--pairwise-fanout", type=int, default=1, help="doctor --pairwise-fanout (ssh clients per node)")
     args = parser.parse_args()
     prefix = f"benchdoctor{os.getpid()}-"
     with tempfile.TemporaryDirectory() as folder:
@@ -84,7 +89,8 @@ def main() -> None:
             common = ["-i", str(inventory), "--known-hosts", str(known), "--forks", str(args.forks)]
             load_start = load()
             probe_s, probe = timed(["provision", "probe", *common, "--no-save", "--json"])
-            doctor_s, doctor = timed(["provision", "doctor", *common, "--json", "--timings"])
+            fanout = ["--pairwise-fanout", str(args.pairwise_fanout)]
+            doctor_s, doctor = timed(["provision", "doctor", *common, "--json", "--timings", *fanout])
             load_end = load()
         finally:
             stop_nodes(prefix, args.nodes)
@@ -99,7 +105,9 @@ def main() -> None:
     total = gather + pairwise + seconds["checks"]
     pairs = args.nodes * (args.nodes - 1)
 
-    print(f"nodes: {args.nodes}, forks: {args.forks}; load average at start: {load_start}")
+    print(
+        f"nodes: {args.nodes}, forks: {args.forks}, pairwise fanout: {args.pairwise_fanout}; load average at start: {load_start}"
+    )
     print(f"provision probe          : {probe_s:7.2f} s wall (exit {probe.returncode}; {probe_ok}/{args.nodes} hosts with facts)")
     print(f"provision doctor         : {doctor_s:7.2f} s wall (exit {doctor.returncode}; the command, start-up included)")
     print(f"  gather phase           : {gather:7.2f} s ({timings['nodes_gathered']}/{args.nodes} nodes gathered)")

@@ -10,6 +10,7 @@ job user: exactly what orted and the ranks inherit there. Peer names are invento
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import shlex
 
@@ -17,13 +18,13 @@ from provision.doctor.model import FAIL, PASS, CheckResult, Limits, NodeReport
 from provision.doctor.sources import _limit
 from provision.errors import ParseError
 
-PARALLEL = 8  # ssh clients at once on each node (see the script)
-CONNECT_TIMEOUT = 10
+PARALLEL = 8  # ssh clients at once on each node, by default (see the script)
 
-# $1: this node's name; then its peers, in peer_order. PARALLEL workers, each taking every
-# PARALLEL-th peer in turn (a slow peer holds up one worker, not a batch). Since each node starts
-# with the peers after it, every sshd sees about PARALLEL handshakes at once, not one from every
-# node: under OpenSSH's default MaxStartups (10:30:100), which drops connections above 10.
+# $1: this node's name; then its peers, in peer_order. PARALLEL workers (doctor
+# --pairwise-fanout), each taking every PARALLEL-th peer in turn (a slow peer holds up one
+# worker, not a batch). Since each node starts with the peers after it, every sshd sees about
+# PARALLEL handshakes at once, not one from every node: under OpenSSH's default MaxStartups
+# (10:30:100), which drops connections above 10.
 # A client whose default key exchange is sntrup761x25519 (OpenSSH 9.0 to 9.8; its key generation
 # costs the client ~5x a whole curve25519 login) is told to prefer curve25519-sha256, with every
 # default algorithm behind it ("^": a peer without curve25519 still negotiates): the host key,
@@ -49,7 +50,7 @@ try() {{
     out=$(ssh -n -o BatchMode=yes -o ConnectTimeout={timeout} $kex "$1" \\
       "sh -c 'echo doctor-limits \\$(ulimit -l) \\$(ulimit -n)'" 2>&1); rc=$?
     case $rc:$out in
-      255:*"timed out"*|255:*"reset by peer"*|255:*"closed by remote host"*) ;;
+      255:*"timed out"*|255:*"reset by peer"*|255:*"closed by remote host"*|255:*"No route to host"*) ;;
       *) break ;;
     esac
   done
@@ -71,9 +72,10 @@ wait
 """
 
 
-def pairwise_script(nonce: str) -> str:
-    """The sh script (stdin of :func:`pairwise_command`) for one node."""
-    return _SCRIPT.format(nonce=nonce, timeout=CONNECT_TIMEOUT, parallel=PARALLEL)
+def pairwise_script(nonce: str, parallel: int = PARALLEL, connect_timeout: float = 10) -> str:
+    """The sh script (stdin of :func:`pairwise_command`) for one node: ``parallel`` ssh clients
+    at once, each connection given ``connect_timeout`` seconds (whole seconds for ssh, at least 1)."""
+    return _SCRIPT.format(nonce=nonce, timeout=max(1, math.ceil(connect_timeout)), parallel=int(parallel))
 
 
 def peer_order(me: str, names: list[str]) -> list[str]:

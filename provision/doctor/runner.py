@@ -42,6 +42,7 @@ class DoctorSettings:
     deep: bool = False
     fast: bool = False  # only the checks launch runs first (1, 2, 3, 6)
     forks: int = DEFAULT_FORKS
+    pairwise_fanout: int = pairwise.PARALLEL  # ssh clients at once on each node
 
 
 def doctor_steps(fast: bool) -> tuple:
@@ -150,19 +151,22 @@ def _gather_host(host: Host, settings: DoctorSettings, sessions: dict[str, _Sess
 
 
 def _pairwise_host(report: NodeReport, session: _Session, names: list[str], settings: DoctorSettings) -> NodeReport:
-    """The pairwise round trip on the session the gather left open; closes it."""
+    """The pairwise round trip on the session the gather left open; closes it. When it fails
+    (lost connection, timeout), every pair from this node fails with the reason; what the
+    gather found still counts in the other checks."""
+    peers = pairwise.peer_order(report.host, names)
     try:
-        peers = pairwise.peer_order(report.host, names)
         nonce = new_nonce()
         command = pairwise.pairwise_command(report.host, peers, report.login_user, report.login_uid, settings.user)
-        done = session.run(command, pairwise.pairwise_script(nonce))
+        script = pairwise.pairwise_script(nonce, settings.pairwise_fanout, settings.ssh.connect_timeout)
+        done = session.run(command, script)
         pairs, limits, resolved = pairwise.parse_pairwise(done.stdout, nonce, set(names))
         if not pairs and peers and done.exit_code:
             why = (done.stderr.strip().splitlines() or [f"exit {done.exit_code}"])[0][:120]
             pairs = {peer: f"could not run ssh as {settings.user or report.login_user}: {why}" for peer in peers}
         return replace(report, pairwise=pairs, peer_limits=limits, resolved=resolved)
     except Exception as error:  # noqa: BLE001 - one host's trouble never stops the others
-        return replace(report, error=_why(error, settings))
+        return replace(report, pairwise=dict.fromkeys(peers, f"the pairwise step failed: {_why(error, settings)}"[:120]))
     finally:
         session.close()
 
