@@ -28,7 +28,11 @@ NODES x (NODES-1) pairs, each connected. It prints every figure, the two ratios 
 goal (doctor gather / probe; doctor total / (1.5 x probe + pairwise)) and the load average at
 the start and the end (the machine is shared). Note: here every node shares the controller's
 cores, so the pairwise phase costs all N x (N-1) logins on those cores; on a real cluster each
-node does its N-1 logins (and serves N-1) on its own CPUs.
+node does its N-1 logins (and serves N-1) on its own CPUs. And every container's ARP entries
+count against one kernel-wide neighbour table (net.ipv4.neigh.default.gc_thresh3, 1024 by
+default): N x (N-1) pairs above it overflow it ("neighbor table overflow" in dmesg) and some
+connections time out; the script says so when that limit is below N x (N-1) (it changes no
+kernel setting: the machine is shared).
 
     python bench/doctor_vs_probe.py [--nodes 64] [--forks 64]
 """
@@ -137,6 +141,12 @@ def main() -> None:
         problems.append(f"pairwise: {timings['pairs_connected']} of {pairs} pairs connected; {detail[:120]} ... {detail[-400:]}")
     if failed := [n for n, c in checks.items() if c["status"] == "fail"]:
         problems.append("failed checks: " + ", ".join(failed))
+    thresh = Path("/proc/sys/net/ipv4/neigh/default/gc_thresh3")
+    if thresh.exists() and int(thresh.read_text()) < pairs:
+        print(
+            f"note: {pairs} node pairs > this kernel's ARP table limit gc_thresh3={thresh.read_text().strip()} "
+            "(shared by every container): pairs may time out here for that reason alone"
+        )
     for problem in problems:
         print(f"NOT ALL WORK DONE: {problem}")
     if problems:
