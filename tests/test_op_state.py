@@ -166,10 +166,7 @@ def test_hostinfo_drops_names_and_keys_a_node_cannot_have():
     # A node's hostname and host keys go into every node's known_hosts and the pairwise ssh
     # commands: a name with shell or known_hosts syntax ("*" matches every host) or a key line
     # that is no key is dropped here, so it cannot fail the known_hosts task on every node.
-    text = (
-        "h *\nf w1,evil;rm -rf /\na 10.0.0.2\n"
-        "k ssh-ed25519 AAAAC3Nz\nk @cert-authority *\nk ssh-rsa not$base64\n"
-    )
+    text = "h *\nf w1,evil;rm -rf /\na 10.0.0.2\nk ssh-ed25519 AAAAC3Nz\nk @cert-authority *\nk ssh-rsa not$base64\n"
     info = parse_state(StateKey("hostinfo"), text)
     assert (info["hostname"], info["fqdn"], info["short"]) == ("", "", "")
     assert info["host_keys"] == ["ssh-ed25519 AAAAC3Nz"] and info["addresses"] == ["10.0.0.2"]
