@@ -56,11 +56,8 @@ class _Live:
         """Print a changed or failed task (with its diff); more with -v/-vv."""
         if self.quiet or (result.status not in ("changed", "failed") and self.verbosity < 2):
             return
-        item = (
-            f" ({result.item.get('name') if isinstance(result.item, dict) and 'name' in result.item else result.item})"
-            if result.item is not None
-            else ""
-        )
+        label = result.item_label()
+        item = f" ({label})" if label else ""
         colour = {"changed": "yellow", "failed": "red"}.get(result.status, "green")
         line = f"[{colour}]{result.status}[/{colour}]: " + escape(f"[{result.host}] {result.task}{item}")
         if result.message:
