@@ -11,7 +11,7 @@ import pytest
 from provision.doctor import pairwise, sources
 from provision.doctor.model import Limits, NodeReport
 from provision.doctor.runner import DoctorSettings, doctor_steps, gather_command
-from provision.errors import ProvisionError
+from provision.errors import ParseError, ProvisionError
 from provision.probe.gather import gather_script, new_nonce, split_output
 
 
@@ -105,3 +105,14 @@ def test_pairwise_check_lists_the_failing_pairs_and_the_node_at_fault():
     result = pairwise.check_pairwise([report("n1", {}), report("n2", {}), report("n3", no_key)], "mpi")
     assert result.status == "fail" and result.hosts == ("n3",)
     assert "n3->n1, n3->n2" in result.detail and "n3 reach no peer" in result.detail
+
+
+def test_numbers_a_node_sends_are_ascii_digits_only():
+    # '²'.isdigit() is True, yet int('²') raises: a node's odd digits are refused or ignored,
+    # never a ValueError, and no number longer than 20 digits is believed.
+    with pytest.raises(ParseError, match="neither a number nor unlimited"):
+        sources.parse_limits("memlock ²\nnofile 1024\n")
+    assert sources.parse_mtu("eth0 ²\nib0 " + "9" * 5000 + "\neth1 9000\n") == {"eth1": 9000}
+    assert sources.parse_limits("memlock unlimited\nnofile 1024\nshm ３\n")[1] is None
+    with pytest.raises(ParseError, match="unexpected line"):
+        sources.parse_user("login alice 1000\njob ２ 1\n")

@@ -16,6 +16,7 @@ import shlex
 from provision.doctor.model import FAIL, PASS, CheckResult, Limits, NodeReport
 from provision.doctor.sources import _limit
 from provision.errors import ParseError
+from provision.operations.base import is_number
 
 PARALLEL = 16  # ssh clients at once on each node
 CONNECT_TIMEOUT = 10
@@ -79,7 +80,7 @@ def parse_pairwise(text: str, nonce: str, names: set[str]) -> tuple[dict[str, st
         elif kind == "ssh":
             peer, _, rest = rest.partition(" ")
             code, _, said = rest.partition(" ")
-            if peer not in names or not code.isdigit():
+            if peer not in names or not is_number(code):
                 continue
             match = _LIMITS.search(said)
             if code == "0" and match:
