@@ -17,7 +17,10 @@ import jinja2
 from jinja2 import meta
 from jinja2.sandbox import SandboxedEnvironment
 
-from provision.errors import ProvisionError
+from provision import __version__
+from provision.errors import FactsError, ProvisionError
+from provision.plans.gres import plan_gres
+from provision.probe.store import load_host
 from provision.resources import resource_dir
 
 _SINGLE = re.compile(r"^\{\{(?P<expr>(?:(?!\}\}).)*)\}\}$", re.DOTALL)
@@ -40,6 +43,7 @@ def _environment(**extra) -> SandboxedEnvironment:
     env.filters["node_keys"] = node_keys
     env.filters["cluster_addresses"] = cluster_addresses
     env.filters["home_writer"] = home_writer
+    env.filters["slurm_files"] = slurm_files
     env.filters["present_users"] = lambda users: [u for u in users or [] if u.get("state", "present") != "absent"]
     env.filters["absent_users"] = lambda users: [u for u in users or [] if u.get("state", "present") == "absent"]
     return env
@@ -150,6 +154,79 @@ def home_writer(hostvars: Any, play_hosts: list, setting: Any = "auto") -> str |
     if setting != "auto":
         raise TemplateError(f"shared_home: {setting!r} is not true, false or auto")
     return live[0] if home_shared([(hostvars[h].get("facts") or {}).get("home") for h in live]) else None
+
+
+SLURM_DEFAULTS = {"conf": "/etc/slurm/slurm.conf", "gres": "/etc/slurm/gres.conf", "nodes": "all", "facts_dir": None}
+
+
+def _slurm_nodes(nodes: Any, groups: dict) -> list[str]:
+    """The inventory hosts ``nodes`` names (a group or host name, or a list of them), in
+    inventory order; a name that is neither is an error naming it."""
+    names = [nodes] if isinstance(nodes, str) else nodes
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise TemplateError(f"slurm: nodes must be a group or host name or a list of them, not {nodes!r}")
+    every = list(groups.get("all") or [])
+    chosen: set[str] = set()
+    for name in names:
+        if name in groups:
+            chosen.update(groups[name])
+        elif name in every:
+            chosen.add(name)
+        else:
+            raise TemplateError(f"slurm: nodes: {name!r} is no group or host of the inventory")
+    return [host for host in every if host in chosen]
+
+
+@lru_cache(maxsize=8)
+def _slurm_plan(names: tuple[str, ...], facts_dir: str, _stamp: int) -> tuple[str, str]:
+    # Facts files are replaced by rename, so the folder's mtime (``_stamp``) changes with any of them.
+    facts, errors = [], []
+    for name in names:
+        try:
+            facts.append(load_host(Path(facts_dir), name))
+        except FactsError as error:
+            errors.append(str(error))
+    plan = plan_gres(facts, __version__)
+    errors.extend(plan.errors)
+    if errors:
+        raise TemplateError("slurm: " + "; ".join(errors))
+    return plan.gres_conf, plan.slurm_conf
+
+
+def slurm_files(settings: Any, groups: Any, facts_dir: Any = None, base_dir: Any = ".") -> dict:
+    """``slurm | default({}) | slurm_files(groups, provision_facts_dir, inventory_dir)``: the
+    role's settings (:data:`SLURM_DEFAULTS` filled in) with ``gres_conf`` (gres.conf) and
+    ``node_lines`` (``GresTypes=gpu`` and the NodeName lines), exactly as ``provision slurm-gres``
+    and its ``--slurm-conf`` write them, for every host ``nodes`` names in the inventory (not
+    only this run's: the files are cluster-wide). A host without facts, or whose GPUs are
+    unknown, is an error naming it and what to run. ``facts_dir`` (relative to ``base_dir``, the
+    inventory's folder) defaults to setup-cluster's ``--facts-dir``."""
+    if settings in (None, False):
+        settings = {}
+    if not isinstance(settings, dict):
+        raise TemplateError(f"slurm: must be a mapping ({', '.join(SLURM_DEFAULTS)}), not {settings!r}")
+    unknown = sorted(set(settings) - set(SLURM_DEFAULTS))
+    if unknown:
+        raise TemplateError(f"slurm: unknown key {', '.join(unknown)} (known: {', '.join(SLURM_DEFAULTS)})")
+    merged = {**SLURM_DEFAULTS, **{k: v for k, v in settings.items() if v is not None}}
+    for key in ("conf", "gres"):
+        if not isinstance(merged[key], str) or not merged[key].startswith("/"):
+            raise TemplateError(f"slurm: {key} must be an absolute path, not {merged[key]!r}")
+    if merged["facts_dir"] is not None:  # the inventory's setting: relative to its folder
+        if not isinstance(merged["facts_dir"], str) or not merged["facts_dir"]:
+            raise TemplateError(f"slurm: facts_dir must be a folder, not {merged['facts_dir']!r}")
+        folder = Path(str(base_dir or ".")) / Path(merged["facts_dir"]).expanduser()
+    elif facts_dir:  # setup-cluster's --facts-dir (relative to where it runs, as for probe and slurm-gres)
+        folder = Path(str(facts_dir))
+    else:
+        raise TemplateError("slurm: no facts folder: set slurm.facts_dir or give setup-cluster --facts-dir")
+    names = _slurm_nodes(merged["nodes"], dict(groups or {}))
+    try:
+        stamp = folder.stat().st_mtime_ns
+    except OSError:
+        stamp = 0  # no folder: every host is reported without facts
+    gres_conf, node_lines = _slurm_plan(tuple(names), str(folder), stamp)
+    return {**merged, "facts_dir": str(folder), "nodes": names, "gres_conf": gres_conf, "node_lines": node_lines}
 
 
 def pluck(results: Any, field: str) -> list:

@@ -162,12 +162,14 @@ def setup_cluster(
     accept_new_host_keys: bool = opt.ACCEPT_NEW,
     known_hosts: Path = opt.KNOWN_HOSTS,
     ssh_config: Path = opt.SSH_CONFIG,
+    facts_dir: Path = opt.FACTS_DIR,
 ) -> None:
     """Make the cluster ready for distributed training: the same users (uid/gid) on every node,
-    passwordless SSH all-to-all, an NFS share, Anaconda in /opt with a clone per user, Jupyter.
+    passwordless SSH all-to-all, an NFS share, Anaconda in /opt with a clone per user, Jupyter,
+    and (asked for) Slurm's node lines and gres.conf from the probed facts.
 
     Runs the built-in playbook (or --playbook) over the inventory; each role can run alone with
-    --tags users|ssh|nfs|anaconda|jupyter (see --list-tags). Variables come from the inventory's
+    --tags users|ssh|nfs|anaconda|jupyter|slurm (see --list-tags). Variables come from the inventory's
     vars:, group_vars/ and host_vars/ beside it (as in Ansible) and -e."""
     inv = open_inventory(inventory)
     if not inv.hosts:
@@ -178,7 +180,7 @@ def setup_cluster(
     rotate = rotation_names(rotate_user_keys, bool(limit))
     if rotate:
         extra["rotate_user_keys"] = rotate
-    variables = Variables(inv, extra)
+    variables = Variables(inv, extra, facts_dir)
     for warning in variables.warnings:
         warn(warning)
     options = RunOptions(

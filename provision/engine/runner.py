@@ -140,6 +140,9 @@ class Runner:
     def context(self, host: Host, play: Play, run: HostRun | None, item: Any = _NO_ITEM) -> dict:
         """Variables for one task on one host."""
         ctx = self.variables.for_host(host, play.vars)
+        # Ansible's ansible_run_tags: what --tags asked for (["all"] without it), for a role that
+        # runs when asked by name or by an inventory variable.
+        ctx["run_tags"] = sorted(self.options.tags) if self.options.tags is not None else ["all"]
         if run is not None:
             ctx.update(run.registered)
             ctx["facts"] = run.identity()
