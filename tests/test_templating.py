@@ -9,19 +9,15 @@ from jinja2.exceptions import SecurityError
 from plan_support import minsky
 from provision import __version__
 from provision.plans.gres import plan_gres
-from provision.templating import (
-    TemplateError,
+from provision.templating import TemplateError, evaluate_when, render_template, render_value, template_loader
+from provision.templating.filters import (
     cluster_addresses,
-    evaluate_when,
     home_shared,
     home_writer,
     host_key_entries,
     node_keys,
     registered,
-    render_template,
-    render_value,
     slurm_files,
-    template_loader,
 )
 
 
@@ -55,7 +51,7 @@ HOSTILE = ["a'; touch {pwned}; '", "$(touch {pwned})", '"; touch {pwned}; "', "`
 def test_a_value_in_a_command_is_one_word_never_code(tmp_path, command, value):
     import subprocess
 
-    from provision.templating import command_text
+    from provision.templating.shell import command_text
 
     pwned = tmp_path / "pwned"
     value = value.format(pwned=pwned)
