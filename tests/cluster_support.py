@@ -108,9 +108,9 @@ class Cluster:
 
     def docker_exec(self, node: str, *command: str, user: str = "root") -> str:
         """Run a command in a node's container (test set-up only), return stdout."""
-        done = subprocess.run(
-            ["docker", "exec", "-u", user, self.container(node), *command], capture_output=True, text=True, check=True
-        )
+        done = subprocess.run(["docker", "exec", "-u", user, self.container(node), *command], capture_output=True, text=True)
+        if done.returncode:  # the node's own words, so a failure says why
+            raise AssertionError(f"{node}: {' '.join(command)} exited {done.returncode}: {done.stderr.strip()[-600:]}")
         return done.stdout
 
     def accepted_logins(self, node: str) -> int:

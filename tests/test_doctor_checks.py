@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from conftest import FIXTURES
-from provision.doctor import checks, sources
+from provision.doctor import checks, pairwise, sources
 from provision.doctor.model import Limits, NodeReport
 from provision.facts.derive import derive_facts
 from provision.facts.model import NetInterface
@@ -84,6 +84,24 @@ def test_names_a_node_that_resolves_a_peer_elsewhere_and_loopback_self_resolutio
     assert result.status == "fail" and result.hosts == ("n2", "n3")
     assert "n1 is 10.9.9.9 on n2; 10.0.0.1 on the others" in result.detail
     assert "n3 resolves its own name to 127.0.1.1" in result.detail
+
+
+def test_pairs_and_names_not_tried_are_not_a_pass():
+    # The job user is missing everywhere: its session never ran, so no pair and no name was tried.
+    missing = [node(h, job_ids=None) for h in ("n1", "n2", "n3")]
+    pairs = pairwise.check_pairwise(missing, "alice")
+    assert pairs.status == "warn" and pairs.hosts == ("n1", "n2", "n3") and "not tried: no user alice" in pairs.detail
+    reach = checks.check_reach(missing, "alice")
+    assert reach.status == "fail" and "no user alice on n1, n2, n3 (cluster_users + provision setup-cluster" in reach.detail
+    names = checks.check_names(missing)
+    assert names.status == "warn" and "not checked on n1, n2, n3" in names.detail
+    # One node alone has no pair: that is a pass, and says why.
+    assert pairwise.check_pairwise([node("n1")], "mpi").status == "pass"
+
+
+def test_shm_on_a_node_without_gpus_names_no_gpu_count():
+    result = checks.check_limits([node("n1", shm_kib=64 * 1024)])
+    assert result.status == "warn" and result.detail == "/dev/shm small: 64 MiB (< 512 MiB) on n1"
 
 
 def test_network_needs_a_common_subnet_and_one_mtu():

@@ -11,7 +11,7 @@ import pytest
 from provision.doctor import pairwise, sources
 from provision.doctor.model import Limits, NodeReport
 from provision.doctor.runner import DoctorSettings, doctor_steps, gather_command
-from provision.errors import ProvisionError
+from provision.errors import ParseError, ProvisionError
 from provision.probe.gather import gather_script, new_nonce, split_output
 
 
@@ -156,3 +156,14 @@ def test_the_pairwise_script_tries_every_peer_once_over_its_workers(tmp_path):
     # p9 timed out once (a busy sshd) and is tried again; every other peer exactly once
     assert sorted(next(w for w in c.split() if w.startswith("p")) for c in calls) == sorted([*peers, "p9"])
     assert all("BatchMode=yes" in c and "KexAlgorithms=^curve25519-sha256" in c for c in calls)
+
+
+def test_numbers_a_node_sends_are_ascii_digits_only():
+    # '²'.isdigit() is True, yet int('²') raises: a node's odd digits are refused or ignored,
+    # never a ValueError, and no number longer than 20 digits is believed.
+    with pytest.raises(ParseError, match="neither a number nor unlimited"):
+        sources.parse_limits("memlock ²\nnofile 1024\n")
+    assert sources.parse_mtu("eth0 ²\nib0 " + "9" * 5000 + "\neth1 9000\n") == {"eth1": 9000}
+    assert sources.parse_limits("memlock unlimited\nnofile 1024\nshm ３\n")[1] is None
+    with pytest.raises(ParseError, match="unexpected line"):
+        sources.parse_user("login alice 1000\njob ２ 1\n")

@@ -289,6 +289,25 @@ def test_no_log_hides_changes_diffs_and_failure_output(tmp_path):
     assert "s3cr3t" not in shown and "token=" not in shown
 
 
+def test_no_log_hides_the_loop_item(tmp_path):
+    # A loop over secrets is what no_log is for: the item is neither in --json nor in the live line.
+    playbook = """
+- hosts: all
+  tasks:
+    - command: {cmd: "true"}
+      loop: [{name: db, password: s3cr3t-item}, plain-s3cr3t]
+      no_log: true
+    - command: {cmd: "true"}
+      loop: [{name: alice, uid: 2001}]
+"""
+    report = make(tmp_path, playbook, hosts=("h1",)).run()
+    hidden = [r for r in report.results if r.no_log]
+    assert len(hidden) == 2 and all(r.as_dict()["item"] == "(no_log)" and r.item_label() == "(no_log)" for r in hidden)
+    assert "s3cr3t" not in repr([r.as_dict() for r in report.results])
+    shown = next(r for r in report.results if not r.no_log)
+    assert shown.item_label() == "alice" and shown.as_dict()["item"] == str({"name": "alice", "uid": 2001})
+
+
 def test_start_at_task_skips_the_tasks_before_it(tmp_path):
     report = make(tmp_path, start_at_task="per item").run()
     assert [r.task for r in report.results if r.host == "h1"] == ["per item", "per item"]

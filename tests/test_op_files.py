@@ -172,6 +172,18 @@ def test_line_in_missing_file_without_create():
         plan("line", {"path": "/a", "line": "x"}, {FK("/a"): None})
 
 
+def test_block_in_missing_file_with_create_false_is_refused():
+    # The Slurm role: a node without slurm.conf is a host error, never a slurm.conf of node lines alone.
+    with pytest.raises(OperationError, match="/etc/slurm/slurm.conf does not exist"):
+        plan(
+            "block",
+            {"path": "/etc/slurm/slurm.conf", "block": "NodeName=a", "create": False},
+            {FK("/etc/slurm/slurm.conf"): None},
+        )
+    (change,) = plan("block", {"path": "/etc/x", "block": "a"}, {FK("/etc/x"): None})  # create: true by default
+    assert change.content == b"# BEGIN provision managed block\na\n# END provision managed block\n"
+
+
 # -- refusals: a link, a foreign hard link, a folder another user can write (issue 14) --------
 LINK = FileState("l", 0o777, "alice", "alice")
 HARD = FileState("h", 0o640, "root", "shadow")

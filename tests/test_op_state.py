@@ -160,3 +160,15 @@ def test_refused_kinds_parse():
     assert parse_state(StateKey("file", "/x"), "hard link|640|root|shadow|900\n").kind == "h"
     state = parse_state(StateKey("stat", "/d/x"), "below|755|alice|alice|0\n/d\n")
     assert (state.kind, state.below, state.owner, state.mode) == ("u", "/d", "alice", 0o755)
+
+
+def test_hostinfo_drops_names_and_keys_a_node_cannot_have():
+    # A node's hostname and host keys go into every node's known_hosts and the pairwise ssh
+    # commands: a name with shell or known_hosts syntax ("*" matches every host) or a key line
+    # that is no key is dropped here, so it cannot fail the known_hosts task on every node.
+    text = "h *\nf w1,evil;rm -rf /\na 10.0.0.2\nk ssh-ed25519 AAAAC3Nz\nk @cert-authority *\nk ssh-rsa not$base64\n"
+    info = parse_state(StateKey("hostinfo"), text)
+    assert (info["hostname"], info["fqdn"], info["short"]) == ("", "", "")
+    assert info["host_keys"] == ["ssh-ed25519 AAAAC3Nz"] and info["addresses"] == ["10.0.0.2"]
+    good = parse_state(StateKey("hostinfo"), "h w1.cluster.example\nf w1.cluster.example\n")
+    assert (good["hostname"], good["short"]) == ("w1.cluster.example", "w1")

@@ -262,7 +262,8 @@ def test_unknown_family_is_named(release):
 
 
 def test_a_command_shows_its_values_for_display_only():
-    from provision.templating import command_text, render_value
+    from provision.templating import render_value
+    from provision.templating.shell import command_text
 
     cmd = render_value("echo {{ x }} >{{ path }}", {"x": "it's a\x1b[2Jvalue", "path": "/tmp/out"}, shell=True)
     operation = OPERATIONS["command"]

@@ -21,14 +21,6 @@ def test_local_timeout():
     assert caught.value.kind == "timeout"
 
 
-def test_put_and_get(tmp_path):
-    session = Session(Host("localhost"), SshOptions())
-    session.put(str(tmp_path / "f"), b"\x00data\n")
-    assert session.get(str(tmp_path / "f")) == b"\x00data\n"
-    with pytest.raises(HostFailure):
-        session.get(str(tmp_path / "missing"))
-
-
 def test_unreachable_host_is_a_host_failure(tmp_path):
     session = Session(Host("n1", address="127.0.0.1", port=1), SshOptions(known_hosts=tmp_path / "kh", connect_timeout=2))
     with pytest.raises(HostFailure) as caught:

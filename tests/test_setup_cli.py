@@ -119,7 +119,7 @@ def test_missing_cluster_users_and_stray_group_vars_are_warnings(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--tags", "userz"], "--tags userz: no task has this tag (tags: anaconda, jupyter, nfs, ssh, users;"),
+        (["--tags", "userz"], "--tags userz: no task has this tag (tags: anaconda, jupyter, nfs, slurm, ssh, users;"),
         (["--skip-tags", "nsf"], "--skip-tags nsf: no task has this tag"),
         (["--limit", "w9"], "--limit 'w9' matches no host in"),
         (["--limit", "gpu:!w9"], "(groups: gpu, rack1, rack2; hosts: w1, w2, w3;"),
@@ -163,7 +163,7 @@ def test_list_tasks_and_tags_follow_tags_and_start_at_task(tmp_path):
     assert tasks[:2] == ["~/.ssh of each cluster user", "ed25519 key pair of each cluster user on this node"]
     assert "primary group of each cluster user" not in done.stdout  # before the start
     tags = run_cli(*layout(tmp_path), "--list-tags")
-    assert tags.returncode == 0 and "ALL TAGS: [anaconda, jupyter, nfs, ssh, users]" in tags.stdout
+    assert tags.returncode == 0 and "ALL TAGS: [anaconda, jupyter, nfs, slurm, ssh, users]" in tags.stdout
     assert "(all): cluster users and their SSH keys" in tags.stdout
 
 

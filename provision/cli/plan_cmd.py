@@ -291,6 +291,16 @@ def topology(
         _write_or_print(svg(plan), svg_out)
 
 
+def fact_host_names(hosts: list[str] | None, inventory: Path | None, facts_dir: Path) -> list[str]:
+    """The hosts a facts-only command covers: those named, else every host of the inventory, else
+    (no inventory) every host with facts in ``facts_dir``; never an empty list."""
+    inv, targets = resolve_targets(inventory, hosts or [])
+    names = [host.name for host in targets] if (hosts or inv.path is not None) else cached_hosts(facts_dir)
+    if not names:
+        raise fail(f"no hosts: name some, give an inventory (-i), or probe hosts into {facts_dir}/ first")
+    return names
+
+
 @app.command(
     "slurm-nodes",
     epilog="Examples:\n\n  provision slurm-nodes gpu > nodes.conf && cat nodes.conf >> /etc/slurm/slurm.conf\n\n"
@@ -307,10 +317,7 @@ def slurm_nodes(
 
     All or nothing: every host's facts are read first, and nothing is printed unless all of them
     are there, so a failed run appended to slurm.conf leaves no partial list behind."""
-    inv, targets = resolve_targets(inventory, hosts or [])
-    names = [host.name for host in targets] if (hosts or inv.path is not None) else cached_hosts(facts_dir)
-    if not names:
-        raise fail(f"no hosts: name some, give an inventory (-i), or probe hosts into {facts_dir}/ first")
+    names = fact_host_names(hosts, inventory, facts_dir)
     found, problems = [], []
     for name in names:
         try:

@@ -22,8 +22,9 @@ from provision.errors import ProvisionError
 from provision.inventory.model import open_inventory
 from provision.inventory.patterns import name_list
 from provision.operations.jupyter import remember_password
+from provision.playbook.cluster_users import rotation_names, run_users
 from provision.playbook.model import load_playbook
-from provision.playbook.variables import Variables, cluster_users_by_host, parse_extra_vars
+from provision.playbook.variables import Variables, parse_extra_vars
 from provision.resources import resource_dir
 
 
@@ -56,11 +57,8 @@ class _Live:
         """Print a changed or failed task (with its diff); more with -v/-vv."""
         if self.quiet or (result.status not in ("changed", "failed") and self.verbosity < 2):
             return
-        item = (
-            f" ({result.item.get('name') if isinstance(result.item, dict) and 'name' in result.item else result.item})"
-            if result.item is not None
-            else ""
-        )
+        label = result.item_label()
+        item = f" ({label})" if label else ""
         colour = {"changed": "yellow", "failed": "red"}.get(result.status, "green")
         line = f"[{colour}]{result.status}[/{colour}]: " + escape(f"[{result.host}] {result.task}{item}")
         if result.message:
@@ -164,12 +162,14 @@ def setup_cluster(
     accept_new_host_keys: bool = opt.ACCEPT_NEW,
     known_hosts: Path = opt.KNOWN_HOSTS,
     ssh_config: Path = opt.SSH_CONFIG,
+    facts_dir: Path = opt.FACTS_DIR,
 ) -> None:
     """Make the cluster ready for distributed training: the same users (uid/gid) on every node,
-    passwordless SSH all-to-all, an NFS share, Anaconda in /opt with a clone per user, Jupyter.
+    passwordless SSH all-to-all, an NFS share, Anaconda in /opt with a clone per user, Jupyter,
+    and (asked for) Slurm's node lines and gres.conf from the probed facts.
 
     Runs the built-in playbook (or --playbook) over the inventory; each role can run alone with
-    --tags users|ssh|nfs|anaconda|jupyter (see --list-tags). Variables come from the inventory's
+    --tags users|ssh|nfs|anaconda|jupyter|slurm (see --list-tags). Variables come from the inventory's
     vars:, group_vars/ and host_vars/ beside it (as in Ansible) and -e."""
     inv = open_inventory(inventory)
     if not inv.hosts:
@@ -177,12 +177,10 @@ def setup_cluster(
     source = playbook or resource_dir("playbooks") / "setup-cluster.yml"
     plays = load_playbook(source)
     extra = parse_extra_vars(extra_vars or [])
-    rotate = [name.strip() for name in (rotate_user_keys or "").split(",") if name.strip()]
+    rotate = rotation_names(rotate_user_keys, bool(limit))
     if rotate:
-        if limit:  # the new keys must reach every node in the same run, the old ones leave every node
-            raise fail("--rotate-user-keys replaces keys on every node: run it without --limit")
         extra["rotate_user_keys"] = rotate
-    variables = Variables(inv, extra)
+    variables = Variables(inv, extra, facts_dir)
     for warning in variables.warnings:
         warn(warning)
     options = RunOptions(
@@ -219,18 +217,14 @@ def setup_cluster(
         for line in runner.outline(str(source), hosts=list_hosts, tasks=list_tasks, tags=list_tags):
             typer.echo(line.expandtabs(8))
         return
-    users_of = cluster_users_by_host(variables, list(runner.hosts.values()))
-    unset = [name for name, host in runner.hosts.items() if variables.source(host, "cluster_users") is None]
-    if unset and runner.uses("cluster_users"):
+    cluster = run_users(variables, list(runner.hosts.values()))
+    if cluster.unset and runner.uses("cluster_users"):
         warn(
-            f"cluster_users is not set for {name_list(unset)} (in the inventory's vars:, group_vars/, host_vars/ "
-            "or -e): no cluster user is made or checked there"
+            f"cluster_users is not set for {name_list(cluster.unset)} (in the inventory's vars:, group_vars/, "
+            "host_vars/ or -e): no cluster user is made or checked there"
         )
-    users_of = {name: [u for u in host_users if u.get("state", "present") != "absent"] for name, host_users in users_of.items()}
-    users = list({user["name"]: user for host_users in users_of.values() for user in host_users}.values())
-    unknown = sorted(set(rotate) - {user["name"] for user in users})
-    if unknown:
-        raise fail(f"--rotate-user-keys: {', '.join(unknown)} not in cluster_users (present)")
+    cluster.check_rotation(rotate)
+    users_of, users = cluster.by_host, cluster.users
     if ask_become_pass:
         options.become_password = getpass.getpass("BECOME password: ")
     if ask_jupyter_pass:  # issue 8: hashed on this machine, never sent, logged or shown

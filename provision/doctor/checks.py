@@ -53,7 +53,7 @@ def check_reach(reports: list[NodeReport], user: str) -> CheckResult:
         problems.append("; ".join(f"{r.host}: {r.error}" for r in down[:4]) + more)
         hosts += [r.host for r in down]
     if missing:
-        problems.append(f"no user {user} on {_hosts_list(missing)}")
+        problems.append(f"no user {user} on {_hosts_list(missing)} (cluster_users + provision setup-cluster make it)")
         hosts += missing
     if ids:
         common, odd = majority(ids)
@@ -216,7 +216,8 @@ def check_limits(reports: list[NodeReport]) -> CheckResult:
         gpus = len(report.facts.gpus)
         wanted = SHM_PER_GPU_MIB * 1024 * max(1, gpus)
         if report.shm_kib is not None and report.shm_kib < wanted:
-            add("/dev/shm", f"{_kib(report.shm_kib)} (< {_kib(wanted)} for {gpus} GPU(s))", report.host, WARN)
+            per_gpus = f" for {gpus} GPU(s)" if gpus else ""
+            add("/dev/shm", f"{_kib(report.shm_kib)} (< {_kib(wanted)}{per_gpus})", report.host, WARN)
     headings = {
         "memlock": "memlock not unlimited: ",
         "open files": f"open files < {NOFILE_MIN}: ",
@@ -265,6 +266,10 @@ def check_names(reports: list[NodeReport]) -> CheckResult:
             hosts += [target] if target not in hosts else []
     if problems:
         return CheckResult(name, FAIL, tuple(hosts), "; ".join(problems))
+    unread = [r.host for r in _reached(reports) if not r.resolved]
+    if unread:  # the lookups run in the job user's session: none there is nothing checked, not a pass
+        why = "no session as the job user ran there"
+        return CheckResult(name, WARN, tuple(unread), f"not checked on {_hosts_list(unread)} ({why})")
     return CheckResult(name, PASS, (), f"every node resolves all {len(reached)} names alike")
 
 

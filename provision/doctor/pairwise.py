@@ -14,9 +14,10 @@ import math
 import re
 import shlex
 
-from provision.doctor.model import FAIL, PASS, CheckResult, Limits, NodeReport
+from provision.doctor.model import FAIL, PASS, WARN, CheckResult, Limits, NodeReport
 from provision.doctor.sources import _limit
 from provision.errors import ParseError
+from provision.operations.base import is_number
 
 PARALLEL = 8  # ssh clients at once on each node, by default (see the script)
 
@@ -120,7 +121,7 @@ def parse_pairwise(text: str, nonce: str, names: set[str]) -> tuple[dict[str, st
         elif kind == "ssh":
             peer, _, rest = rest.partition(" ")
             code, _, said = rest.partition(" ")
-            if peer not in names or not code.isdigit():
+            if peer not in names or not is_number(code):
                 continue
             match = _LIMITS.search(said)
             if code == "0" and match:
@@ -143,6 +144,9 @@ def check_pairwise(reports: list[NodeReport], user: str) -> CheckResult:
     reached = [r for r in reports if r.ok and r.job_ids is not None]
     names = [r.host for r in reached]
     if len(reached) < 2:
+        without = [r.host for r in reports if r.ok and r.job_ids is None]
+        if without:  # pairs exist but none could be tried: not a pass (reach + job user says why)
+            return CheckResult(name, WARN, tuple(without), f"not tried: no user {user} on {', '.join(without)}")
         return CheckResult(name, PASS, (), "fewer than two reachable nodes with the job user: no pair to try")
     failing: list[tuple[str, str, str]] = []
     for report in reached:

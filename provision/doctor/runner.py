@@ -96,7 +96,7 @@ def _read_gather(host: str, captures: dict[str, Capture], settings: DoctorSettin
     login_uid = None
     for line in text(sources.USER).splitlines():
         fields = line.split()
-        if len(fields) == 3 and fields[0] == "login" and fields[2].isdigit():
+        if len(fields) == 3 and fields[0] == "login" and sources.digits(fields[2]):
             login_uid = int(fields[2])
     return NodeReport(
         host,

@@ -14,6 +14,7 @@ from provision.doctor.model import GpuHealth, IbPort, Limits, Manifest, Software
 from provision.errors import ParseError, ProvisionError
 from provision.facts.source import Step
 from provision.inventory.model import USER_NAME
+from provision.operations.base import is_number
 
 CLOCK_START = Step("doctor-clock-0", (), "date +%s.%N", "the node's clock as the script starts")
 CLOCK_END = Step("doctor-clock-1", (), "date +%s.%N", "the node's clock as the script ends")
@@ -103,6 +104,11 @@ def check_dataset(path: str) -> str:
     return path.rstrip("/") or "/"
 
 
+def digits(text: str) -> bool:
+    """ASCII digits, at most 20 (``'²'.isdigit()`` is True, yet ``int('²')`` raises)."""
+    return len(text) <= 20 and is_number(text)
+
+
 def parse_user(text: str) -> tuple[str, tuple[int, int] | None, bool]:
     """``(login user, (job uid, gid) or None, job user asked)`` from the doctor-user capture."""
     login, ids, asked = "", None, False
@@ -112,7 +118,7 @@ def parse_user(text: str) -> tuple[str, tuple[int, int] | None, bool]:
             login = fields[1]
         elif fields == ["job", "missing"]:
             asked = True
-        elif len(fields) == 3 and fields[0] == "job" and fields[1].isdigit() and fields[2].isdigit():
+        elif len(fields) == 3 and fields[0] == "job" and digits(fields[1]) and digits(fields[2]):
             asked, ids = True, (int(fields[1]), int(fields[2]))
         elif line.strip():
             raise ParseError(USER.name, f"unexpected line {line[:60]!r}", number)
@@ -122,7 +128,7 @@ def parse_user(text: str) -> tuple[str, tuple[int, int] | None, bool]:
 def _limit(value: str, source: str) -> int | None:
     if value == "unlimited":
         return None
-    if not value.isdigit():
+    if not digits(value):
         raise ParseError(source, f"limit {value[:20]!r} is neither a number nor unlimited")
     return int(value)
 
@@ -135,7 +141,7 @@ def parse_limits(text: str, source: str = LIMITS.name) -> tuple[Limits, int | No
     shm = values.get("shm", "none")
     return (
         Limits(_limit(values["memlock"], source), _limit(values["nofile"], source)),
-        int(shm) if shm.isdigit() else None,
+        int(shm) if digits(shm) else None,
     )
 
 
@@ -184,7 +190,7 @@ def parse_mtu(text: str) -> dict[str, int]:
     mtus = {}
     for line in text.splitlines():
         fields = line.split()
-        if len(fields) == 2 and fields[1].isdigit():
+        if len(fields) == 2 and digits(fields[1]):
             mtus[fields[0]] = int(fields[1])
     return mtus
 
@@ -245,7 +251,7 @@ def _flag(element, path: str) -> bool:
 
 def _count(element, path: str) -> int | None:
     value = (element.findtext(path) or "").strip()
-    return int(value) if value.isdigit() else None
+    return int(value) if digits(value) else None
 
 
 def _uncorrected(gpu) -> int | None:

@@ -80,6 +80,23 @@ class TaskResult:
             value = NO_LOG
         object.__setattr__(self, name, value)
 
+    def shown_item(self) -> Any:
+        """The loop item as output shows it: as it is when a plain value, else its text; a
+        no_log task's item never (a loop over secrets is what no_log is for)."""
+        if self.item is None:
+            return None
+        if self.no_log:
+            return NO_LOG
+        return self.item if isinstance(self.item, (str, int, float, bool)) else str(self.item)
+
+    def item_label(self) -> str:
+        """The loop item in a one-line report: a dict item by its ``name``; "" without a loop."""
+        if self.item is None:
+            return ""
+        if isinstance(self.item, dict) and "name" in self.item and not self.no_log:
+            return str(self.item["name"])
+        return str(self.shown_item())
+
     def as_dict(self) -> dict:
         """JSON-ready form."""
         return {
@@ -88,7 +105,7 @@ class TaskResult:
             "task": self.task,
             "where": self.where,
             "status": self.status,
-            "item": self.item if isinstance(self.item, (str, int, float, bool, type(None))) else str(self.item),
+            "item": self.shown_item(),
             "changes": self.changes,
             "diff": self.diff,
             "message": self.message,

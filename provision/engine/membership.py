@@ -13,7 +13,6 @@ addresses refuses, naming it).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from provision.files import write_atomic
 from provision.inventory.model import HOST_NAME, Inventory
 
 CACHE_FOLDER = ".provision-cache"
-_KEY = re.compile(r"^(?:ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/]+={0,3}$")
 _HOSTINFO_FIELDS = ("hostname", "fqdn", "short", "addresses", "host_keys", "home")
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from provision.engine.hostrun import HOSTINFO, NO_LOG, HostFailed, HostRun, TaskResult, unified_diff
 from provision.engine.membership import HostCache, cache_folder, cached_hostvars, record_of, verified_key_problem
+from provision.engine.recap import RunReport, report_of
 from provision.engine.script import LOGIN_USER, Step
 from provision.engine.selection import BadInput, check_tags, outline, tag_selected, tasks_before
 from provision.engine.verbosity import ran_text
@@ -44,41 +45,6 @@ class RunOptions:
     template_dirs: tuple = ()
     step_timeout: float | None = 300.0  # seconds each change may run on a host (--command-timeout)
     start_at_task: str | None = None
-
-
-@dataclass
-class Recap:
-    """Ansible's recap line for one host."""
-
-    host: str
-    ok: int = 0
-    changed: int = 0
-    unreachable: int = 0
-    failed: int = 0
-    skipped: int = 0
-    round_trips: int = 0
-    message: str = ""
-
-    def line(self, width: int = 0) -> str:
-        """``HOST : ok=N changed=N unreachable=N failed=N skipped=N``."""
-        return (
-            f"{self.host.ljust(width)} : ok={self.ok} changed={self.changed} unreachable={self.unreachable} "
-            f"failed={self.failed} skipped={self.skipped}"
-        )
-
-
-@dataclass
-class RunReport:
-    """Every task result, the recap per host and the hosts' final state."""
-
-    results: list[TaskResult] = field(default_factory=list)
-    recap: list[Recap] = field(default_factory=list)
-    runs: dict[str, HostRun] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        """True when no host failed or was unreachable."""
-        return not any(r.failed or r.unreachable for r in self.recap)
 
 
 def _names(value: Any) -> set[str]:
@@ -174,6 +140,9 @@ class Runner:
     def context(self, host: Host, play: Play, run: HostRun | None, item: Any = _NO_ITEM) -> dict:
         """Variables for one task on one host."""
         ctx = self.variables.for_host(host, play.vars)
+        # Ansible's ansible_run_tags: what --tags asked for (["all"] without it), for a role that
+        # runs when asked by name or by an inventory variable.
+        ctx["run_tags"] = sorted(self.options.tags) if self.options.tags is not None else ["all"]
         if run is not None:
             ctx.update(run.registered)
             ctx["facts"] = run.identity()
@@ -298,7 +267,7 @@ class Runner:
                 fan_out(
                     list(runs.values()), lambda r: r.session.close(), self.options.forks, on_error=lambda _r, _e: None, workers=1
                 )
-        return self._report(runs)
+        return report_of(runs)
 
     # -- hosts outside this run (issue 15): cluster-wide files never shrink ------------------
     def _live(self, run: HostRun) -> bool:
@@ -472,26 +441,6 @@ class Runner:
         """Report a final result to the caller (called by the host's run, in task order)."""
         if self.on_result:
             self.on_result(result)
-
-    def _report(self, runs: dict[str, HostRun]) -> RunReport:
-        report = RunReport(runs=runs)
-        for name, run in runs.items():
-            recap = Recap(name, round_trips=run.round_trips)
-            for result in run.results:
-                report.results.append(result)
-                if result.status in ("ok", "changed"):
-                    recap.ok += 1
-                recap.changed += result.status == "changed"
-                recap.failed += result.status == "failed"
-                recap.skipped += result.status == "skipped"
-            if run.unreachable:
-                recap.unreachable, recap.message = 1, run.unreachable
-            elif run.failed and not recap.failed:
-                recap.failed = 1
-            if run.failed and not recap.message:
-                recap.message = next((r.message for r in run.results if r.status == "failed"), run.error or "failed")
-            report.recap.append(recap)
-        return report
 
 
 def _reader(task: Task, play: Play, ctx: dict) -> str:

@@ -3,13 +3,11 @@ content never: a write shows its path, size, owner and mode)."""
 
 from __future__ import annotations
 
-from provision.operations.base import Run, Write
+from provision.operations.base import Run, Write, mask_secrets
 
 
 def ran_text(change: Run | Write, no_log: bool = False) -> str:
     """The command of a change as ``-v`` prints it; ``no_log`` tasks show only what they do."""
-    from provision.engine.hostrun import mask_secrets
-
     if no_log:  # not even what it does: a no_log task's description can hold its secret
         return "(no_log)"
     if isinstance(change, Write):

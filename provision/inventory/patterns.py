@@ -36,7 +36,6 @@ _RANGE = re.compile(r"\[([0-9]+):([0-9]+)\]|\[([a-z]):([a-z])\]")
 _SUBSCRIPT = re.compile(r"^(?P<base>.+)\[(?:(?P<index>-?[0-9]+)|(?P<start>-?[0-9]*):(?P<end>-?[0-9]*))\]$")
 _TERM_SPLIT = re.compile(r"(?:[^:\[\]]|\[[^\]]*\])+")
 _GLOB = set("*?[")
-_SPECIAL = set(",:!&*?[~")
 _MAX_LISTED = 12
 
 
@@ -57,11 +56,6 @@ def expand_host_range(pattern: str) -> list[str]:
     else:
         items = [chr(code) for code in range(ord(match.group(3)), ord(match.group(4)) + 1)]
     return [name for item in items for name in expand_host_range(head + item + tail)]
-
-
-def is_pattern(text: str) -> bool:
-    """Whether ``text`` uses pattern syntax (more than one plain host or group name)."""
-    return bool(_SPECIAL & set(text))
 
 
 def split_pattern(text: str) -> list[str]:

@@ -187,7 +187,7 @@ def plan_marked_block(operation: str, edit, args: dict, current: Mapping[StateKe
     if "{mark}" not in args["marker"] or "\n" in args["marker"]:
         raise ArgumentError(f"{operation}: marker must be one line containing {{mark}}")
     state = current.get(StateKey("file", args["path"]))
-    text = _current_text(args["path"], state, True)
+    text = _current_text(args["path"], state, args.get("create", True))
     new = edit(text, args["block"], args["marker"])
     if state is not None and new == text:
         return _fix_attributes(args["path"], state, args)
@@ -256,6 +256,7 @@ _BLOCK_ARGS = {
     **_OWNERSHIP,
     "block": Arg((str,), True),
     "marker": Arg((str,), default="# {mark} provision managed block"),
+    "create": Arg((bool,), default=True, help="create the file when it is missing (false: refuse)"),
 }
 
 OPERATIONS = {

@@ -29,6 +29,10 @@ from provision.operations.base import (
 
 CONTENT_LIMIT = 4 * 1024 * 1024  # files larger than this are compared by sha256 only
 _SHA = re.compile(r"^[0-9a-f]{64}$")
+# What a node may call itself (a DNS name) and a host key line ("type blob"): anything else it
+# reports is dropped here, before it reaches every node's known_hosts or a pairwise ssh command.
+_HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+_HOST_KEY = re.compile(r"^(?:ssh|ecdsa|sk)-[a-z0-9@.-]{1,64} [A-Za-z0-9+/]{1,8192}={0,3}$")
 _HOME_FS = re.compile(r"^[a-z0-9_./-]{1,32} \d{1,20}:\d{1,20}(?: [A-Za-z0-9_.:/@\[\]-]{1,256})?$")
 
 # Fact kinds added by other modules (the roles of issue 8): kind -> (command(arg), parse(arg, text)).
@@ -205,13 +209,13 @@ def parse_state(key: StateKey, text: str) -> Any:
         for line in lines[:200]:
             tag, _, value = line.partition(" ")
             value = value.strip()[:8192]
-            if tag == "h":
+            if tag == "h" and _HOST_NAME.match(value):
                 info["hostname"] = value
-            elif tag == "f":
+            elif tag == "f" and _HOST_NAME.match(value):
                 info["fqdn"] = value
-            elif tag == "a" and re.fullmatch(r"[0-9A-Fa-f:.]+", value):
+            elif tag == "a" and re.fullmatch(r"[0-9A-Fa-f:.]{1,45}", value):
                 info["addresses"].append(value)
-            elif tag == "k" and value:
+            elif tag == "k" and _HOST_KEY.match(" ".join(value.split()[:2])):
                 info["host_keys"].append(" ".join(value.split()[:2]))
             elif tag == "m" and _HOME_FS.match(value):
                 fs, ident, source = (value.split() + [""])[:3]

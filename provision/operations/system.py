@@ -23,7 +23,7 @@ from provision.operations.base import (
 )
 from provision.operations.os_state import PackageIndex
 from provision.operations.platform import OS, alternatives, for_node, per_family
-from provision.templating import command_display
+from provision.templating.shell import command_display
 
 
 def _check_names(names: Any) -> list[str]:

@@ -89,9 +89,10 @@ class Variables:
     """Variable layers of one inventory, merged per host on demand; ``warnings`` says what was
     found but applies to no host."""
 
-    def __init__(self, inventory: Inventory, extra: dict | None = None):
+    def __init__(self, inventory: Inventory, extra: dict | None = None, facts_dir: Path | None = None):
         self.inventory = inventory
         self.extra = dict(extra or {})
+        self.facts_dir = facts_dir  # where `provision probe` keeps the hardware facts (the Slurm role reads them)
         self.warnings: list[str] = []
         base = inventory.path.parent if inventory.path else None
         self.groups: dict[str, tuple[str, ...]] = dict(inventory.groups)
@@ -127,6 +128,7 @@ class Variables:
         merged["inventory_hostname"] = host.name
         merged["inventory_dir"] = str(self.inventory.path.parent) if self.inventory.path else "."  # controller files of roles
         merged["groups"] = {"all": list(self.inventory.hosts), **{g: list(m) for g, m in self.inventory.groups.items()}}
+        merged["provision_facts_dir"] = str(self.facts_dir) if self.facts_dir is not None else None
         return merged
 
 

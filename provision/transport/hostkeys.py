@@ -20,6 +20,7 @@ import base64
 import fcntl
 import hashlib
 import os
+import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -146,6 +147,12 @@ class KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
             return
         if self.accept_new and self.files.user:
             append_known_host(self.files.user[0], hostname, key, hashed=self.files.hash_new)
+            # Said as ssh(1) says it: a key trusted from now on is never recorded silently.
+            print(
+                f"provision: added {hostname}'s {key.get_name()} key {fingerprint(key)} to {self.files.user[0]}",
+                file=sys.stderr,
+                flush=True,
+            )
             return
         authorities = [e for e in self.entries if e.marker == "@cert-authority"]
         if authorities:

@@ -1,5 +1,6 @@
 """An open session to one host, reused for every command of a run: ``run(command, stdin)``,
-``put`` and ``get``. Built on :func:`provision.transport.connection.open_connection` (same ssh config,
+and SFTP uploads into a private folder (``make_private_dir``, ``put_file``). Built on
+:func:`provision.transport.connection.open_connection` (same ssh config,
 strict host keys, ProxyJump); ``localhost`` runs locally with no SSH.
 
 Stdin is written to the remote command and then closed, so scripts and secrets (a sudo
@@ -8,11 +9,9 @@ password) travel on stdin, never on a command line.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import os
 import secrets
-import shlex
 import shutil
 import stat
 import subprocess
@@ -84,19 +83,6 @@ class Session:
 
     def _run_remote(self, command: str, data: bytes, timeout: float) -> CommandResult:
         return run_on_connection(self._connection, command, data, self.options, timeout)
-
-    def put(self, path: str, data: bytes) -> None:
-        """Write ``data`` to ``path`` on the host (as the login user) via ``cat``."""
-        result = self.run(f"cat > {shlex.quote(path)}", data)
-        if result.exit_code != 0:
-            raise HostFailure("ssh", f"cannot write {path}: {result.stderr.strip()[:200]}")
-
-    def get(self, path: str) -> bytes:
-        """Read ``path`` from the host (as the login user)."""
-        result = self.run(f"base64 < {shlex.quote(path)}")
-        if result.exit_code != 0:
-            raise HostFailure("ssh", f"cannot read {path}: {result.stderr.strip()[:200]}")
-        return base64.b64decode("".join(result.stdout.split()))
 
     def verified_host_key(self) -> str | None:
         """``type base64`` of the host key this connection's key exchange verified against the
