@@ -159,3 +159,21 @@ def test_launch_run_stops_on_the_fast_checks_and_no_doctor_skips_them(doctor_clu
     assert {"d1", "d2"} <= set(healthy.stdout.split()) and "$ mpirun" in healthy.stderr
     skipped = run_cli(*args, "--no-doctor", "--run", "--", "true")
     assert "pairwise ssh" not in skipped.stderr and "$ mpirun" in skipped.stderr
+
+
+def test_timings_give_each_phase_and_the_work_it_did(doctor_cluster):
+    _, inventory, known = doctor_cluster
+    done = run_cli("doctor", "-i", str(inventory), "--known-hosts", str(known), "d1", "d2", "dkey", "--timings", "--json")
+    line = next(x for x in done.stderr.splitlines() if x.startswith('{"doctor_timings"'))
+    timings = json.loads(line)["doctor_timings"]
+    assert set(timings["seconds"]) == {"gather", "pairwise", "checks"} and all(v >= 0 for v in timings["seconds"].values())
+    # three nodes gathered, 3 x 2 ordered pairs tried; dkey has no key, so its two pairs fail
+    assert timings["nodes_gathered"] == 3 and timings["pairs_expected"] == timings["pairs_reported"] == 6
+    assert timings["pairs_connected"] == 4 and timings["checks"] == len(json.loads(done.stdout))
+
+
+def test_pairwise_fanout_one_still_names_the_failing_pairs(doctor_cluster):
+    _, inventory, known = doctor_cluster
+    code, checks = _doctor(inventory, known, "d1", "d2", "dkey", "--pairwise-fanout", "1")
+    assert code == 1 and checks["pairwise ssh"]["hosts"] == ["dkey"]
+    assert "2 of 6 pairs fail" in checks["pairwise ssh"]["detail"] and "dkey->d1, dkey->d2" in checks["pairwise ssh"]["detail"]

@@ -107,6 +107,57 @@ def test_pairwise_check_lists_the_failing_pairs_and_the_node_at_fault():
     assert "n3->n1, n3->n2" in result.detail and "n3 reach no peer" in result.detail
 
 
+def test_peer_order_starts_after_the_node_and_wraps_round():
+    names = ["n1", "n2", "n3", "n4"]
+    assert pairwise.peer_order("n3", names) == ["n4", "n1", "n2"]
+    assert pairwise.peer_order("n1", names) == ["n2", "n3", "n4"]
+    # at any moment each peer is the k-th of exactly one node: no peer is everyone's first
+    firsts = [pairwise.peer_order(n, names)[0] for n in names]
+    assert sorted(firsts) == sorted(names)
+
+
+def test_the_pairwise_script_tries_every_peer_once_over_its_workers(tmp_path):
+    """The real script under sh, with stand-ins for ssh and getent (named so, in this test's
+    folder): every peer is tried exactly once whatever PARALLEL is (a timeout twice), a failure's
+    several lines come back as one, the name of the node itself is resolved but not tried, and a client whose
+    default key exchange is sntrup761 is told to prefer curve25519 (the real ssh is in
+    tests/test_doctor_cluster.py)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "ssh.log"
+    (bin_dir / "ssh").write_text(
+        "#!/bin/sh\n# stand-in for ssh: logs its arguments; peer p7 refuses us\n"
+        'if [ "$1" = -Q ]; then echo curve25519-sha256; echo sntrup761x25519-sha512; exit 0; fi\n'
+        f'echo "$*" >>{log}\n'
+        'for a in "$@"; do peer=$a; case $a in p*) break ;; esac; done\n'
+        'if [ "$peer" = p7 ]; then printf "first line\\nmpi@p7: Permission denied (publickey).\\n" >&2; exit 255; fi\n'
+        f'if [ "$peer" = p9 ] && [ ! -e {tmp_path}/p9 ]; then : >{tmp_path}/p9; '
+        'echo "Connection timed out during banner exchange" >&2; exit 255; fi\n'
+        "echo doctor-limits unlimited 1024\n"
+    )
+    (bin_dir / "getent").write_text('#!/bin/sh\n# stand-in for getent\necho "10.0.0.${2#p}  $2"\n')
+    for tool in ("ssh", "getent"):
+        (bin_dir / tool).chmod(0o755)
+    peers = [f"p{i}" for i in range(1, 21)]
+    names = ["p0", *peers]
+    done = subprocess.run(
+        ["sh", "-s", "--", "p0", *pairwise.peer_order("p0", names)],
+        input=pairwise.pairwise_script("cafe"),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    pairs, limits, resolved = pairwise.parse_pairwise(done.stdout, "cafe", set(names))
+    assert pairs == {p: "" if p != "p7" else "first line mpi@p7: Permission denied (publickey)." for p in peers}
+    assert set(limits) == set(peers) - {"p7"} and resolved == {n: f"10.0.0.{n[1:]}" for n in names}
+    calls = log.read_text().splitlines()
+    # p9 timed out once (a busy sshd) and is tried again; every other peer exactly once
+    assert sorted(next(w for w in c.split() if w.startswith("p")) for c in calls) == sorted([*peers, "p9"])
+    assert all("BatchMode=yes" in c and "KexAlgorithms=^curve25519-sha256" in c for c in calls)
+
+
 def test_numbers_a_node_sends_are_ascii_digits_only():
     # '²'.isdigit() is True, yet int('²') raises: a node's odd digits are refused or ignored,
     # never a ValueError, and no number longer than 20 digits is believed.

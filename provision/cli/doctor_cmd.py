@@ -13,6 +13,7 @@ from rich.table import Table
 from provision.cli import app, fail, options as opt
 from provision.doctor.checks import verdict
 from provision.doctor.model import CheckResult
+from provision.doctor.pairwise import PARALLEL
 from provision.doctor.runner import DoctorSettings, doctor as run_doctor
 from provision.doctor.sources import check_dataset, check_user
 from provision.errors import ProvisionError
@@ -37,7 +38,9 @@ def print_checks(results: list[CheckResult], console: Console, strict: bool = Fa
     return code
 
 
-def doctor_settings(user: str | None, datasets: list[str] | None, deep: bool, fast: bool, ssh, forks: int) -> DoctorSettings:
+def doctor_settings(
+    user: str | None, datasets: list[str] | None, deep: bool, fast: bool, ssh, forks: int, pairwise_fanout: int = PARALLEL
+) -> DoctorSettings:
     """Check --user and --dataset once, here at the edge (ProvisionError: exit 2)."""
     return DoctorSettings(
         ssh=ssh,
@@ -46,6 +49,7 @@ def doctor_settings(user: str | None, datasets: list[str] | None, deep: bool, fa
         deep=deep,
         fast=fast,
         forks=forks,
+        pairwise_fanout=pairwise_fanout,
     )
 
 
@@ -61,7 +65,17 @@ def doctor(
     deep: bool = typer.Option(False, "--deep", help="Also hash the contents of a sample of each dataset's files."),
     as_json: bool = typer.Option(False, "--json", help='Print [{"name", "status", "hosts", "detail"}] instead of a table.'),
     strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
+    timings: bool = typer.Option(
+        False, "--timings", help="Also print each phase's wall time and the work it did, as one JSON line on stderr."
+    ),
     forks: int = opt.FORKS,
+    pairwise_fanout: int = typer.Option(
+        PARALLEL,
+        "--pairwise-fanout",
+        min=1,
+        max=64,
+        help="ssh clients each node runs at once in the pairwise step (each peer's sshd then sees about as many).",
+    ),
     connect_timeout: float = opt.CONNECT_TIMEOUT,
     command_timeout: float = opt.COMMAND_TIMEOUT,
     accept_new_host_keys: bool = opt.ACCEPT_NEW,
@@ -77,13 +91,16 @@ def doctor(
             connect_timeout=connect_timeout,
             command_timeout=command_timeout,
         )
-        settings = doctor_settings(user, dataset, deep, False, ssh, forks)
+        settings = doctor_settings(user, dataset, deep, False, ssh, forks, pairwise_fanout)
         targets = open_inventory(inventory).resolve(hosts or [])
     except ProvisionError as error:
         raise fail(str(error)) from None
     if not targets:
         raise fail("no hosts: name some or give an inventory with -i")
-    results = run_doctor(targets, settings)
+    run = run_doctor(targets, settings)
+    results = run.results
+    if timings:
+        typer.echo(json.dumps({"doctor_timings": run.timings()}), err=True)
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in results], indent=2))
         raise typer.Exit(verdict(results, strict)[1])

@@ -10,6 +10,7 @@ job user: exactly what orted and the ranks inherit there. Peer names are invento
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import shlex
 
@@ -18,33 +19,73 @@ from provision.doctor.sources import _limit
 from provision.errors import ParseError
 from provision.operations.base import is_number
 
-PARALLEL = 16  # ssh clients at once on each node
-CONNECT_TIMEOUT = 10
+PARALLEL = 8  # ssh clients at once on each node, by default (see the script)
 
-# $1: this node's name; then its peers. Each name in a job of its own (a slow resolver costs once per
-# batch, not once per name); the remote command runs in the peer's login shell (any shell).
+# $1: this node's name; then its peers, in peer_order. PARALLEL workers (doctor
+# --pairwise-fanout), each taking every PARALLEL-th peer in turn (a slow peer holds up one
+# worker, not a batch). Since each node starts with the peers after it, every sshd sees about
+# PARALLEL handshakes at once, not one from every node: under OpenSSH's default MaxStartups
+# (10:30:100), which drops connections above 10.
+# A client whose default key exchange is sntrup761x25519 (OpenSSH 9.0 to 9.8; its key generation
+# costs the client ~5x a whole curve25519 login) is told to prefer curve25519-sha256, with every
+# default algorithm behind it ("^": a peer without curve25519 still negotiates): the host key,
+# the login and BatchMode are checked exactly as before, the session carries no secret. Each
+# line is one printf (one write, atomic on the pipe); no tr, cut or subshell per peer beyond
+# getent and ssh. The remote command runs in the peer's login shell (any shell, csh too). A pair
+# that times out or is dropped before the login (a busy sshd: MaxStartups, a loaded node) is
+# tried once more, at once; what the second attempt says is what is reported.
 _SCRIPT = """\
-self=$1
-i=0
-for n in "$@"; do
-  ( a=$(getent hosts "$n" 2>/dev/null | {{ read -r a _; echo "$a"; }})
-    line=$(printf '@@%s@@ resolve %s %s' '{nonce}' "$n" "${{a:--}}")
-    if [ "$n" != "$self" ]; then
-      out=$(ssh -n -o BatchMode=yes -o ConnectTimeout={timeout} "$n" \\
-        "sh -c 'echo doctor-limits \\$(ulimit -l) \\$(ulimit -n)'" 2>&1); rc=$?
-      line="$line
-$(printf '@@%s@@ ssh %s %s %s' '{nonce}' "$n" "$rc" "$(printf '%s' "$out" | tr '\\n\\t' '  ' | cut -c1-300)")"
-    fi
-    printf '%s\\n' "$line" ) &
-  i=$((i + 1)); [ $((i % {parallel})) -eq 0 ] && wait
-done
+self=$1; shift
+set -f
+kex=
+case $(ssh -Q kex 2>/dev/null) in
+  *mlkem768x25519*) ;;
+  *sntrup761x25519-sha512*) kex="-o KexAlgorithms=^curve25519-sha256" ;;
+esac
+first() {{ w=${{1:--}}; }}
+flat() {{ w="$*"; }}
+try() {{
+  a=$(getent hosts "$1" 2>/dev/null); first $a; a=$w
+  if [ "$1" = "$self" ]; then printf '@@%s@@ resolve %s %s\\n' '{nonce}' "$1" "$a"; return; fi
+  for attempt in 1 2; do
+    out=$(ssh -n -o BatchMode=yes -o ConnectTimeout={timeout} $kex "$1" \\
+      "sh -c 'echo doctor-limits \\$(ulimit -l) \\$(ulimit -n)'" 2>&1); rc=$?
+    case $rc:$out in
+      255:*"timed out"*|255:*"reset by peer"*|255:*"closed by remote host"*|255:*"No route to host"*) ;;
+      *) break ;;
+    esac
+  done
+  flat $out
+  printf '@@%s@@ resolve %s %s\\n@@%s@@ ssh %s %s %.300s\\n' '{nonce}' "$1" "$a" '{nonce}' "$1" "$rc" "$w"
+}}
+worker() {{
+  k=$1; shift; i=0
+  for n in "$@"; do
+    [ $((i % {parallel})) -eq "$k" ] && try "$n"
+    i=$((i + 1))
+  done
+  return 0
+}}
+try "$self"
+k=0
+while [ $k -lt {parallel} ]; do worker $k "$@" & k=$((k + 1)); done
 wait
 """
 
 
-def pairwise_script(nonce: str) -> str:
-    """The sh script (stdin of :func:`pairwise_command`) for one node."""
-    return _SCRIPT.format(nonce=nonce, timeout=CONNECT_TIMEOUT, parallel=PARALLEL)
+def pairwise_script(nonce: str, parallel: int = PARALLEL, connect_timeout: float = 10) -> str:
+    """The sh script (stdin of :func:`pairwise_command`) for one node: ``parallel`` ssh clients
+    at once, each connection given ``connect_timeout`` seconds (whole seconds for ssh, at least 1)."""
+    return _SCRIPT.format(nonce=nonce, timeout=max(1, math.ceil(connect_timeout)), parallel=int(parallel))
+
+
+def peer_order(me: str, names: list[str]) -> list[str]:
+    """The peers ``me`` tries, starting after itself in ``names`` and wrapping round, so that at
+    any moment each peer is tried by a few nodes, not by all of them."""
+    if me not in names:
+        return list(names)
+    at = names.index(me)
+    return names[at + 1 :] + names[:at]
 
 
 def pairwise_command(me: str, peers: list[str], login_user: str, login_uid: int | None, job_user: str) -> str:

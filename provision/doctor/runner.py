@@ -1,5 +1,7 @@
-"""Run doctor: per host one SSH connection with two round trips (the gather script, then the
-pairwise step as the job user), all hosts in parallel; then the checks on this machine.
+"""Run doctor: per host one SSH connection with two round trips, in two phases over all hosts
+at once: the gather script on every host, then the pairwise step as the job user on every host
+(the connection stays open between them); then the checks on this machine. Each phase's wall
+time is kept (:class:`DoctorRun`), so a benchmark can tell them apart.
 
 A host that cannot be reached or read becomes a :class:`NodeReport` with an error (check 1
 fails on it); every other host goes on.
@@ -8,7 +10,6 @@ fails on it); every other host goes on.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from provision.doctor import checks, pairwise, sources
@@ -41,6 +42,7 @@ class DoctorSettings:
     deep: bool = False
     fast: bool = False  # only the checks launch runs first (1, 2, 3, 6)
     forks: int = DEFAULT_FORKS
+    pairwise_fanout: int = pairwise.PARALLEL  # ssh clients at once on each node
 
 
 def doctor_steps(fast: bool) -> tuple:
@@ -125,8 +127,9 @@ def gather_command(settings: DoctorSettings) -> str:
     return ("DOCTOR_DEEP=1 " if settings.deep else "") + f"sh -s -- {args}"
 
 
-def doctor_host(host: Host, names: list[str], settings: DoctorSettings) -> NodeReport:
-    """Both round trips on one host; every failure becomes this host's error."""
+def _gather_host(host: Host, settings: DoctorSettings, sessions: dict[str, _Session]) -> NodeReport:
+    """The gather round trip on one host; its open session is left in ``sessions`` for the
+    pairwise phase when the host answered. Every failure becomes this host's error."""
     session = None
     steps = doctor_steps(settings.fast)
     try:
@@ -137,41 +140,109 @@ def doctor_host(host: Host, names: list[str], settings: DoctorSettings) -> NodeR
         received = time.time()
         captures = split_output(result.stdout, nonce, result.stderr, names=tuple(s.name for s in steps))
         report = _read_gather(host.name, captures, settings, (sent, received))
-        if not report.ok or report.job_ids is None:
-            return report
-        peers = [n for n in names if n != host.name]
-        nonce = new_nonce()
-        command = pairwise.pairwise_command(host.name, peers, report.login_user, report.login_uid, settings.user)
-        done = session.run(command, pairwise.pairwise_script(nonce))
-        pairs, limits, resolved = pairwise.parse_pairwise(done.stdout, nonce, set(names))
-        if not pairs and peers and done.exit_code:
-            why = (done.stderr.strip().splitlines() or [f"exit {done.exit_code}"])[0][:120]
-            pairs = {peer: f"could not run ssh as {settings.user or report.login_user}: {why}" for peer in peers}
-        return replace(report, pairwise=pairs, peer_limits=limits, resolved=resolved)
-    except HostFailure as failure:
-        return NodeReport(host.name, error=f"{failure.kind}: {failure}")
-    except ParseError as error:
-        return NodeReport(host.name, error=f"parse: {error}")
+        if report.ok and report.job_ids is not None:
+            sessions[host.name], session = session, None  # kept open for the pairwise round trip
+        return report
     except Exception as error:  # noqa: BLE001 - one host's trouble never stops the others
-        failure = describe_failure(error, settings.ssh)
-        return NodeReport(host.name, error=f"{failure.kind}: {failure}")
+        return NodeReport(host.name, error=_why(error, settings))
     finally:
         if session is not None:
             session.close()
 
 
-def gather_reports(
-    hosts: list[Host], settings: DoctorSettings, on_done: Callable[[NodeReport], None] | None = None
-) -> list[NodeReport]:
-    """:func:`doctor_host` on every host, at most ``settings.forks`` at once, in input order."""
+def _pairwise_host(report: NodeReport, session: _Session, names: list[str], settings: DoctorSettings) -> NodeReport:
+    """The pairwise round trip on the session the gather left open; closes it. When it fails
+    (lost connection, timeout), every pair from this node fails with the reason; what the
+    gather found still counts in the other checks."""
+    peers = pairwise.peer_order(report.host, names)
+    try:
+        nonce = new_nonce()
+        command = pairwise.pairwise_command(report.host, peers, report.login_user, report.login_uid, settings.user)
+        script = pairwise.pairwise_script(nonce, settings.pairwise_fanout, settings.ssh.connect_timeout)
+        done = session.run(command, script)
+        pairs, limits, resolved = pairwise.parse_pairwise(done.stdout, nonce, set(names))
+        if not pairs and peers and done.exit_code:
+            why = (done.stderr.strip().splitlines() or [f"exit {done.exit_code}"])[0][:120]
+            pairs = {peer: f"could not run ssh as {settings.user or report.login_user}: {why}" for peer in peers}
+        return replace(report, pairwise=pairs, peer_limits=limits, resolved=resolved)
+    except Exception as error:  # noqa: BLE001 - one host's trouble never stops the others
+        return replace(report, pairwise=dict.fromkeys(peers, f"the pairwise step failed: {_why(error, settings)}"[:120]))
+    finally:
+        session.close()
+
+
+def _why(error: BaseException, settings: DoctorSettings) -> str:
+    """One line for a host's failure, whatever was raised."""
+    if isinstance(error, HostFailure):
+        return f"{error.kind}: {error}"
+    if isinstance(error, ParseError):
+        return f"parse: {error}"
+    failure = describe_failure(error, settings.ssh)
+    return f"{failure.kind}: {failure}"
+
+
+def _defect(host: str, error: BaseException) -> NodeReport:
+    return NodeReport(host, error=f"defect: {type(error).__name__}: {error}"[:300])
+
+
+@dataclass(frozen=True)
+class DoctorRun:
+    """What one doctor run found: the checks, the nodes' reports, and each phase's wall time."""
+
+    results: list[CheckResult]
+    reports: list[NodeReport]
+    seconds: dict[str, float]  # gather, pairwise, checks: wall time of each phase
+
+    def timings(self) -> dict:
+        """Phase wall times and the work each phase did (``--timings``): nodes gathered, ordered
+        pairs the nodes reported on and how many of them connected."""
+        reached = [r for r in self.reports if r.ok and r.job_ids is not None]
+        reported = sum(len(r.pairwise) for r in reached)
+        connected = sum(1 for r in reached for why in r.pairwise.values() if not why)
+        return {
+            "seconds": {phase: round(value, 3) for phase, value in self.seconds.items()},
+            "nodes": len(self.reports),
+            "nodes_gathered": sum(1 for r in self.reports if r.facts is not None),
+            "pairs_expected": len(reached) * (len(reached) - 1),
+            "pairs_reported": reported,
+            "pairs_connected": connected,
+            "checks": len(self.results),
+        }
+
+
+def gather_reports(hosts: list[Host], settings: DoctorSettings, seconds: dict[str, float] | None = None) -> list[NodeReport]:
+    """Two phases, each on every host at once (at most ``settings.forks``), reports in input order:
+    the gather round trip, then, once every host has answered, the pairwise round trip on the
+    same connection, so every node runs its pairwise step at the same time and each phase has
+    its own wall time (written to ``seconds``). Threads in this process: the connections stay
+    open between the phases."""
     names = [h.name for h in hosts]
-    return fan_out(
-        hosts,
-        lambda host: doctor_host(host, names, settings),
-        settings.forks,
-        on_done=(lambda _h, r: on_done(r)) if on_done else None,
-        on_error=lambda host, error: NodeReport(host.name, error=f"defect: {type(error).__name__}: {error}"[:300]),
-    )
+    sessions: dict[str, _Session] = {}  # host -> open session, filled by the gather threads
+    started = time.monotonic()
+    try:
+        gathered = fan_out(
+            hosts,
+            lambda host: _gather_host(host, settings, sessions),
+            settings.forks,
+            on_error=lambda host, error: _defect(host.name, error),
+            workers=1,
+        )
+        middle = time.monotonic()
+        pending = [r for r in gathered if r.host in sessions]
+        paired = fan_out(
+            pending,
+            lambda report: _pairwise_host(report, sessions.pop(report.host), names, settings),
+            settings.forks,
+            on_error=lambda report, error: replace(report, error=f"defect: {type(error).__name__}: {error}"[:300]),
+            workers=1,
+        )
+    finally:
+        for session in list(sessions.values()):  # a host whose pairwise step never ran
+            session.close()
+    if seconds is not None:
+        seconds["gather"], seconds["pairwise"] = middle - started, time.monotonic() - middle
+    done = {r.host: r for r in paired}
+    return [done.get(r.host, r) for r in gathered]
 
 
 def run_checks(reports: list[NodeReport], settings: DoctorSettings) -> list[CheckResult]:
@@ -198,9 +269,14 @@ def run_checks(reports: list[NodeReport], settings: DoctorSettings) -> list[Chec
     return results
 
 
-def doctor(hosts: list[Host], settings: DoctorSettings) -> list[CheckResult]:
+def doctor(hosts: list[Host], settings: DoctorSettings) -> DoctorRun:
     """Gather from every host, then check: the whole of `provision doctor` below the CLI."""
-    return run_checks(gather_reports(hosts, settings), settings)
+    seconds: dict[str, float] = {}
+    reports = gather_reports(hosts, settings, seconds=seconds)
+    started = time.monotonic()
+    results = run_checks(reports, settings)
+    seconds["checks"] = time.monotonic() - started
+    return DoctorRun(results, reports, seconds)
 
 
 def fast_checks(hosts: list[Host], ssh: SshOptions, forks: int = DEFAULT_FORKS) -> list[CheckResult]:
