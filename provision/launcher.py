@@ -74,6 +74,47 @@ def _login_uid(connection) -> str:
     return uid
 
 
+_SSH_CHECK = "ssh -n -o BatchMode=yes -o ConnectTimeout=10"  # never a password prompt: mpirun would hang on it
+
+
+def _peer_reachability(connection, first: str, peers: list[str]) -> bool:
+    """Check that the first host reaches every other planned host by SSH without a prompt (else
+    :class:`LaunchError` naming them: mpirun would hang or fail), and whether the second reaches
+    the third: OpenMPI's tree spawn needs every node to reach every other. Returns True when it
+    does not (then mpirun must start every daemon itself). Names are inventory host names,
+    checked when the inventory was read, and quoted here anyway."""
+    others = [name for name in peers if name != first]
+    if not others:
+        return False
+    words = " ".join(shlex.quote(name) for name in others)
+    result = connection.run(
+        f'for h in {words}; do ({_SSH_CHECK} "$h" true </dev/null >/dev/null 2>&1 || echo "$h") & done; wait',
+        hide=True,
+        warn=True,
+        in_stream=False,
+    )
+    unreachable = [line for line in result.stdout.split() if line in others]
+    if unreachable:
+        shown = ", ".join(unreachable[:8]) + (f" and {len(unreachable) - 8} more" if len(unreachable) > 8 else "")
+        raise LaunchError(
+            f"cannot SSH without a prompt to {shown} (ssh -o BatchMode=yes): mpirun would hang or fail there; "
+            "set up passwordless SSH between the hosts (provision setup-cluster)"
+        )
+    if len(others) < 2:
+        return False
+    hop = f"{_SSH_CHECK} {shlex.quote(others[0])} {_SSH_CHECK} {shlex.quote(others[1])} true"
+    inner = connection.run(hop, hide=True, warn=True, in_stream=False)
+    if inner.exited == 0:
+        return False
+    why = (inner.stderr.strip().splitlines() or [f"exit {inner.exited}"])[-1][:160]
+    print(
+        f"provision: {others[0]} cannot SSH to {others[1]} ({why}): the nodes cannot reach each other, so "
+        f"mpirun starts every daemon from {first} (no tree spawn)",
+        file=sys.stderr,
+    )
+    return True
+
+
 class _BindingScanner:
     """Collects ``--report-bindings`` lines from streamed output, bounded per line and per rank."""
 
@@ -144,13 +185,14 @@ def run_from_first_host(
     options: SshOptions,
     plan: RankPlan,
     files: dict[str, str],
-    argv_for: Callable[[str, frozenset[str]], list[str]],
+    argv_for: Callable[..., list[str]],
     *,
     allow_run_as_root: bool = False,
     check: bool = False,
 ) -> int:
     """Put ``files`` ({name: text}) in a fresh directory on ``host``, run ``argv_for(directory,
-    unset)`` there in a terminal (``unset``: the default ``-x`` variables not set on the host),
+    unset)`` there in a terminal (``unset``: the default ``-x`` variables not set on the host;
+    ``no_tree_spawn=True`` is added when the hosts cannot SSH to each other),
     streaming its output here; remove the directory after. ``check``: compare the reported bindings
     with ``plan``. Returns mpirun's exit status (2: refused before it ran,
     1: a host failed or bindings differ from the plan, 130: interrupted)."""
@@ -167,7 +209,8 @@ def run_from_first_host(
         unset = _unset_variables(connection, DEFAULT_EXPORTS)
         for name in sorted(unset):
             print(f"provision: {name} is not set on {host.name}: not passed with -x", file=sys.stderr)
-        argv = argv_for(run_dir, unset)
+        no_tree = _peer_reachability(connection, plan.hosts[0].host, [h.host for h in plan.hosts])
+        argv = argv_for(run_dir, unset, no_tree_spawn=no_tree) if no_tree else argv_for(run_dir, unset)
         print(f"[{host.name}] $ {quoted(argv)}", file=sys.stderr, flush=True)
         channel = connection.client.get_transport().open_session()
         size = shutil.get_terminal_size((200, 50))

@@ -18,10 +18,12 @@ from provision.files import write_atomic
 from provision.inventory import check_host_name, open_inventory
 from provision.plans.dims import parse_dims
 from provision.plans.launch import DdlOptions, allocation_hostfile, hostfile, mpirun_argv, needs_hostfile, quoted, root_message
+from provision.plans.nics import master_address, plan_nics
 from provision.plans.picture import rich_tree, svg
 from provision.plans.rankcheck import check_rankfile, parse_rankfile
 from provision.plans.rankfile import RankPlan, plan_rankfile, render_rankfile
 from provision.plans.slurm import slurm_node_line, uneven_note
+from provision.plans.wrapper import job_settings, torchrun_lines, wrapper_script
 
 HOSTS = typer.Option(None, "--hosts", help="h1,h2,...: Y·Z hosts, rack by rack (default: the inventory's racks).")
 PROBE = typer.Option(False, "--probe", help="Probe the hosts now (then save their facts) instead of reading --facts-dir.")
@@ -166,7 +168,9 @@ def launch(
     allow_run_as_root: bool = typer.Option(
         False, "--allow-run-as-root", help="Pass mpirun's own --allow-run-as-root (OpenMPI refuses root without it)."
     ),
-    fmt: str = typer.Option(None, "--format", help="Print a hostfile instead: hostfile, horovod or deepspeed."),
+    fmt: str = typer.Option(
+        None, "--format", help="Print a hostfile instead: hostfile, horovod or deepspeed; torchrun: a command per host."
+    ),
     run: bool = typer.Option(
         False, "--run", help="Run it from the first host over SSH in a terminal (Ctrl-C stops mpirun), streaming its output."
     ),
@@ -183,21 +187,36 @@ def launch(
     """Print (or --run) the mpirun command for a rank file made from the facts."""
     settings = opt.probe_settings(forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config)
     plan = make_plan(dims, hosts, inventory, facts_dir, settings if probe else None, allow_no_gpu, no_gpu_affinity)
+    local = rankfile_out or Path(f"{plan.dims}.rf")
+    nic_plan = plan_nics(plan, iface)  # a PlanError (no common interface) exits 2 naming the hosts
+    for note in nic_plan.notes:
+        stderr.print(f"[yellow]note[/yellow]: {escape(note)}", highlight=False, soft_wrap=True)
+    wrapper_text = wrapper_script(plan, nic_plan) if nic_plan.per_rank else None
+    wrapper_local = local.with_name(local.stem + ".nic.sh")
     if fmt is not None:
+        if wrapper_text is not None:
+            _say_written("per-rank wrapper (copy it to every host)", wrapper_local, write_atomic(wrapper_local, wrapper_text))
+        if fmt == "torchrun":
+            master = master_address(list(plan.facts), nic_plan.interface)
+            typer.echo(torchrun_lines(plan, nic_plan, master, str(wrapper_local), list(command or [])), nl=False)
+            return
         typer.echo(hostfile(plan, fmt), nl=False)
+        for name, value in job_settings(nic_plan):
+            stderr.print(f"provision: set {name}={value} on every rank", highlight=False, soft_wrap=True, markup=False)
         return
     ddl = DdlOptions(ddl_mode, dev_sync, dump_iter) if ddl_mode else None
     if ddl is None and (dev_sync is not None or dump_iter is not None):
         raise fail("--dev-sync and --dump-iter need --ddl-mode")
-    local = rankfile_out or Path(f"{plan.dims}.rf")
     local_hosts = local.with_name(local.stem + ".hosts") if needs_hostfile(plan) else None
     if local_hosts == local:  # --rankfile x.hosts: keep both
         local_hosts = local.with_name(local.name + ".hosts")
     rankfile_text = render_rankfile(plan, _now())
     hosts_text = allocation_hostfile(plan, local.name) if local_hosts else None
     remote = {f"{plan.dims}.rf": rankfile_text} | ({f"{plan.dims}.hosts": hosts_text} if hosts_text else {})
+    if wrapper_text is not None:
+        remote[f"{plan.dims}.nic.sh"] = wrapper_text
 
-    def argv_for(directory: str | None, unset: frozenset[str] = frozenset()) -> list[str]:
+    def argv_for(directory: str | None, unset: frozenset[str] = frozenset(), no_tree_spawn: bool = False) -> list[str]:
         """The mpirun command with the local files, or with the copies in ``directory`` on the first
         host (``unset``: default -x variables that are not set there)."""
         rf, hf = (
@@ -216,12 +235,16 @@ def launch(
             hostfile_path=hf if hosts_text else None,
             allow_run_as_root=allow_run_as_root,
             unset_env=unset,
+            wrapper=wrapper_text,
+            no_tree_spawn=no_tree_spawn,
         )
 
     argv = argv_for(None)  # refuses bad options before anything is written or run
     _say_written("rank file", local, write_atomic(local, rankfile_text))
     if local_hosts is not None:
         _say_written("hostfile", local_hosts, write_atomic(local_hosts, hosts_text))
+    if wrapper_text is not None:
+        _say_written("per-rank wrapper", wrapper_local, write_atomic(wrapper_local, wrapper_text))
     from provision.launcher import login_user, run_from_first_host
 
     first = open_inventory(inventory).resolve([plan.hosts[0].host])[0]

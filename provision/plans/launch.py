@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from provision.errors import PlanError, UnsafeValueError
 from provision.facts.model import HostFacts
 from provision.plans.dims import Dims
+from provision.plans.nics import fabric_interface
 from provision.plans.rankfile import RankPlan, some_names as _some
+from provision.plans.wrapper import inline_argv
 
 DDL_MODES = {
     "b": "enhanced NCCL where possible, else ring",
@@ -109,6 +111,8 @@ def mpirun_argv(
     hostfile_path: str | None = None,
     allow_run_as_root: bool = False,
     unset_env: frozenset[str] = frozenset(),
+    wrapper: str | None = None,
+    no_tree_spawn: bool = False,
 ) -> list[str]:
     """The mpirun argument vector (quote with :func:`shlex.join` to print it).
 
@@ -116,7 +120,9 @@ def mpirun_argv(
     ``allow_run_as_root`` passes mpirun's own ``--allow-run-as-root`` (never added otherwise);
     ``unset_env``: variables not set where mpirun starts, so the :data:`DEFAULT_EXPORTS` among
     them are left out (mpirun warns about each ``-x`` of an unset variable); a ``--export`` the
-    user named is always passed."""
+    user named is always passed; ``wrapper``: the per-rank wrapper's text, run inline before the
+    command (:func:`provision.plans.wrapper.inline_argv`); ``no_tree_spawn``: mpirun starts every
+    daemon itself (for nodes that cannot SSH to each other)."""
     if not command:
         raise PlanError("no command to launch: put it after --, e.g. provision launch 4x2x1 -- python train.py")
     facts_list = list(plan.facts)
@@ -134,7 +140,7 @@ def mpirun_argv(
         if not _ENV_NAME.match(name):
             raise UnsafeValueError(f"-x {name!r}: not an environment variable name")
         argv += ["-x", name]
-    chosen = iface if iface is not None else common_interface(facts_list)
+    chosen = iface if iface is not None else fabric_interface(facts_list)
     if chosen is not None:
         if not _IFACE.match(chosen):
             raise UnsafeValueError(f"--iface {chosen!r}: not an interface name")
@@ -143,9 +149,11 @@ def mpirun_argv(
             if lacking:
                 raise PlanError(f"interface {chosen} is not up on: {', '.join(lacking)}")
         argv += ["--mca", "btl_tcp_if_include", chosen]
+    if no_tree_spawn:
+        argv += ["--prtemca", "plm_ssh_no_tree_spawn", "1"] if version[0] >= 5 else ["--mca", "plm_rsh_no_tree_spawn", "1"]
     if report_bindings:
         argv.append("--report-bindings")
-    argv += list(command)
+    argv += inline_argv(wrapper, list(command)) if wrapper is not None else list(command)
     if ddl is not None:
         if "-ddl" in command:
             raise PlanError("the command already has -ddl; drop it or drop --ddl-mode")
