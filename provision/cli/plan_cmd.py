@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from provision.cli import app, fail, options as opt, stderr
 from provision.cli.targets import resolve_targets
-from provision.errors import FactsError
+from provision.errors import FactsError, PlanError
 from provision.facts_source import ProbeFailed, ProbeSettings, plan_facts
 from provision.factstore import cached_hosts, load_host
 from provision.files import write_atomic
@@ -281,7 +281,14 @@ def topology(
     """Show which rank is bound to which cores, and which GPU it drives: racks → hosts → sockets."""
     settings = opt.probe_settings(forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config)
     plan = make_plan(dims, hosts, inventory, facts_dir, settings if probe else None, allow_no_gpu, no_gpu_affinity)
-    Console().print(rich_tree(plan))
+    try:
+        nic_plan = plan_nics(plan)
+    except PlanError as error:  # no common interface: the NICs are still worth drawing
+        stderr.print(f"[yellow]note[/yellow]: {escape(str(error))}", highlight=False, soft_wrap=True)
+        nic_plan = plan_nics(plan, iface="")
+    for note in nic_plan.notes:
+        stderr.print(f"[yellow]note[/yellow]: {escape(note)}", highlight=False, soft_wrap=True)
+    Console().print(rich_tree(plan, nic_plan))
     if svg_out is not None:
         _write_or_print(svg(plan), svg_out)
 

@@ -23,7 +23,8 @@ from provision.facts.model import Gpu, GpuNicLink, RdmaDevice
 from provision.facts.topo_matrix import parse_gpu_nic_matrix
 
 HWLOC, TOPO, RDMA = hwloc.SOURCE.name, nvidia.SOURCE_TOPO.name, nics.RDMA_SOURCE.name
-_OPENFABRICS = "3"  # hwloc's osdev_type of an RDMA device (1.x and 2.x)
+_OPENFABRICS_V2 = "3"  # hwloc 1.x and 2.x: osdev_type of an RDMA device
+_OPENFABRICS_V3 = 32  # hwloc 3.x: osdev_type is a set of flags, OPENFABRICS among them
 _IO = frozenset({"Bridge", "PCIDev", "OSDev"})
 
 
@@ -94,6 +95,12 @@ def _classify(gpu: list[Element], nic: list[Element]) -> str:
     return "SYS"
 
 
+def _is_openfabrics(osdev_type: str, v3: bool) -> bool:
+    if not v3:
+        return osdev_type == _OPENFABRICS_V2
+    return osdev_type.isdigit() and len(osdev_type) < 10 and bool(int(osdev_type) & _OPENFABRICS_V3)
+
+
 def hwloc_links(xml_text: str, gpus: tuple[Gpu, ...], rdma: tuple[RdmaDevice, ...]) -> tuple[GpuNicLink, ...]:
     """Links between ``gpus`` and ``rdma`` devices both found in hwloc's PCI tree (others left out)."""
     root = hwloc._parse_tree(xml_text)  # the same bounded, DTD-free reader as the CPU topology
@@ -101,6 +108,7 @@ def hwloc_links(xml_text: str, gpus: tuple[Gpu, ...], rdma: tuple[RdmaDevice, ..
     if len(tops) != 1:
         raise ParseError(HWLOC, f"expected one root object, found {len(tops)}")
     parents = _parents(tops[0])
+    v3 = root.get("version", "1").split(".")[0] not in ("1", "2")
     by_bus: dict[str, Element] = {}
     nic_device: dict[str, Element] = {}
     for element in tops[0].iter("object"):
@@ -108,7 +116,7 @@ def hwloc_links(xml_text: str, gpus: tuple[Gpu, ...], rdma: tuple[RdmaDevice, ..
             bus = _bus_id(element)
             if bus is not None:
                 by_bus[bus] = element
-        elif element.get("type") == "OSDev" and element.get("osdev_type") == _OPENFABRICS and id(element) in parents:
+        elif element.get("type") == "OSDev" and _is_openfabrics(element.get("osdev_type", ""), v3) and id(element) in parents:
             nic_device[element.get("name", "")] = parents[id(element)]
     links = []
     for gpu in gpus:
@@ -161,8 +169,9 @@ def gpu_nic_links(
         unknown = sorted({device for _, device in matrix} - known)
         if unknown:
             notes.append(f"nvidia-smi topo -m names NIC(s) {', '.join(unknown)} that sysfs-rdma does not list")
+        indexes = {gpu.index for gpu in gpus}
         for (gpu, device), distance in matrix.items():
-            if device in known:
+            if device in known and gpu in indexes:
                 found.setdefault((gpu, device), GpuNicLink(gpu, device, distance, TOPO))
     if len(found) < len(gpus) * len(rdma):
         for link in numa_links(gpus, rdma, RDMA):
