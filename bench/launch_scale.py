@@ -133,6 +133,25 @@ def main() -> int:
                 )
                 if done.returncode or not bound:
                     print(done.stderr[-3000:])
+            # The same job with mpirun's default tree spawn, run directly on the first node: what
+            # happens without the option provision adds (nodes that cannot SSH to each other).
+            hostfile = "".join(f"{name} slots=1\n" for name in names)
+            subprocess.run(
+                ["docker", "exec", "-i", "-u", "mpi", names[0], "sh", "-c", "cat > /tmp/all.hosts"], input=hostfile, text=True
+            )
+            started = time.monotonic()
+            raw = subprocess.run(
+                ["docker", "exec", "-u", "mpi", names[0], "timeout", "180", "mpirun", "-n", str(count)]
+                + ["--hostfile", "/tmp/all.hosts", "--map-by", "node", "true"],
+                capture_output=True,
+                text=True,
+            )
+            said = " ".join((raw.stdout + raw.stderr).split())[:300]
+            print(
+                f"plain mpirun (tree spawn on) on {count} hosts: exit {raw.returncode} in {time.monotonic() - started:.1f}s"
+                f"{' (killed by timeout 180)' if raw.returncode == 124 else ''}: {said!r} ({load()})",
+                flush=True,
+            )
         finally:
             stop(prefix, count)
     return 0

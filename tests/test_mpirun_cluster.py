@@ -446,3 +446,32 @@ def test_per_rank_wrapper_gives_each_rank_its_planned_gpu_and_nic(mpi_cluster, t
             f"=mlx4_{learner}:1",
             "=eth0",
         ), (rank, done.stdout)
+
+
+@contextlib.contextmanager
+def key_moved_away(cluster, node: str):
+    """The MPI user's private key on ``node`` renamed for the block (test set-up), then put back."""
+    cluster.docker_exec(node, "mv", "/home/mpi/.ssh/id_ed25519", "/home/mpi/.ssh/id_ed25519.away")
+    try:
+        yield
+    finally:
+        cluster.docker_exec(node, "mv", "/home/mpi/.ssh/id_ed25519.away", "/home/mpi/.ssh/id_ed25519")
+
+
+def test_nodes_that_cannot_ssh_each_other_get_no_tree_spawn_and_an_unreachable_host_is_named(mpi_cluster, tmp_path):
+    cluster, common, _ = mpi_cluster
+    hosts = HOSTS[5]
+    args = ["launch", "1x3x1", "--hosts", ",".join(hosts), *common, "--allow-no-gpu", "--report-bindings"]
+    args += ["--rankfile", str(tmp_path / "1x3x1.rf"), "--run", "--", "true"]
+    with key_moved_away(cluster, hosts[1]):  # m52 cannot reach m53: a daemon tree through m52 would fail
+        done = run_cli(*args)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{hosts[1]} cannot SSH to {hosts[2]}" in said and "no tree spawn" in said
+    assert "--prtemca plm_ssh_no_tree_spawn 1" in said and "all 3 ranks bound as planned" in said
+    with key_moved_away(cluster, hosts[0]):  # the first host itself reaches nobody: said, not a hang
+        started = time.monotonic()
+        done = run_cli(*args)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 1 and time.monotonic() - started < 60, said
+    assert f"cannot SSH without a prompt to {hosts[1]}, {hosts[2]}" in said or f"{hosts[2]}, {hosts[1]}" in said
