@@ -141,7 +141,7 @@ def main() -> int:
             )
             started = time.monotonic()
             raw = subprocess.run(
-                ["docker", "exec", "-u", "mpi", names[0], "timeout", "180", "mpirun", "-n", str(count)]
+                ["docker", "exec", "-u", "mpi", names[0], "timeout", "120", "mpirun", "-n", str(count)]
                 + ["--hostfile", "/tmp/all.hosts", "--map-by", "node", "true"],
                 capture_output=True,
                 text=True,
@@ -149,7 +149,7 @@ def main() -> int:
             said = " ".join((raw.stdout + raw.stderr).split())[:300]
             print(
                 f"plain mpirun (tree spawn on) on {count} hosts: exit {raw.returncode} in {time.monotonic() - started:.1f}s"
-                f"{' (killed by timeout 180)' if raw.returncode == 124 else ''}: {said!r} ({load()})",
+                f"{' (killed by timeout 120)' if raw.returncode == 124 else ''}: {said!r} ({load()})",
                 flush=True,
             )
         finally:

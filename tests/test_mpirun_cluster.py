@@ -468,7 +468,9 @@ def test_nodes_that_cannot_ssh_each_other_get_no_tree_spawn_and_an_unreachable_h
     said = " ".join(done.stderr.split())
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{hosts[1]} cannot SSH to {hosts[2]}" in said and "no tree spawn" in said
-    assert "--prtemca plm_ssh_no_tree_spawn 1" in said and "all 3 ranks bound as planned" in said
+    # OpenMPI 5 with 3 hosts: the routing tree is flat (radix 64), no option needed (its own
+    # plm_ssh_no_tree_spawn leaves mpirun hanging at the end, seen on 5.0.7)
+    assert "no_tree_spawn" not in said and "all 3 ranks bound as planned" in said
     with key_moved_away(cluster, hosts[0]):  # the first host itself reaches nobody: said, not a hang
         started = time.monotonic()
         done = run_cli(*args)

@@ -151,6 +151,15 @@ def test_mpirun_runs_the_command_through_the_inline_wrapper_and_can_skip_the_tre
     assert argv[argv.index("plm_rsh_no_tree_spawn") - 1 :][:3] == ["--mca", "plm_rsh_no_tree_spawn", "1"]
 
 
+def test_no_tree_spawn_per_openmpi_version():
+    from provision.plans.launch import _no_tree_spawn
+
+    assert _no_tree_spawn((4, 1), 128) == ["--mca", "plm_rsh_no_tree_spawn", "1"]
+    assert _no_tree_spawn((5, 0), 65) == []  # PRRTE's tree is flat up to 64 daemons
+    with pytest.raises(PlanError, match="OpenMPI 5.0 starts 128 hosts' daemons through a tree"):
+        _no_tree_spawn((5, 0), 128)
+
+
 def test_torchrun_one_line_per_node_master_reachable():
     plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("a"), eight_gpu("b", "10.0.0.2/24")])
     text = torchrun_lines(plan, plan_nics(plan), "10.0.0.1", "8x2x1.nic.sh", ["python", "train.py"])

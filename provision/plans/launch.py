@@ -99,6 +99,26 @@ def common_interface(facts_list: list[HostFacts]) -> str | None:
     return sorted(shared, key=lambda name: (not name.startswith("ib"), name))[0]
 
 
+PRRTE_RADIX = 64  # PRRTE's default routing-tree radix: up to this many daemons, mpirun starts each itself
+
+
+def _no_tree_spawn(version: tuple[int, int], hosts: int) -> list[str]:
+    """mpirun options for nodes that cannot SSH to each other.
+
+    OpenMPI 4 (ORTE): ``plm_rsh_no_tree_spawn`` (proven at 128 hosts). OpenMPI 5 (PRRTE 3): its
+    ``plm_ssh_no_tree_spawn`` runs the ranks but mpirun does not return (seen on 5.0.7 at 16
+    hosts), so nothing is added while the first host's daemons are all direct children of mpirun
+    (the tree is flat up to :data:`PRRTE_RADIX` daemons); beyond that it is refused."""
+    if version[0] < 5:
+        return ["--mca", "plm_rsh_no_tree_spawn", "1"]
+    if hosts - 1 <= PRRTE_RADIX:
+        return []
+    raise PlanError(
+        f"OpenMPI {version[0]}.{version[1]} starts {hosts} hosts' daemons through a tree (radix {PRRTE_RADIX}) whose "
+        "nodes must SSH to each other, and they cannot; set up passwordless SSH between all hosts (provision setup-cluster)"
+    )
+
+
 def mpirun_argv(
     plan: RankPlan,
     rankfile_path: str,
@@ -150,7 +170,7 @@ def mpirun_argv(
                 raise PlanError(f"interface {chosen} is not up on: {', '.join(lacking)}")
         argv += ["--mca", "btl_tcp_if_include", chosen]
     if no_tree_spawn:
-        argv += ["--prtemca", "plm_ssh_no_tree_spawn", "1"] if version[0] >= 5 else ["--mca", "plm_rsh_no_tree_spawn", "1"]
+        argv += _no_tree_spawn(version, len(plan.hosts))
     if report_bindings:
         argv.append("--report-bindings")
     argv += inline_argv(wrapper, list(command)) if wrapper is not None else list(command)
