@@ -74,7 +74,10 @@ def _login_uid(connection) -> str:
     return uid
 
 
-_SSH_CHECK = "ssh -n -o BatchMode=yes -o ConnectTimeout=10"  # never a password prompt: mpirun would hang on it
+# Never a password prompt: mpirun would hang on it. The timeout is generous: on a loaded first host
+# many key exchanges at once are slow, and a slow host is not an unreachable one.
+_SSH_CHECK = "ssh -n -o BatchMode=yes -o ConnectTimeout=30"
+_SSH_AT_ONCE = 16  # checks in flight from the first host (each is a key exchange: CPU there)
 
 
 def _peer_reachability(connection, first: str, peers: list[str]) -> bool:
@@ -86,19 +89,15 @@ def _peer_reachability(connection, first: str, peers: list[str]) -> bool:
     others = [name for name in peers if name != first]
     if not others:
         return False
-    words = " ".join(shlex.quote(name) for name in others)
-    result = connection.run(
-        f'for h in {words}; do ({_SSH_CHECK} "$h" true </dev/null >/dev/null 2>&1 || echo "$h") & done; wait',
-        hide=True,
-        warn=True,
-        in_stream=False,
-    )
-    unreachable = [line for line in result.stdout.split() if line in others]
-    if unreachable:
-        shown = ", ".join(unreachable[:8]) + (f" and {len(unreachable) - 8} more" if len(unreachable) > 8 else "")
+    failed = _unreachable(connection, others)
+    if failed:  # once more for those: a fresh node's first connection can time out on a loaded host
+        failed = _unreachable(connection, sorted(failed, key=others.index))
+    if failed:
+        names = sorted(failed, key=others.index)
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
         raise LaunchError(
-            f"cannot SSH without a prompt to {shown} (ssh -o BatchMode=yes): mpirun would hang or fail there; "
-            "set up passwordless SSH between the hosts (provision setup-cluster)"
+            f"cannot SSH without a prompt to {shown} (ssh -o BatchMode=yes; {names[0]}: {failed[names[0]]!r}): "
+            "mpirun would hang or fail there; set up passwordless SSH between the hosts (provision setup-cluster)"
         )
     if len(others) < 2:
         return False
@@ -113,6 +112,25 @@ def _peer_reachability(connection, first: str, peers: list[str]) -> bool:
         file=sys.stderr,
     )
     return True
+
+
+def _unreachable(connection, others: list[str]) -> dict[str, str]:
+    """{host: the last line ssh said} for the hosts the connection's host cannot SSH to."""
+    words = " ".join(shlex.quote(name) for name in others)
+    result = connection.run(
+        f'i=0; for h in {words}; do (e=$({_SSH_CHECK} "$h" true 2>&1 </dev/null >/dev/null) || '
+        """printf '%s %s\\n' "$h" "$(printf '%s' "$e" | tail -n 1)") & """
+        f"i=$((i + 1)); [ $((i % {_SSH_AT_ONCE})) -ne 0 ] || wait; done; wait",
+        hide=True,
+        warn=True,
+        in_stream=False,
+    )
+    failed = {}  # host -> the last line ssh said (bounded: it is printed)
+    for line in result.stdout.splitlines():
+        name, _, why = line.partition(" ")
+        if name in others:
+            failed.setdefault(name, why.strip()[:160] or "no reason given")
+    return failed
 
 
 class _BindingScanner:
