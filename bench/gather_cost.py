@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from provision import __version__  # noqa: E402
-from provision.gather import STEPS, gather_script, new_nonce  # noqa: E402
+from provision.probe.gather import STEPS, gather_script, new_nonce  # noqa: E402
 from provision.resources import render  # noqa: E402
 
 IMAGE = os.environ.get("PROVISION_NODE_IMAGE", "provision-node:test")
@@ -83,7 +83,7 @@ def script_at(revision: str) -> str:
             [
                 sys.executable,
                 "-c",
-                "from provision.gather import gather_script; print(gather_script('0123456789abcdef'), end='')",
+                "from provision.probe.gather import gather_script; print(gather_script('0123456789abcdef'), end='')",
             ],
             cwd=scratch,
             capture_output=True,

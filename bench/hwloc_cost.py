@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from provision import __version__  # noqa: E402
-from provision.gather import STEPS  # noqa: E402
+from provision.probe.gather import STEPS  # noqa: E402
 from provision.resources import render  # noqa: E402
 
 IMAGE = "provision-node:test"

@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from provision.inventory import inventory_to_yaml  # noqa: E402
-from provision.inventory_import import import_ansible_inventory  # noqa: E402
+from provision.inventory.ansible import import_ansible_inventory  # noqa: E402
+from provision.inventory.model import inventory_to_yaml  # noqa: E402
 
 
 def ansible_ini(hosts: int, racks: int) -> str:

@@ -116,6 +116,7 @@ def main() -> int:
                 started = time.monotonic()
                 done = subprocess.run(
                     [*PROVISION, "launch", f"1x{size}x1", "--hosts", hosts, *common, "--allow-no-gpu", "--report-bindings"]
+                    + ["--no-doctor"]  # launch alone: doctor's N x N pairwise check is measured by doctor
                     + ["--rankfile", str(work / f"1x{size}x1.rf"), "--run", "--", "true"],
                     capture_output=True,
                     text=True,

@@ -44,7 +44,7 @@ IMAGE = os.environ.get("PROVISION_NODE_IMAGE", "provision-node:test")
 PARAMIKO_SCRIPT = r"""
 import sys, paramiko
 from concurrent.futures import ThreadPoolExecutor
-from provision.gather import gather_script, new_nonce
+from provision.probe.gather import gather_script, new_nonce
 key, known_hosts, forks = sys.argv[1], sys.argv[2], int(sys.argv[3])
 ports = [int(p) for p in sys.argv[4:]]
 known = paramiko.HostKeys(known_hosts)
@@ -170,7 +170,7 @@ def run_tools(nodes: Nodes, count: int, forks: int, workers: str) -> dict[str, t
         [
             sys.executable,
             "-c",
-            "from provision.gather import gather_script, new_nonce; print(gather_script(new_nonce()), end='')",
+            "from provision.probe.gather import gather_script, new_nonce; print(gather_script(new_nonce()), end='')",
         ],
         check=True,
         capture_output=True,

@@ -53,7 +53,7 @@ def tool(name: str) -> str:
 # argv: key, "gather"|"hostname", then name=port pairs. Prints {name: true/false} (reached, right host).
 FABRIC_SCRIPT = """
 import json, sys, fabric
-from provision.gather import gather_script, new_nonce, split_output
+from provision.probe.gather import gather_script, new_nonce, split_output
 key, what, pairs = sys.argv[1], sys.argv[2], [p.split("=") for p in sys.argv[3:]]
 conns = {
     name: fabric.Connection("127.0.0.1", user="mpi", port=int(port), connect_kwargs={"key_filename": [key]})

@@ -18,9 +18,9 @@ sys.path.insert(0, str(ROOT))
 
 from provision.facts.derive import derive_facts  # noqa: E402
 from provision.facts.model import Gpu  # noqa: E402
-from provision.factstore import read_capture_dir  # noqa: E402
 from provision.plans.dims import parse_dims  # noqa: E402
 from provision.plans.rankfile import plan_rankfile, render_rankfile  # noqa: E402
+from provision.probe.store import read_capture_dir  # noqa: E402
 
 
 def main() -> None:

@@ -20,9 +20,12 @@ from cluster_support import wait_for_ssh, write_ed25519  # noqa: E402
 IMAGE = os.environ.get("PROVISION_NODE_IMAGE", "provision-node:test")
 
 
-def start_nodes(prefix: str, count: int, work: Path) -> tuple[list[str], dict[str, int], Path, Path]:
-    """``count`` containers named ``<prefix>NNN``; returns their names, {name: port}, the client
-    key and a known_hosts holding every node's host key as ``[127.0.0.1]:PORT``."""
+def start_nodes(
+    prefix: str, count: int, work: Path, docker_args: tuple[str, ...] = ()
+) -> tuple[list[str], dict[str, int], Path, Path]:
+    """``count`` containers named ``<prefix>NNN`` (``docker_args`` added to each ``docker run``, e.g.
+    a ``--network``); returns their names, {name: port}, the client key and a known_hosts holding
+    every node's host key as ``[127.0.0.1]:PORT``."""
     key = work / "id_ed25519"
     (work / "authorized_keys").write_text(write_ed25519(key, "bench") + "\n")
     names = node_names(prefix, count)
@@ -42,6 +45,7 @@ def start_nodes(prefix: str, count: int, work: Path) -> tuple[list[str], dict[st
                 "127.0.0.1::22",
                 "-v",
                 f"{work}/authorized_keys:/cluster/authorized_keys:ro",
+                *docker_args,
                 IMAGE,
             ],
             check=True,

@@ -49,3 +49,7 @@ class PlanError(ProvisionError):
 
 class UnsafeValueError(ProvisionError):
     """A user value would have to go into a shell command but contains unsafe characters."""
+
+
+class TemplateError(ProvisionError):
+    """A template or expression failed to parse or render; the message names where and why."""

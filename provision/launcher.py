@@ -21,11 +21,11 @@ import sys
 import threading
 from collections.abc import Callable
 
-from provision.connection import SshOptions, describe_failure, open_connection
-from provision.inventory import Host
+from provision.inventory.model import Host
 from provision.plans.bindings import Binding, check_bindings, parse_binding_line
 from provision.plans.launch import DEFAULT_EXPORTS, quoted, root_message
 from provision.plans.rankfile import RankPlan
+from provision.transport.connection import SshOptions, describe_failure, open_connection
 
 _RUN_DIR = re.compile(r"^\.provision/[0-9x]{1,40}\.[A-Za-z0-9]{10}$")
 MAX_LINE = 1 << 16  # longest output line scanned for a binding report

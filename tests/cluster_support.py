@@ -108,9 +108,9 @@ class Cluster:
 
     def docker_exec(self, node: str, *command: str, user: str = "root") -> str:
         """Run a command in a node's container (test set-up only), return stdout."""
-        done = subprocess.run(
-            ["docker", "exec", "-u", user, self.container(node), *command], capture_output=True, text=True, check=True
-        )
+        done = subprocess.run(["docker", "exec", "-u", user, self.container(node), *command], capture_output=True, text=True)
+        if done.returncode:  # the node's own words, so a failure says why
+            raise AssertionError(f"{node}: {' '.join(command)} exited {done.returncode}: {done.stderr.strip()[-600:]}")
         return done.stdout
 
     def accepted_logins(self, node: str) -> int:
@@ -138,7 +138,7 @@ def wait_for_ssh(ports: dict[str, int], timeout: float = 60.0) -> None:
 
 def fingerprint_of(public_line: str) -> str:
     """SHA256 fingerprint of an OpenSSH public key line."""
-    from provision.hostkeys import fingerprint
+    from provision.transport.hostkeys import fingerprint
 
     kind, data = public_line.split()[:2]
     return fingerprint(paramiko.PKey.from_type_string(kind, __import__("base64").b64decode(data)))

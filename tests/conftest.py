@@ -82,6 +82,16 @@ def cluster_files(cluster, tmp_path):
     return inventory, known_hosts
 
 
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """The real Slurm cluster of tests/slurm_support.py (ctl + sn1-sn3), shared by the Slurm modules."""
+    from slurm_support import start_slurm_cluster, stop_slurm_cluster
+
+    started = start_slurm_cluster(run_cli)
+    yield started
+    stop_slurm_cluster(started)
+
+
 def run_cli(*args: str, cwd: Path | None = None, input: str | None = None) -> subprocess.CompletedProcess:
     """Run the installed `provision` command for real."""
     return subprocess.run(["provision", *args], capture_output=True, text=True, cwd=cwd, input=input, timeout=300)

@@ -16,29 +16,46 @@ ENSURE_ROLES_IMAGE = TESTS_DIR / "cluster" / "ensure-roles-image.sh"
 ROLES_NODES = ("r1", "r2", "r3")
 
 
-def compose(project: str, material: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run docker-compose for the roles cluster."""
+FRESH_COMPOSE = TESTS_DIR / "cluster" / "fresh-compose.yml"
+ENSURE_FRESH_IMAGE = TESTS_DIR / "cluster" / "ensure-fresh-image.sh"
+FRESH_NODES = ("s1", "f1")  # s1: an NFS server on the roles image; f1: a fresh node (issue 15)
+
+
+def compose(
+    project: str, material: Path, *args: str, check: bool = True, file: Path = ROLES_COMPOSE
+) -> subprocess.CompletedProcess:
+    """Run docker-compose for the roles cluster (or the one in ``file``)."""
     env = {**os.environ, "SETUP_DIR": str(material)}
     return subprocess.run(
-        ["docker-compose", "-f", str(ROLES_COMPOSE), "-p", project, *args], env=env, capture_output=True, text=True, check=check
+        ["docker-compose", "-f", str(file), "-p", project, *args], env=env, capture_output=True, text=True, check=check
     )
 
 
-def start_roles_cluster(project: str, material: Path) -> Cluster:
-    """Image built (once, cached by a content label), keys made, containers up, sshd answering."""
-    subprocess.run(["bash", str(ENSURE_ROLES_IMAGE)], check=True)
+def start_roles_cluster(
+    project: str, material: Path, nodes=ROLES_NODES, file: Path = ROLES_COMPOSE, images=(ENSURE_ROLES_IMAGE,)
+) -> Cluster:
+    """Images built (once, cached by a content label), keys made, containers up, sshd answering."""
+    for script in images:
+        subprocess.run(["bash", str(script)], check=True)
     material.mkdir(parents=True, exist_ok=True)
     client = write_ed25519(material / "id_ed25519", "provision-roles-tests")
     (material / "authorized_keys").write_text(client + "\n")
-    host_keys = {node: write_ed25519(material / node / "ssh_host_ed25519_key", f"root@{node}") for node in ROLES_NODES}
-    compose(project, material, "up", "-d", *ROLES_NODES)
-    ports = {node: int(compose(project, material, "port", node, "22").stdout.strip().rsplit(":", 1)[1]) for node in ROLES_NODES}
+    host_keys = {node: write_ed25519(material / node / "ssh_host_ed25519_key", f"root@{node}") for node in nodes}
+    compose(project, material, "up", "-d", *nodes, file=file)
+    ports = {
+        node: int(compose(project, material, "port", node, "22", file=file).stdout.strip().rsplit(":", 1)[1]) for node in nodes
+    }
     wait_for_ssh(ports)
     cluster = Cluster(ports, host_keys, project, key=material / "id_ed25519")
     cluster.material = material
     return cluster
 
 
-def stop_roles_cluster(project: str, material: Path) -> None:
+def start_fresh_cluster(project: str, material: Path) -> Cluster:
+    """s1 (roles image: nfs-ganesha to serve) and f1 (provision-fresh:test: empty apt lists)."""
+    return start_roles_cluster(project, material, FRESH_NODES, FRESH_COMPOSE, (ENSURE_ROLES_IMAGE, ENSURE_FRESH_IMAGE))
+
+
+def stop_roles_cluster(project: str, material: Path, file: Path = ROLES_COMPOSE) -> None:
     """Remove the containers and the data volume (always called)."""
-    compose(project, material, "down", "-v", "-t", "1", check=False)
+    compose(project, material, "down", "-v", "-t", "1", check=False, file=file)

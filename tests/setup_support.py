@@ -15,16 +15,22 @@ SETUP_COMPOSE = TESTS_DIR / "cluster" / "setup-compose.yml"
 SETUP_NODES = ("s1", "s2", "s3")
 
 
+SHARED_HOME_COMPOSE = TESTS_DIR / "cluster" / "shared-home-compose.yml"
+COMPOSE_FILES: dict[str, Path] = {}  # project -> its compose file (the setup cluster's unless told)
+
+
 def compose(project: str, material: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run docker-compose for the setup cluster."""
+    """Run docker-compose for the setup cluster (or the compose file ``project`` was started with)."""
     env = {**os.environ, "SETUP_DIR": str(material)}
+    file = COMPOSE_FILES.get(project, SETUP_COMPOSE)
     return subprocess.run(
-        ["docker-compose", "-f", str(SETUP_COMPOSE), "-p", project, *args], env=env, capture_output=True, text=True, check=check
+        ["docker-compose", "-f", str(file), "-p", project, *args], env=env, capture_output=True, text=True, check=check
     )
 
 
-def start_setup_cluster(project: str, material: Path, nodes=SETUP_NODES) -> Cluster:
+def start_setup_cluster(project: str, material: Path, nodes=SETUP_NODES, compose_file: Path = SETUP_COMPOSE) -> Cluster:
     """Keys, containers up, sshd answering; returns the cluster as the tests see it."""
+    COMPOSE_FILES[project] = compose_file
     ensure_docker()
     material.mkdir(parents=True, exist_ok=True)
     client = write_ed25519(material / "id_ed25519", "provision-setup-tests")

@@ -95,6 +95,10 @@ class SlurmCluster:
             timeout=300,
         )
 
+    def copy_in(self, name: str, source: Path, target: str) -> None:
+        """Copy a test file into a container (docker cp; test set-up only)."""
+        subprocess.run(["docker", "cp", str(source), f"{self.container(name)}:{target}"], check=True, capture_output=True)
+
     def node_states(self) -> dict[str, str]:
         """{node: state} as slurmctld reports them (``sinfo -N``)."""
         done = self.exec("ctl", "sinfo", "-N", "-h", "-o", "%N %T", check=False)

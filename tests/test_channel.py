@@ -1,4 +1,4 @@
-"""The command on the paramiko channel (provision.channel): the watchdog, without SSH.
+"""The command on the paramiko channel (provision.transport.channel): the watchdog, without SSH.
 The channel itself runs against real sshd in test_channel_cluster.py."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from provision.channel import _Watchdog
+from provision.transport.channel import _Watchdog
 
 
 class FakeTransport:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from provision.connection import HostFailure, SshOptions, run_command
-from provision.inventory import Host
+from provision.inventory.model import Host
+from provision.transport.connection import HostFailure, SshOptions, run_command
 
 pytestmark = pytest.mark.cluster
 

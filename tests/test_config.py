@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from provision import config
+from provision.cli import config
 
 
 def cli(tmp_path, *args, env=None):

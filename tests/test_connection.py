@@ -10,10 +10,10 @@ import invoke
 import paramiko
 import pytest
 
-from provision import connection as connection_module
-from provision.connection import HostFailure, SshOptions, describe_failure, open_connection, run_command
-from provision.hostkeys import KnownHostsPolicy
-from provision.inventory import Host
+from provision.inventory.model import Host
+from provision.transport import connection as connection_module
+from provision.transport.connection import HostFailure, SshOptions, describe_failure, open_connection, run_command
+from provision.transport.hostkeys import KnownHostsPolicy
 
 
 def test_localhost_runs_without_ssh():

@@ -1,8 +1,8 @@
 """Diffs with secrets masked, and the fact cache's predicted effects."""
 
 from provision.engine.hostrun import HOSTINFO, HostRun, mask_secrets, unified_diff
-from provision.inventory import Host
-from provision.operations.base import UNKNOWN, FactKey, Write
+from provision.inventory.model import Host
+from provision.operations.base import UNKNOWN, StateKey, Write
 
 
 def test_mask_secrets():
@@ -27,11 +27,16 @@ def test_unified_diff_new_changed_secret():
 
 
 def test_a_fact_read_before_a_change_is_trusted_only_where_the_change_states_it():
-    from provision.engine.factcache import FactCache, scope_of
+    from provision.engine.statecache import StateCache, scope_of
     from provision.operations.base import Run, UserEntry
 
-    cache = FactCache()
-    a, b, user, probe = FactKey("file", "/a"), FactKey("file", "/etc/b"), FactKey("user", "u"), FactKey("command", "grep x /a")
+    cache = StateCache()
+    a, b, user, probe = (
+        StateKey("file", "/a"),
+        StateKey("file", "/etc/b"),
+        StateKey("user", "u"),
+        StateKey("command", "grep x /a"),
+    )
     for key in (a, b, user, probe, HOSTINFO):
         cache.store(key, None, 0)
     cache.plan(scope_of(Write("/a", b"x")))
@@ -46,11 +51,26 @@ def test_a_fact_read_before_a_change_is_trusted_only_where_the_change_states_it(
     assert cache.hint(a).content == b"x"  # kept as a hint for --check, never trusted
 
 
+def test_os_and_package_manager_survive_a_command():
+    # issue 15: what no command of a run changes (names and keys, OS family, package manager) stays
+    # trusted after a command that may alter anything, also in --check where nothing is read again
+    from provision.engine.statecache import StateCache, scope_of
+    from provision.operations.base import Run
+
+    cache = StateCache()
+    os_key, manager, other = StateKey("os"), StateKey("pkgmgr"), StateKey("file", "/a")
+    for key, value in ((HOSTINFO, {"hostname": "h"}), (os_key, "rocky"), (manager, "dnf"), (other, None)):
+        cache.store(key, value, 0)
+    cache.plan(scope_of(Run("echo anything", "c")))
+    assert cache.value(os_key) == "rocky" and cache.value(manager) == "dnf" and cache.known(HOSTINFO)
+    assert cache.value(other) is UNKNOWN
+
+
 def test_stderr_reason_from_the_node_is_printable():
     import pytest
 
-    from provision.connection import CommandResult
     from provision.engine.hostrun import HostFailed
+    from provision.transport.connection import CommandResult
 
     class Session:
         def run(self, command, stdin):
@@ -66,7 +86,7 @@ def test_stderr_reason_from_the_node_is_printable():
 def test_password_never_in_repr():
     from provision.engine.hostrun import HostRun
     from provision.engine.runner import RunOptions
-    from provision.inventory import Host
+    from provision.inventory.model import Host
 
     run = HostRun(Host("n1", "127.0.0.1"), None, password="Secr3t-pw")
     assert "Secr3t-pw" not in repr(run) and "Secr3t-pw" not in repr(RunOptions(become_password="Secr3t-pw"))
@@ -78,3 +98,34 @@ def test_no_log_hides_failure_output():
     result = TaskResult("n1", "p", "t", "f:1", no_log=True)
     result.message = "cat: /etc/secret: token=abc"
     assert result.message == NO_LOG and TaskResult("n1", "p", "t", "f:1", message="x").message == "x"
+
+
+def test_a_task_whose_first_change_fails_shows_that_failure(monkeypatch):
+    # A task with two changes (a clone per prefix): the first fails, the second never runs. The
+    # task used to read "aborted: not applied", its failure output lost (no failed line, no reason).
+    import pytest
+
+    from provision.engine import hostrun
+    from provision.engine.hostrun import HostFailed, TaskResult
+    from provision.engine.script import Step
+    from provision.operations.base import Run
+    from provision.transport.connection import CommandResult
+
+    monkeypatch.setattr(hostrun, "new_nonce", lambda: "n0")
+
+    class Session:
+        def run(self, command, stdin, **_options):
+            out = "@@n0@@ begin\n@@n0@@ step 0\nmkdir: cannot create directory '/x': Permission denied\n\n@@n0@@ rc 0 1\n"
+            return CommandResult(out, "", 0)
+
+    seen = []
+    run = HostRun(Host("h"), session=Session(), on_result=seen.append)
+    result = TaskResult("h", "p", "clone", "f:1")
+    for command in ("mkdir /x", "mkdir /y"):
+        change = Run(command, command)
+        run.plan(change, result, Step(change, True))
+    run.finish(result)
+    with pytest.raises(HostFailed):
+        run.flush()
+    assert seen == [result] and result.status == "failed"
+    assert result.message == "mkdir: cannot create directory '/x': Permission denied"

@@ -3,12 +3,12 @@ round trip when converged, --check, a failing host alone, handlers, register, ba
 
 import pytest
 
-from provision.connection import SshOptions
 from provision.engine.runner import BadInput, Runner, RunOptions
-from provision.inventory import load_inventory
+from provision.inventory.model import load_inventory
 from provision.playbook.model import load_playbook
 from provision.playbook.variables import Variables
-from provision.session import Session
+from provision.transport.connection import SshOptions
+from provision.transport.session import Session
 
 
 class LocalSession(Session):
@@ -248,16 +248,16 @@ def test_live_results_come_once_final_and_agree_with_the_recap(tmp_path):
 
 
 def test_an_error_reading_one_host_fails_that_host_only(tmp_path, monkeypatch):
-    from provision.operations import facts
+    from provision.operations import state
 
-    real = facts.parse_fact
+    real = state.parse_state
 
     def broken(key, text):  # a parser bug on one host's output must not stop the run
         if key.kind == "file" and "/h1/" in key.arg:
             raise ValueError("invalid literal for int() with base 10: '²'")
         return real(key, text)
 
-    monkeypatch.setattr("provision.engine.hostrun.parse_fact", broken)
+    monkeypatch.setattr("provision.engine.hostrun.parse_state", broken)
     report = make(tmp_path).run()
     assert recap(report)["h1"][2] == 1 and recap(report)["h2"] == (7, 7, 0, 0, 0)
     assert "h1" in report.runs and "²" in report.runs["h1"].error
@@ -265,9 +265,9 @@ def test_an_error_reading_one_host_fails_that_host_only(tmp_path, monkeypatch):
 
 def test_unless_runs_as_the_tasks_user(tmp_path):
     from provision.engine.script import LOGIN_USER, build_script
-    from provision.operations.base import FactKey
+    from provision.operations.base import StateKey
 
-    script = build_script([], [FactKey("command", "id -u", "alice"), FactKey("command", "id -u", LOGIN_USER)], "n", True)
+    script = build_script([], [StateKey("command", "id -u", "alice"), StateKey("command", "id -u", LOGIN_USER)], "n", True)
     assert script.count("runuser -u alice -- sh -s <<'PROVISION_n_fact0'\n( ( id -u") == 1
     assert script.count("runuser -u \"$SUDO_USER\" -- sh -s <<'PROVISION_n_fact1'\n( ( id -u") == 1
 
@@ -287,3 +287,74 @@ def test_no_log_hides_changes_diffs_and_failure_output(tmp_path):
     assert failed.status == "failed" and failed.message == "(no_log)" and failed.changes == ["(no_log)"]
     shown = repr([r.as_dict() for r in report.results]) + repr([r.message for r in report.recap])
     assert "s3cr3t" not in shown and "token=" not in shown
+
+
+def test_no_log_hides_the_loop_item(tmp_path):
+    # A loop over secrets is what no_log is for: the item is neither in --json nor in the live line.
+    playbook = """
+- hosts: all
+  tasks:
+    - command: {cmd: "true"}
+      loop: [{name: db, password: s3cr3t-item}, plain-s3cr3t]
+      no_log: true
+    - command: {cmd: "true"}
+      loop: [{name: alice, uid: 2001}]
+"""
+    report = make(tmp_path, playbook, hosts=("h1",)).run()
+    hidden = [r for r in report.results if r.no_log]
+    assert len(hidden) == 2 and all(r.as_dict()["item"] == "(no_log)" and r.item_label() == "(no_log)" for r in hidden)
+    assert "s3cr3t" not in repr([r.as_dict() for r in report.results])
+    shown = next(r for r in report.results if not r.no_log)
+    assert shown.item_label() == "alice" and shown.as_dict()["item"] == str({"name": "alice", "uid": 2001})
+
+
+def test_start_at_task_skips_the_tasks_before_it(tmp_path):
+    report = make(tmp_path, start_at_task="per item").run()
+    assert [r.task for r in report.results if r.host == "h1"] == ["per item", "per item"]
+    with pytest.raises(BadInput, match="--start-at-task 'nope': no task has this name"):
+        make(tmp_path, start_at_task="nope")
+
+
+@pytest.mark.parametrize(
+    "options, tasks",
+    [
+        ({"tags": frozenset({"all"})}, {"folder", "config", "hosts line", "only when the line changed", "per item"}),
+        ({"tags": frozenset({"untagged"})}, {"folder", "config", "hosts line", "only when the line changed"}),
+        ({"skip_tags": frozenset({"tagged"})}, {"folder", "config", "hosts line", "only when the line changed"}),
+    ],
+)
+def test_special_tags(tmp_path, options, tasks):
+    assert {r.task for r in make(tmp_path, **options).run().results if r.host == "h1"} - {"reload"} == tasks
+
+
+def test_unknown_tag_and_limit_are_bad_input(tmp_path):
+    with pytest.raises(BadInput, match=r"--tags itemz: no task has this tag \(tags: items;"):
+        make(tmp_path, tags=frozenset({"itemz"}))
+    with pytest.raises(BadInput, match=r"--limit 'h3' matches no host"):
+        make(tmp_path, limit=["h3"])
+    assert set(make(tmp_path, limit=["h*:!h2"]).hosts) == {"h1"}
+
+
+def test_results_say_what_ran_and_diffs_name_the_host(tmp_path):
+    playbook = """
+- hosts: all
+  tasks:
+    - name: a file
+      file: {path: "{{ root }}/a", content: "a\\n"}
+    - name: says something
+      command: {cmd: "echo to-stdout; echo to-stderr >&2", unless: "false"}
+    - name: secret command
+      command: {cmd: "echo hidden-output"}
+      no_log: true
+    - name: fails loudly
+      command: {cmd: "seq 1 400; echo the-real-cause >&2; exit 4"}
+"""
+    report = make(tmp_path, playbook, hosts=("h1",), diff=True).run()
+    by_task = {r.task: r for r in report.results}
+    assert by_task["a file"].commands[0].startswith(f"write {tmp_path}/h1/a (2 bytes, owner root:root, mode 0644")
+    assert by_task["a file"].diff[0].startswith(f"--- /dev/null\n+++ h1:{tmp_path}/h1/a\n")
+    assert by_task["says something"].commands == ["echo to-stdout; echo to-stderr >&2"]
+    assert by_task["says something"].output == ["to-stdout\nto-stderr"]
+    assert by_task["secret command"].commands == ["(no_log)"] and by_task["secret command"].output == []
+    failed = by_task["fails loudly"]
+    assert failed.status == "failed" and failed.output[0].startswith("1\n2\n") and failed.output[0].endswith("the-real-cause")

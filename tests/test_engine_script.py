@@ -6,7 +6,7 @@ import pytest
 
 from provision.engine.script import Step, build_script, parse_output, remote_command, stdin_for, write_command
 from provision.errors import ParseError
-from provision.operations.base import ArgumentError, FactKey, Run, Write
+from provision.operations.base import ArgumentError, Run, StateKey, Write
 
 
 def run_local(script: str) -> str:
@@ -17,7 +17,7 @@ def test_changes_then_facts_in_one_script(tmp_path):
     target = tmp_path / "f.txt"
     target.write_text("old\n")
     steps = [Step(Write(str(target), b"new\n", mode=0o600), True), Step(Run("echo done", "x"), True)]
-    out = parse_output(run_local(build_script(steps, [FactKey("file", str(target))], "n0nce", False)), "n0nce")
+    out = parse_output(run_local(build_script(steps, [StateKey("file", str(target))], "n0nce", False)), "n0nce")
     assert out.complete and [(i, c) for i, c, _ in out.steps] == [(0, 0), (1, 0)] and out.steps[1][2] == "done"
     assert target.read_text() == "new\n" and (target.stat().st_mode & 0o777) == 0o600
     assert (tmp_path / "f.txt.provision~").read_text() == "old\n"
@@ -27,7 +27,7 @@ def test_changes_then_facts_in_one_script(tmp_path):
 
 def test_stops_at_first_failed_change(tmp_path):
     steps = [Step(Run("echo before; false", "a"), True), Step(Run(f"touch {tmp_path}/never", "b"), True)]
-    out = parse_output(run_local(build_script(steps, [FactKey("systemd")], "n", False)), "n")
+    out = parse_output(run_local(build_script(steps, [StateKey("systemd")], "n", False)), "n")
     assert out.steps == [(0, 1, "before")] and not out.complete and out.facts == {}
     assert not (tmp_path / "never").exists()
 
@@ -94,7 +94,7 @@ def test_home_paths_are_acted_on_and_read_as_their_user():
     # The one rule (provision.engine.acting): a change or fact on ~alice/ runs as alice, its shell
     # on her sh's stdin (a quoted here-document), never in argv.
     steps = [Step(Write("~alice/.ssh/authorized_keys", b"SECRET-CONTENT"), True)]
-    script = build_script(steps, [FactKey("file", "~alice/.jupyter/c.py"), FactKey("file", "/etc/motd")], "n", True)
+    script = build_script(steps, [StateKey("file", "~alice/.jupyter/c.py"), StateKey("file", "/etc/motd")], "n", True)
     assert "runuser -u alice -- sh -s <<'PROVISION_n_0'\n" in script
     assert "runuser -u alice -- sh -s <<'PROVISION_n_fact0'\n" in script and "PROVISION_n_fact1" not in script
     assert "sh -c" not in script
@@ -134,3 +134,29 @@ def test_backup_name_planted_as_a_link_is_replaced_not_followed(tmp_path):
     run_local(build_script([Step(Write(str(target), b"new\n", mode=0o600), True)], [], "n", False))
     assert victim.read_text() == "keep\n" and (victim.stat().st_mode & 0o777) == 0o644
     assert not (tmp_path / "f.provision~").is_symlink() and (tmp_path / "f.provision~").read_text() == "old\n"
+
+
+def test_each_step_stopped_after_its_own_limit(tmp_path):
+    """Issue 15: time limits per step. A step past its limit is killed with its children and
+    says so; the next steps do not run; a step's own timeout wins over the run's."""
+    import time
+
+    from provision.engine.script import round_trip_limit, step_limit, upload_prelude
+
+    steps = [
+        Step(Run("echo quick", "a"), True),
+        Step(Run(f"sh -c 'sleep 30; touch {tmp_path}/child' & wait", "b", timeout=1), True),
+        Step(Run(f"touch {tmp_path}/never", "c"), True),
+    ]
+    started = time.monotonic()
+    out = parse_output(run_local(build_script(steps, [], "n", False, step_timeout=20)), "n")
+    assert time.monotonic() - started < 15
+    assert out.steps[0] == (0, 0, "quick") and out.steps[1][:2] == (1, 124) and len(out.steps) == 2
+    assert "step stopped after 1s" in out.steps[1][2]
+    assert not (tmp_path / "never").exists()
+    assert round_trip_limit(steps, 20, 300) == 300 + (20 + 10) + (1 + 10) + (20 + 10)
+    limited = step_limit("echo 'x'", 5, "D")
+    assert limited.startswith("timeout -k 10 5 sh -s <<'D'\n( echo 'x'\n) </dev/null\nD\n")  # on stdin, never in argv
+    assert upload_prelude(None) == "" and upload_prelude("/var/tmp/provision-upload.ab") == (
+        "PROVISION_UPLOADS=/var/tmp/provision-upload.ab; export PROVISION_UPLOADS\n"
+    )

@@ -7,10 +7,10 @@ import subprocess
 import pytest
 
 from conftest import FIXTURES
-from provision.connection import SshOptions, run_command
 from provision.errors import ParseError
-from provision.gather import CAPTURE_NAMES, REMOTE_COMMAND, STEPS, capture_script, gather_script, new_nonce, split_output
-from provision.inventory import Host
+from provision.inventory.model import Host
+from provision.probe.gather import CAPTURE_NAMES, REMOTE_COMMAND, STEPS, capture_script, gather_script, new_nonce, split_output
+from provision.transport.connection import SshOptions, run_command
 
 
 def run_locally(script: str) -> str:
@@ -99,7 +99,7 @@ def test_sysfs_cpu_step_reads_sibling_lists_on_this_kernel():
     import os
 
     from provision.facts.sysfs_cpu import parse_sysfs_cpu
-    from provision.gather import STEPS
+    from provision.probe.gather import STEPS
 
     script = next(step.script for step in STEPS if step.name == "sysfs-cpu")
     parsed = parse_sysfs_cpu(subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout)
@@ -107,7 +107,7 @@ def test_sysfs_cpu_step_reads_sibling_lists_on_this_kernel():
 
 
 def test_hwloc_step_without_hwloc_is_not_installed(tmp_path):
-    from provision.gather import STEPS
+    from provision.probe.gather import STEPS
 
     script = next(step.script for step in STEPS if step.name == "hwloc-xml")
     done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, env={"PATH": str(tmp_path)})

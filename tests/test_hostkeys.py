@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from provision.hostkeys import (
+from provision.transport.hostkeys import (
     HostCertificateNotVerified,
     HostKeyChanged,
     HostKeyRevoked,
@@ -19,7 +19,7 @@ from provision.hostkeys import (
     fingerprint,
     make_client,
 )
-from provision.known_hosts import KnownHostsFiles, host_matches
+from provision.transport.known_hosts import KnownHostsFiles, host_matches
 
 
 def new_key() -> paramiko.PKey:
@@ -104,12 +104,15 @@ def test_cert_authority_says_certificates_are_not_verified(tmp_path):
     assert "n01.cluster" in message and "certificate" in message and f"{site}:1" in message and "unknown" not in message
 
 
-def test_accept_new_appends_to_first_user_file_with_newline_first(tmp_path):
+def test_accept_new_appends_to_first_user_file_with_newline_first(tmp_path, capsys):
     first, second = tmp_path / "kh1", tmp_path / "kh2"
     first.write_bytes(b"# my notes\nexisting ssh-ed25519 AAAA")  # no trailing newline
     second.write_text("")
     key = new_key()
     policy("[10.0.0.1]:2200", [first, second], accept_new=True).missing_host_key(None, "[10.0.0.1]:2200", key)
+    # Said, as ssh(1) says "Permanently added": naming the host, the key's fingerprint and the file.
+    said = capsys.readouterr().err
+    assert f"added [10.0.0.1]:2200's ssh-ed25519 key {fingerprint(key)} to {first}" in said
     assert first.read_text() == f"# my notes\nexisting ssh-ed25519 AAAA\n[10.0.0.1]:2200 ssh-ed25519 {key.get_base64()}\n"
     assert second.read_text() == ""
     # Now trusted without accept-new; and OpenSSH's own tool finds the appended line.

@@ -5,7 +5,7 @@ import textwrap
 import pytest
 
 from provision.errors import InventoryError
-from provision.inventory import Inventory, inventory_to_yaml, load_inventory
+from provision.inventory.model import Inventory, inventory_to_yaml, load_inventory
 
 
 def write(tmp_path, text):

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from conftest import run_cli
-from provision.inventory import _HOST_KEYS, load_inventory
+from provision.inventory.model import _HOST_KEYS, load_inventory
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "inventory" / "hosts.example.yml"

@@ -12,7 +12,7 @@ import paramiko
 import pytest
 from test_hostkeys import new_key
 
-from provision.known_hosts import (
+from provision.transport.known_hosts import (
     KnownHostsFiles,
     entries_for,
     hash_name,

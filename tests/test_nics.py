@@ -11,7 +11,7 @@ from provision.facts.model import Gpu, HostFacts, RdmaDevice
 from provision.facts.nic_distance import gpu_nic_links, hwloc_links
 from provision.facts.nics import parse_sysfs_net, parse_sysfs_rdma, with_sysfs
 from provision.facts.system import parse_ip_addr
-from provision.gather import STEPS
+from provision.probe.gather import STEPS
 
 
 def test_real_infiniband_tree_mlx4_fdr():

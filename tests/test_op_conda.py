@@ -1,7 +1,6 @@
 """Anaconda operations as data: checksums checked on the controller before any host is touched,
 installs skipped/refused/planned from the facts, clones per user, a block at a file's top."""
 
-import base64
 import hashlib
 import os
 import subprocess
@@ -9,8 +8,8 @@ import subprocess
 import pytest
 
 from provision.operations import OPERATIONS
-from provision.operations.base import ArgumentError, FactKey, FileState, OperationError, Run, Write
-from provision.operations.conda import MARKER
+from provision.operations.base import ArgumentError, FileState, OperationError, Run, StateKey, Upload, Write
+from provision.operations.conda import AFTER_INSTALL, IN_PROGRESS, INSTALL_TIMEOUT, MARKER
 from provision.operations.files import edit_block_top
 
 
@@ -33,21 +32,26 @@ def installer(tmp_path):
 
 
 P = "/opt/anaconda3"
-PREFIX, MARK, DF = FactKey("file", P), FactKey("file", f"{P}/{MARKER}"), FactKey("df", P)
+PREFIX, MARK, DF = StateKey("file", P), StateKey("file", f"{P}/{MARKER}"), StateKey("df", P)
+BUSY = StateKey("file", P + IN_PROGRESS)
 
 
 def test_fresh_install_checks_and_runs_in_batch_mode_from_a_private_folder(installer):
     path, sha, _md5 = installer
     changes = plan("conda_install", {"installer": str(path), "sha256": sha, "prefix": P}, {PREFIX: None, MARK: None, DF: 10**8})
-    [change] = changes  # one Run: the installer travels inside it into a private mktemp -d folder
+    [change] = changes  # one Run: the installer is sent over SFTP before it (never inside the script)
     assert isinstance(change, Run)
+    assert change.uploads == (Upload(str(path), sha, path.stat().st_size),)
+    assert change.timeout == INSTALL_TIMEOUT + AFTER_INSTALL
+    assert f'timeout -k 10 {INSTALL_TIMEOUT} bash "$d/installer.sh" -b -p /opt/anaconda3' in change.command
     command = change.command
-    assert base64.b64encode(path.read_bytes()).decode() in command
+    assert path.read_bytes().decode() not in command
+    assert f'ln -- "$PROVISION_UPLOADS/{sha}" "$d/installer.sh"' in command
     for part in (
         "umask 022",
         "d=$(mktemp -d /var/tmp/provision-installer.XXXXXXXX)",
         f'[ "$got" = {sha} ]',
-        'bash "$d/installer.sh" -b -p /opt/anaconda3',
+        'bash "$d/installer.sh" -b -p /opt/anaconda3 >/dev/null; r=$?',
         "chown -R root:root /opt/anaconda3",
         "chmod -R go-w /opt/anaconda3",
         'rm -rf "$d"',
@@ -67,7 +71,7 @@ def test_install_effects_name_only_what_stays(installer):
         )
         assert not any(isinstance(c, Write) for c in changes)
         keys = [key for change in changes for key, _value in change.effects]
-        assert keys and all(key.arg == P or key.arg.startswith(P + "/") for key in keys)
+        assert keys and all(key.arg in (P, P + IN_PROGRESS) or key.arg.startswith(P + "/") for key in keys)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the install command chowns the prefix to root")
@@ -76,18 +80,24 @@ def test_install_command_runs_from_a_private_folder_removed_afterwards(tmp_path)
     source.write_bytes(b'#!/bin/bash\nmkdir -p "$3"\nprintf "%s %s\\n" "$0" "$(stat -c %a:%U "$(dirname "$0")")" >"$3/ran"\n')
     sha = hashlib.sha256(source.read_bytes()).hexdigest()
     prefix = str(tmp_path / "opt" / "conda")
-    facts = {FactKey("file", prefix): None, FactKey("file", f"{prefix}/{MARKER}"): None, FactKey("df", prefix): 10**8}
+    facts = {StateKey("file", prefix): None, StateKey("file", f"{prefix}/{MARKER}"): None, StateKey("df", prefix): 10**8}
     [change] = plan("conda_install", {"installer": str(source), "sha256": sha, "prefix": prefix}, facts)
-    done = subprocess.run(["sh", "-c", change.command], capture_output=True, text=True)
+    uploads = tmp_path / "uploads"  # what provision.engine.uploads sends before the round trip
+    uploads.mkdir(mode=0o700)
+    for name in (sha, "0" * 64):
+        (uploads / name).write_bytes(source.read_bytes())
+    env = {**os.environ, "PROVISION_UPLOADS": str(uploads)}
+    done = subprocess.run(["sh", "-c", change.command], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     ran, perms = (tmp_path / "opt" / "conda" / "ran").read_text().split()
     assert perms == "700:root" and ran.endswith("/installer.sh") and ran.startswith("/var/tmp/provision-installer.")
     assert not os.path.exists(os.path.dirname(ran))  # removed afterwards
     assert (tmp_path / "opt" / "conda" / MARKER).read_text() == f"sha256:{sha}\n"
+    assert not os.path.exists(prefix + IN_PROGRESS)
     # a wrong checksum on the node: nothing run, the folder removed too
     bad = change.command.replace(sha, "0" * 64)
     before = set(os.listdir("/var/tmp"))
-    failed = subprocess.run(["sh", "-c", bad.replace(prefix, prefix + "2")], capture_output=True, text=True)
+    failed = subprocess.run(["sh", "-c", bad.replace(prefix, prefix + "2")], capture_output=True, text=True, env=env)
     assert failed.returncode == 1 and "mismatch" in failed.stderr
     assert set(os.listdir("/var/tmp")) == before and not os.path.exists(prefix + "2")
 
@@ -174,8 +184,8 @@ def test_bad_input_before_any_host(installer, args, message):
 def test_clones_per_prefix_skipped_when_present():
     args = {"user": "alice", "prefixes": ["/opt/anaconda2", "/opt/anaconda3/"]}
     facts = {
-        FactKey("file", "~alice/.conda/envs/anaconda2/conda-meta"): FileState("d"),
-        FactKey("file", "~alice/.conda/envs/anaconda3/conda-meta"): None,
+        StateKey("file", "~alice/.conda/envs/anaconda2/conda-meta"): FileState("d"),
+        StateKey("file", "~alice/.conda/envs/anaconda3/conda-meta"): None,
     }
     [change] = plan("conda_clone", args, facts)
     assert change.command == (
@@ -199,15 +209,50 @@ def test_block_top_goes_before_the_early_return_and_is_replaced_in_place():
     assert again.splitlines()[1] == ". /other" and again.count("BEGIN conda") == 1
 
 
-def test_installer_too_large_for_the_script_must_be_a_url(installer, monkeypatch):
+def test_an_interrupted_install_of_ours_is_redone(installer):
+    """Issue 15: a prefix left by an install cut off (its in-progress mark beside it, no marker
+    inside) is removed and installed again; without the mark it is someone else's: refused."""
+    path, sha, _md5 = installer
+    args = {"installer": str(path), "sha256": sha, "prefix": P, "timeout": 60}
+    [change] = plan(
+        "conda_install", args, {PREFIX: FileState("d"), MARK: None, BUSY: stamp(b"sha256:" + b"1" * 64 + b"\n"), DF: 10**8}
+    )
+    assert "again: an earlier install was interrupted" in change.describe and change.timeout == 60 + AFTER_INSTALL
+    command = change.command
+    mark = f"printf '%s\\n' sha256:{sha} >/opt/anaconda3{IN_PROGRESS}"
+    assert command.index(f"if [ -e /opt/anaconda3{IN_PROGRESS} ]; then rm -rf -- /opt/anaconda3; fi") < command.index(mark)
+    assert command.index(mark) < command.index('bash "$d/installer.sh"') < command.index(f"rm -f -- /opt/anaconda3{IN_PROGRESS}")
+    assert dict(change.effects)[BUSY] is None
+    # no prefix, a stale mark: installed (the mark is rewritten and removed at the end)
+    assert plan("conda_install", args, {PREFIX: None, MARK: None, BUSY: stamp(b"x\n"), DF: 10**8})
+    with pytest.raises(OperationError, match="refusing to install over it"):
+        plan("conda_install", args, {PREFIX: FileState("d"), MARK: None, BUSY: None, DF: 10**8})
+
+
+def test_installer_checksum_read_in_chunks_never_whole(installer, monkeypatch):
+    """A large installer (Anaconda's are 1 GB) is hashed in 1 MiB reads, once per run."""
     import provision.operations.conda as conda
 
     path, sha, _md5 = installer
-    monkeypatch.setattr(conda, "MAX_UPLOAD", 10)
-    with pytest.raises(ArgumentError, match="give its URL"):
-        OPERATIONS["conda_install"].requests(
-            {"installer": str(path), "sha256": sha, "prefix": P, "md5": None, "base_dir": None, "min_free_mb": None}
-        )
+    path.write_bytes(b"x" * (3 << 20))
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    sizes = []
+    real_open = type(path).open
+
+    def spying_open(self, *a, **k):
+        handle = real_open(self, *a, **k)
+        read = handle.read
+        handle_read = lambda n=-1: (sizes.append(n), read(n))[1]  # noqa: E731
+        return type(
+            "H", (), {"read": staticmethod(handle_read), "__enter__": lambda s: s, "__exit__": lambda s, *e: handle.close()}
+        )()
+
+    monkeypatch.setattr(type(path), "open", spying_open)
+    conda._DIGESTS.clear()
+    assert conda.verify_local({"installer": str(path), "sha256": sha}) == (3 << 20, sha)
+    assert sizes and all(n == 1 << 20 for n in sizes)
+    conda.verify_local({"installer": str(path), "sha256": sha})
+    assert len(sizes) == 4  # three chunks and the end, read once
 
 
 def test_marker_content_from_the_node_is_shown_printable_and_short(installer):
@@ -224,7 +269,7 @@ def test_marker_content_from_the_node_is_shown_printable_and_short(installer):
 def test_clone_and_prefix_through_a_link_refused(installer):
     link = FileState("l", 0o777, "alice", "alice")
     clone = OPERATIONS["conda_clone"]
-    key = FactKey("file", "~alice/.conda/envs/anaconda3/conda-meta")
+    key = StateKey("file", "~alice/.conda/envs/anaconda3/conda-meta")
     with pytest.raises(OperationError, match=r"^~alice/.conda/envs/anaconda3/conda-meta is a symbolic link"):
         clone.decide(clone.check_args({"user": "alice", "prefixes": [P]}), {key: link})
     path, sha, _md5 = installer

@@ -5,7 +5,7 @@ import hashlib
 import pytest
 
 from provision.operations import OPERATIONS
-from provision.operations.base import ArgumentError, FactKey, FileState, OperationError, Run, Write
+from provision.operations.base import ArgumentError, FileState, OperationError, Run, StateKey, Write
 from provision.operations.files import edit_block, edit_line
 
 
@@ -21,7 +21,7 @@ def plan(op, args, facts):
 
 
 def FK(path):
-    return FactKey("file", path)
+    return StateKey("file", path)
 
 
 CASES = [
@@ -170,6 +170,18 @@ def test_directory_over_a_file_is_a_host_error():
 def test_line_in_missing_file_without_create():
     with pytest.raises(OperationError, match="create: true"):
         plan("line", {"path": "/a", "line": "x"}, {FK("/a"): None})
+
+
+def test_block_in_missing_file_with_create_false_is_refused():
+    # The Slurm role: a node without slurm.conf is a host error, never a slurm.conf of node lines alone.
+    with pytest.raises(OperationError, match="/etc/slurm/slurm.conf does not exist"):
+        plan(
+            "block",
+            {"path": "/etc/slurm/slurm.conf", "block": "NodeName=a", "create": False},
+            {FK("/etc/slurm/slurm.conf"): None},
+        )
+    (change,) = plan("block", {"path": "/etc/x", "block": "a"}, {FK("/etc/x"): None})  # create: true by default
+    assert change.content == b"# BEGIN provision managed block\na\n# END provision managed block\n"
 
 
 # -- refusals: a link, a foreign hard link, a folder another user can write (issue 14) --------

@@ -6,7 +6,7 @@ import pytest
 
 from provision.engine.hostrun import unified_diff
 from provision.operations import OPERATIONS
-from provision.operations.base import ArgumentError, FactKey, FileState, OperationError, UserEntry, Write
+from provision.operations.base import ArgumentError, FileState, OperationError, StateKey, UserEntry, Write
 from provision.operations.jupyter import existing_hash, hash_matches, hash_password, read_password
 
 SECRET = "correct horse battery staple"
@@ -48,7 +48,7 @@ def test_hash_is_jupyter_servers_argon2_format():
 
 
 def test_config_written_0600_with_hash_and_secure_defaults(password_file):
-    key = FactKey("file", "~alice/.jupyter/jupyter_server_config.py")
+    key = StateKey("file", "~alice/.jupyter/jupyter_server_config.py")
     [write] = plan("jupyter_config", config_args(password_file), {key: None})
     assert isinstance(write, Write) and write.mode == 0o600 and write.owner == "alice" and write.group == "alice"
     text = write.content.decode()
@@ -62,7 +62,7 @@ def test_config_written_0600_with_hash_and_secure_defaults(password_file):
 
 
 def test_existing_valid_hash_is_kept_so_a_converged_host_is_ok(password_file):
-    key = FactKey("file", "~alice/.jupyter/jupyter_server_config.py")
+    key = StateKey("file", "~alice/.jupyter/jupyter_server_config.py")
     [write] = plan("jupyter_config", config_args(password_file), {key: None})
     state = FileState("f", 0o600, "alice", "alice", __import__("hashlib").sha256(write.content).hexdigest(), write.content)
     assert plan("jupyter_config", config_args(password_file), {key: state}) == []
@@ -94,7 +94,7 @@ def test_hash_with_other_parameters_is_no_match_and_never_verified(password_file
     monkeypatch.setattr(argon2.PasswordHasher, "verify", refuse)
     monkeypatch.setattr(argon2.low_level, "verify_secret", refuse)
     assert not hash_matches(hostile, SECRET)
-    key = FactKey("file", "~alice/.jupyter/jupyter_server_config.py")
+    key = StateKey("file", "~alice/.jupyter/jupyter_server_config.py")
     content = f'c.PasswordIdentityProvider.hashed_password = "{hostile}"\n'.encode()
     state = FileState("f", 0o600, "alice", "alice", "0" * 64, content)
     if len(hostile) <= 400:
@@ -127,7 +127,7 @@ def test_hash_line_never_spans_lines_or_quotes(line):
 
 
 def test_changed_password_rewrites_the_config_with_a_backup(password_file):
-    key = FactKey("file", "~alice/.jupyter/jupyter_server_config.py")
+    key = StateKey("file", "~alice/.jupyter/jupyter_server_config.py")
     [write] = plan("jupyter_config", config_args(password_file), {key: None})
     state = FileState("f", 0o600, "alice", "alice", __import__("hashlib").sha256(write.content).hexdigest(), write.content)
     password_file.write_text("another one\n")
@@ -141,7 +141,7 @@ def test_all_interfaces_needs_tls(password_file):
     [write] = plan(
         "jupyter_config",
         config_args(password_file, listen="all"),
-        {FactKey("file", "~alice/.jupyter/jupyter_server_config.py"): None},
+        {StateKey("file", "~alice/.jupyter/jupyter_server_config.py"): None},
     )
     assert 'c.ServerApp.ip = "0.0.0.0"' in write.content.decode()
 
@@ -174,9 +174,9 @@ USERS = [
 
 def user_facts(listening):
     return {
-        FactKey("listening"): listening,
-        FactKey("user", "alice"): UserEntry("alice", 2001, 2001, "/home/alice", "/bin/bash"),
-        FactKey("user", "bob"): UserEntry("bob", 2002, 2002, "/home/bob", "/bin/bash"),
+        StateKey("listening"): listening,
+        StateKey("user", "alice"): UserEntry("alice", 2001, 2001, "/home/alice", "/bin/bash"),
+        StateKey("user", "bob"): UserEntry("bob", 2002, 2002, "/home/bob", "/bin/bash"),
     }
 
 
@@ -216,7 +216,7 @@ def test_prompted_password_when_no_file(monkeypatch):
     with pytest.raises(ArgumentError, match="no password for bob: set jupyter_password_file, or run with --ask-jupyter-pass"):
         plan("jupyter_config", args, {})
     jupyter.remember_password("bob", "asked-at-the-prompt")
-    [write] = plan("jupyter_config", args, {FactKey("file", "~bob/.jupyter/jupyter_server_config.py"): None})
+    [write] = plan("jupyter_config", args, {StateKey("file", "~bob/.jupyter/jupyter_server_config.py"): None})
     assert hash_matches(existing_hash(write.content), "asked-at-the-prompt")
     with pytest.raises(ArgumentError, match="empty or more than one line"):
         jupyter.remember_password("bob", "")
@@ -225,7 +225,7 @@ def test_prompted_password_when_no_file(monkeypatch):
 @pytest.mark.parametrize("kind", ["l", "h", "u"])
 def test_config_through_a_link_refused(password_file, kind):
     operation = OPERATIONS["jupyter_config"]
-    key = FactKey("file", "~alice/.jupyter/jupyter_server_config.py")
+    key = StateKey("file", "~alice/.jupyter/jupyter_server_config.py")
     bad = FileState(kind, 0o777, "alice", "alice", below="/home/alice" if kind == "u" else None)
     with pytest.raises(OperationError, match=r"^~alice/.jupyter/jupyter_server_config.py .*refused$"):
         operation.decide(operation.check_args(config_args(password_file)), {key: bad})

@@ -5,7 +5,7 @@ import hashlib
 import pytest
 
 from provision.operations import OPERATIONS
-from provision.operations.base import ArgumentError, FactKey, FileState, OperationError, Run, Write
+from provision.operations.base import ArgumentError, FileState, OperationError, Run, StateKey, Write
 from provision.operations.nfs import fstab_line
 
 
@@ -20,10 +20,10 @@ def text_file(content: bytes) -> FileState:
     return FileState("f", 0o644, "root", "root", hashlib.sha256(content).hexdigest(), content)
 
 
-FSTAB = FactKey("file", "/etc/fstab")
-MOUNT = FactKey("mount", "/data/imagenet")
-CAN = FactKey("nfsmount")
-DIR = FactKey("file", "/data/imagenet")
+FSTAB = StateKey("file", "/etc/fstab")
+MOUNT = StateKey("mount", "/data/imagenet")
+CAN = StateKey("nfsmount")
+DIR = StateKey("file", "/data/imagenet")
 ARGS = {"server": "172.18.0.2", "path": "/data/imagenet"}
 LINE = "172.18.0.2:/data/imagenet /data/imagenet nfs ro,_netdev,nofail,vers=4 0 0"
 
@@ -97,7 +97,7 @@ def test_bad_mount_arguments(args):
 
 
 def test_dataset_missing_is_refused_unless_create():
-    key = FactKey("file", "/data/imagenet")
+    key = StateKey("file", "/data/imagenet")
     with pytest.raises(OperationError, match="does not exist on the NFS server .*nfs_create_missing: true"):
         plan("nfs_dataset", {"path": "/data/imagenet"}, {key: None})
     [change] = plan("nfs_dataset", {"path": "/data/imagenet", "create": True}, {key: None})
@@ -119,12 +119,12 @@ def test_dataset_missing_is_refused_unless_create():
 def test_server_kind(nfsd, asked, expected):
     operation = OPERATIONS["nfs_server_kind"]
     args = operation.check_args({"server": asked, "clients": ["10.0.0.1"]})
-    assert operation.result(args, {FactKey("nfsd"): nfsd}) == {"server": expected, "clients": ["10.0.0.1"]}
+    assert operation.result(args, {StateKey("nfsd"): nfsd}) == {"server": expected, "clients": ["10.0.0.1"]}
 
 
 def test_kernel_asked_but_unusable_fails():
     with pytest.raises(OperationError, match="cannot serve NFS here"):
-        plan("nfs_server_kind", {"server": "kernel", "clients": ["10.0.0.1"]}, {FactKey("nfsd"): "none"})
+        plan("nfs_server_kind", {"server": "kernel", "clients": ["10.0.0.1"]}, {StateKey("nfsd"): "none"})
 
 
 @pytest.mark.parametrize("clients", [["*"], [], ["10.0.0.1", "*.example.org"], ["10.0.0.0/24 *"], "10.0.0.1"])

@@ -3,8 +3,8 @@
 import pytest
 
 from provision.operations import OPERATIONS
-from provision.operations.base import UNKNOWN, ArgumentError, FactKey, FileState, OperationError, Run, UserEntry, Write
-from provision.operations.ssh import add_keys, keypair_result
+from provision.operations.base import UNKNOWN, ArgumentError, FileState, OperationError, Run, StateKey, UserEntry, Write
+from provision.operations.ssh import add_keys, keypair_result, set_node_keys
 
 ALICE = UserEntry("alice", 2001, 2001, "/home/alice", "/bin/bash")
 K1 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHc0Hf9YtWXxg0kd0Q8H2yAJ3Pj4AB alice@node1"
@@ -23,9 +23,9 @@ def text_file(text, mode=0o600, owner="alice"):
     return FileState("f", mode, owner, "alice", hashlib.sha256(data).hexdigest(), data)
 
 
-AUTH = FactKey("file", "~alice/.ssh/authorized_keys")
-PRIV, PUB = FactKey("stat", "~alice/.ssh/id_ed25519"), FactKey("file", "~alice/.ssh/id_ed25519.pub")
-USER = FactKey("user", "alice")
+AUTH = StateKey("file", "~alice/.ssh/authorized_keys")
+PRIV, PUB = StateKey("stat", "~alice/.ssh/id_ed25519"), StateKey("file", "~alice/.ssh/id_ed25519.pub")
+USER = StateKey("user", "alice")
 
 
 def test_keypair_generated_when_absent():
@@ -37,11 +37,11 @@ def test_keypair_generated_when_absent():
 
 def test_private_key_is_only_stat_ed_never_read():
     """The private key never leaves the node: its fact is a stat (no content), the public key is read."""
-    from provision.operations.facts import fact_command
+    from provision.operations.state import state_command
 
     keys = OPERATIONS["ssh_keypair"].requests(OPERATIONS["ssh_keypair"].check_args({"user": "alice"}))
-    assert PRIV in keys and PUB in keys and FactKey("file", PRIV.arg) not in keys
-    command = fact_command(PRIV)
+    assert PRIV in keys and PUB in keys and StateKey("file", PRIV.arg) not in keys
+    command = state_command(PRIV)
     assert "base64" not in command and "cat " not in command and "sha256sum" not in command
     (change,) = plan("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: None, PUB: None})
     assert (PRIV, UNKNOWN) in change.effects
@@ -89,13 +89,13 @@ def test_known_hosts_block():
     entries = [{"names": ["node1", "node1.cluster", "10.0.0.1", "node1"], "keys": [K1]}]
     before = "# user line\nother ssh-rsa AAAA\n"
     (change,) = plan(
-        "known_hosts", {"entries": entries}, {FactKey("file", "/etc/ssh/ssh_known_hosts"): text_file(before, 0o644, "root")}
+        "known_hosts", {"entries": entries}, {StateKey("file", "/etc/ssh/ssh_known_hosts"): text_file(before, 0o644, "root")}
     )
     kind, blob = K1.split()[:2]
     assert change.content.decode() == (
         before + f"# BEGIN provision known hosts\nnode1,node1.cluster,10.0.0.1 {kind} {blob}\n# END provision known hosts\n"
     )
-    converged = {FactKey("file", "/etc/ssh/ssh_known_hosts"): text_file(change.content.decode(), 0o644, "root")}
+    converged = {StateKey("file", "/etc/ssh/ssh_known_hosts"): text_file(change.content.decode(), 0o644, "root")}
     assert plan("known_hosts", {"entries": entries}, converged) == []
 
 
@@ -111,7 +111,7 @@ def test_known_hosts_block():
 )
 def test_bad_arguments(op, args):
     with pytest.raises(ArgumentError):
-        plan(op, args, {USER: ALICE, AUTH: None, FactKey("file", "/etc/ssh/ssh_known_hosts"): None})
+        plan(op, args, {USER: ALICE, AUTH: None, StateKey("file", "/etc/ssh/ssh_known_hosts"): None})
 
 
 def test_keypair_result_from_a_hostile_node():
@@ -128,7 +128,7 @@ def test_links_in_ssh_paths_refused(kind):
         ("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: bad, PUB: None}, "~alice/.ssh/id_ed25519 "),
         ("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: text_file("k"), PUB: bad}, "~alice/.ssh/id_ed25519.pub "),
         ("authorized_key", {"user": "alice", "keys": [K1]}, {USER: ALICE, AUTH: bad}, "~alice/.ssh/authorized_keys "),
-        ("known_hosts", {"entries": []}, {FactKey("file", "/etc/ssh/ssh_known_hosts"): bad}, "/etc/ssh/ssh_known_hosts "),
+        ("known_hosts", {"entries": []}, {StateKey("file", "/etc/ssh/ssh_known_hosts"): bad}, "/etc/ssh/ssh_known_hosts "),
     ]
     for op, args, facts, prefix in cases:
         operation = OPERATIONS[op]
@@ -140,3 +140,63 @@ def test_links_in_ssh_paths_refused(kind):
 def test_keypair_commands_never_chown_through_a_name():
     (change,) = plan("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: None, PUB: None})
     assert "chown -h" in change.command and " chown alice" not in change.command
+
+
+def test_keypair_rotated_on_request():
+    present = {USER: ALICE, PRIV: FileState("f", 0o600, "alice", "alice"), PUB: text_file(K1)}
+    (change,) = plan("ssh_keypair", {"user": "alice", "rotate": True}, present)
+    assert change.describe == "rotate ssh key ~alice/.ssh/id_ed25519" and "ssh-keygen" in change.command
+    assert "|| exit 0" not in change.command  # rotation replaces the key that is there
+    (fresh,) = plan("ssh_keypair", {"user": "alice"}, {USER: ALICE, PRIV: None, PUB: None})
+    assert fresh.command.startswith("[ ! -e ")  # a key another node wrote meanwhile (shared /home) is kept
+
+
+M1 = K1 + " provision-node=node1"
+M2 = K2 + " provision-node=node2"
+K3 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKq9qG3W7cF9vKJ0bW1e4zG2dXbqWQ8x alice@node3"
+
+# (name, current authorized_keys, node_keys, wanted authorized_keys)
+NODE_KEY_CASES = [
+    ("fresh", "", {"node1": [K1], "node2": [K2]}, f"{M1}\n{M2}\n"),
+    ("converged", f"{M1}\n{M2}\n", {"node1": [K1], "node2": [K2]}, f"{M1}\n{M2}\n"),
+    ("node-left", f"# mine\n{M1}\n{M2}\n", {"node1": [K1]}, f"# mine\n{M1}\n"),
+    ("node-unknown-kept", f"{M1}\n{M2}\n", {"node1": [K1], "node2": None}, f"{M1}\n{M2}\n"),
+    ("rotated", f"{M1}\n{M2}\n", {"node1": [K3], "node2": [K2]}, f"{K3} provision-node=node1\n{M2}\n"),
+    ("plain-copy-adopted", f"{K1}\n# mine\n", {"node1": [K1]}, f"# mine\n{M1}\n"),
+    ("user-options-win", f'from="10.0.0.1" {K1}\n', {"node1": [K1]}, f'from="10.0.0.1" {K1}\n'),
+    ("user-left-revoked", f"# mine\n{M1}\n{M2}\n", {}, "# mine\n"),
+]
+
+
+@pytest.mark.parametrize("case", NODE_KEY_CASES, ids=[c[0] for c in NODE_KEY_CASES])
+def test_managed_lines_per_node(case):
+    _id, current, node_keys, wanted = case
+    assert set_node_keys(current, node_keys) == wanted
+    facts = {USER: ALICE, AUTH: text_file(current) if current else None}
+    changes = plan("authorized_key", {"user": "alice", "node_keys": node_keys}, facts)
+    assert (changes == []) == (current == wanted)
+    assert all(c.content.decode() == wanted for c in changes)
+
+
+def test_keys_of_a_removed_user_nothing_to_do():
+    assert plan("authorized_key", {"user": "alice", "node_keys": {}}, {USER: None, AUTH: None}) == []
+
+
+HOSTS = StateKey("file", "/etc/ssh/ssh_known_hosts")
+
+
+def test_known_hosts_per_node_left_unknown_and_replaced():
+    kind, blob = K1.split()[:2]
+    _, blob2 = K2.split()[:2]
+    _, blob3 = K3.split()[:2]
+    block = f"node1,10.0.0.1 {kind} {blob}\nnode2,10.0.0.2 {kind} {blob2}\nnode3,10.0.0.3 {kind} {blob3}\n"
+    before = f"# mine\n# BEGIN provision known hosts\n{block}# END provision known hosts\n"
+    entries = [
+        {"node": "node1", "names": ["node1", "10.0.0.1"], "keys": [K3]},  # reinstalled: the new key replaces the old
+        {"node": "node2", "names": ["node2"], "keys": None},  # down, never cached: its line is kept
+    ]  # node3 left the inventory: its line goes
+    (change,) = plan("known_hosts", {"entries": entries}, {HOSTS: text_file(before, 0o644, "root")})
+    assert change.content.decode() == (
+        f"# mine\n# BEGIN provision known hosts\nnode1,10.0.0.1 {kind} {blob3}\nnode2,10.0.0.2 {kind} {blob2}\n"
+        "# END provision known hosts\n"
+    )

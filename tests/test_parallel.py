@@ -1,4 +1,4 @@
-"""Bounded fan-out over threads and worker processes (provision.parallel), with local work functions."""
+"""Bounded fan-out over threads and worker processes (provision.transport.parallel), with local work functions."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from provision import parallel
-from provision.parallel import WorkerError, fan_out, worker_count
+from provision.transport import parallel
+from provision.transport.parallel import WorkerError, fan_out, worker_count
 
 
 def square_and_where(item: int) -> tuple[int, int, int]:

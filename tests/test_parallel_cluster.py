@@ -11,10 +11,11 @@ import pytest
 
 from cluster_support import NODES
 from conftest import run_cli
-from provision import factstore, parallel
-from provision.connection import SshOptions
-from provision.inventory import open_inventory
-from provision.probe import probe_hosts
+from provision.inventory.model import open_inventory
+from provision.probe import store
+from provision.probe.run import probe_hosts
+from provision.transport import parallel
+from provision.transport.connection import SshOptions
 
 pytestmark = pytest.mark.cluster
 
@@ -83,7 +84,7 @@ def test_probe_cli_with_workers(cluster, cluster_files, tmp_path, monkeypatch):
         outputs[workers] = (report, sorted(line for line in done.stderr.splitlines() if ": " in line))
         saved.append(sorted(p.name for p in facts_dir.glob("*.json")))
         for name in ("node1", "node2", "minsky"):
-            assert factstore.load_host(facts_dir, name).host == name
+            assert store.load_host(facts_dir, name).host == name
     assert outputs["2"] == outputs["1"]
     assert [h["status"] for h in outputs["2"][0]] == ["ok", "ok", "hostkey", "unreachable", "ok"]
     assert saved == [["minsky.json", "node1.json", "node2.json"]] * 2

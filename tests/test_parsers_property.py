@@ -8,7 +8,7 @@ from conftest import capture_dir, read_fixture
 from provision.errors import ParseError
 from provision.facts import hwloc, lscpu, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
 from provision.facts.derive import derive_facts
-from provision.gather import CAPTURE_NAMES
+from provision.probe.gather import CAPTURE_NAMES
 
 PARSERS = [
     numactl.parse_numactl_hardware,

@@ -284,6 +284,18 @@ def test_slurm_nodes_takes_groups_and_prints_all_or_nothing(rack_cluster, tmp_pa
     assert done.returncode == 2 and done.stdout == "" and "wX" in done.stderr and "nothing printed" in done.stderr
 
 
+def test_slurm_gres_covers_the_inventory_by_default_as_slurm_nodes(rack_cluster, tmp_path):
+    # w3 was probed once but has left the inventory: its cached facts must not reach gres.conf.
+    _, facts = rack_cluster
+    inventory = tmp_path / "now.yml"
+    inventory.write_text("hosts: {w1: {}, w2: {}}\n")
+    done = run_cli("slurm-gres", "-i", str(inventory), "--facts-dir", str(facts))
+    assert done.returncode == 0, done.stderr
+    assert "host w1:" in done.stderr and "host w2:" in done.stderr and "w3" not in done.stderr + done.stdout
+    nodes = run_cli("slurm-nodes", "-i", str(inventory), "--facts-dir", str(facts))
+    assert [line.split()[0] for line in nodes.stdout.splitlines()] == ["NodeName=w1", "NodeName=w2"]
+
+
 def test_launch_says_what_it_wrote_and_where_the_users_file_went(facts_dir, tmp_path):
     mine = tmp_path / "2x1x1.rf"
     mine.write_text("# my own rank file\n")

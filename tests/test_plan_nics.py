@@ -14,12 +14,12 @@ from provision.errors import PlanError
 from provision.facts.model import Gpu, GpuNicLink, NetInterface, OpenMPI, RdmaDevice, RdmaPort
 from provision.facts.nics import parse_sysfs_rdma
 from provision.facts.topo_matrix import parse_gpu_nic_matrix
-from provision.factstore import save_host
 from provision.plans.dims import parse_dims
 from provision.plans.launch import mpirun_argv
 from provision.plans.nics import fabric_interface, master_address, plan_nics
 from provision.plans.rankfile import plan_rankfile
 from provision.plans.wrapper import inline_argv, torchrun_lines, wrapper_script
+from provision.probe.store import save_host
 
 EPYC_TOPO = parse_gpu_nic_matrix(read_fixture("captures", "epyc-8gpu-10nic", "nvidia-smi-topo.txt"))
 IB = RdmaPort(1, "ACTIVE", "LinkUp", "InfiniBand", "200 Gb/sec (4X HDR)")

@@ -14,14 +14,19 @@ def write(tmp_path, text, name="pb.yml"):
 
 def test_setup_cluster_playbook_loads():
     plays = load_playbook(resource_dir("playbooks") / "setup-cluster.yml")
-    assert [p.hosts for p in plays][:2] == [("all",), ("all",)]
-    assert plays[0].tasks[-1].register == "user_keys" and plays[0].become
-    # issue 8's roles, included after users and SSH, each selectable by its tag
-    assert [sorted({t for task in p.tasks for t in task.tags}) for p in plays[2:]] == [
+    assert [p.hosts for p in plays][:3] == [("all",), ("all",), ("all",)]
+    # issue 15: a first play with no task reads every node's state before cluster-wide decisions
+    assert plays[0].tasks == () and plays[0].become
+    assert [t.register for t in plays[1].tasks if t.register] == ["user_keys"] and plays[1].become
+    # issue 8's roles, included after users and SSH, each selectable by its tag; issue 18's Slurm
+    # role last (its files, then the reconfigure once every host has them)
+    assert [sorted({t for task in p.tasks for t in task.tags}) for p in plays[3:]] == [
         ["nfs"],
         ["nfs"],
         ["anaconda"],
         ["jupyter"],
+        ["slurm"],
+        ["slurm"],
     ]
 
 

@@ -3,10 +3,10 @@
 import threading
 from pathlib import Path
 
-from provision import probe as probe_module
-from provision.connection import SshOptions
-from provision.inventory import Host
-from provision.probe import probe_hosts, replay
+from provision.inventory.model import Host
+from provision.probe import run as probe_module
+from provision.probe.run import probe_hosts, replay
+from provision.transport.connection import SshOptions
 
 
 def test_probe_localhost_for_real():

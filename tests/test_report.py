@@ -3,9 +3,9 @@
 import json
 
 from conftest import capture_dir
-from provision.gather import Capture
-from provision.probe import ProbeResult, facts_from_captures
-from provision.report import heterogeneity, results_json
+from provision.probe.gather import Capture
+from provision.probe.report import heterogeneity, results_json
+from provision.probe.run import ProbeResult, facts_from_captures
 
 
 def result(host, fixture):
@@ -32,7 +32,7 @@ def test_json_has_errors_and_facts():
 def test_host_error_with_markup_characters_is_shown_verbatim():
     from rich.console import Console
 
-    from provision.report import failure_lines, print_table
+    from provision.probe.report import failure_lines, print_table
 
     console = Console(record=True, width=200)
     results = [ProbeResult("[/x]", error_kind="ssh", error="ssh: connect to host [fe80::1] port 22: [/x] refused")]

@@ -76,7 +76,7 @@ def inventory(cluster, folder, extra: str = "") -> tuple:
 BOB_PASSWORD = "bob-asked-at-the-prompt"
 
 
-def setup(files, *extra):
+def setup(files, *extra, json_output=True):
     """setup-cluster on the roles nodes; bob's Jupyter password is asked at the prompt (stdin)."""
     path, known = files
     done = run_cli(
@@ -85,7 +85,7 @@ def setup(files, *extra):
         str(path),
         "--known-hosts",
         str(known),
-        "--json",
+        *(["--json"] if json_output else []),
         "--ask-jupyter-pass",
         *extra,
         input=BOB_PASSWORD + "\n",
@@ -345,3 +345,26 @@ def test_nfs_export_serves_only_the_listed_clients(roles_cluster, tmp_path):
     data = json.loads(back.stdout)
     assert data["verify"] == [] and {s["role"] for s in data["summary"]} == {"nfs"}
     assert sum("same content" in s["text"] for s in data["summary"]) == 2
+
+
+def test_nfs_limit_to_the_server_keeps_every_clients_export(roles_cluster, tmp_path):
+    """Issue 15: the export list comes from the inventory. --limit r1 (the server) with nothing
+    known of r2, r3 refuses, naming them; once they were seen, it keeps their addresses."""
+    cluster = roles_cluster
+    files = inventory(cluster, tmp_path)
+    conf = "/etc/ganesha/provision-ganesha.conf"
+    unknown = setup(files, "--tags", "nfs", "--limit", "r1", "--no-verify")
+    assert unknown.returncode == 1
+    assert "no address known of r2, r3" in recap(unknown)["r1"]["message"], recap(unknown)["r1"]
+    full = setup(files, "--tags", "nfs", "--no-verify")
+    assert full.returncode == 0, problems(full)
+    exported = cluster.docker_exec("r1", "cat", conf)
+    addresses = [cluster.docker_exec(n, "hostname", "-I").split()[0] for n in NODES]
+    assert all(a in exported for a in addresses)
+    limited = setup(files, "--tags", "nfs", "--limit", "r1", "--no-verify")
+    assert limited.returncode == 0, problems(limited)
+    assert sorted(recap(limited)) == ["r1"] and recap(limited)["r1"]["changed"] == 0  # no rewrite, no restart
+    assert cluster.docker_exec("r1", "cat", conf) == exported
+    url = "nfs://$(getent hosts r1 | cut -d' ' -f1)/data/imagenet/train.txt?version=4"
+    retry = f"for i in 1 2 3 4 5 6 7 8; do nfs-cat {url} && exit 0; sleep 2; done; exit 1"
+    assert cluster.docker_exec("r3", "sh", "-c", retry, user="mpi") == "train-0001\n"

@@ -2,9 +2,9 @@
 
 import pytest
 
-from provision.connection import HostFailure, SshOptions
-from provision.inventory import Host
-from provision.session import Session
+from provision.inventory.model import Host
+from provision.transport.connection import HostFailure, SshOptions
+from provision.transport.session import Session
 
 
 def test_local_session_feeds_stdin():
@@ -19,14 +19,6 @@ def test_local_timeout():
     with pytest.raises(HostFailure) as caught:
         Session(Host("localhost"), SshOptions()).run("sleep 5", timeout=0.2)
     assert caught.value.kind == "timeout"
-
-
-def test_put_and_get(tmp_path):
-    session = Session(Host("localhost"), SshOptions())
-    session.put(str(tmp_path / "f"), b"\x00data\n")
-    assert session.get(str(tmp_path / "f")) == b"\x00data\n"
-    with pytest.raises(HostFailure):
-        session.get(str(tmp_path / "missing"))
 
 
 def test_unreachable_host_is_a_host_failure(tmp_path):

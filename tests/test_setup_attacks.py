@@ -26,7 +26,7 @@ USERS = """vars:
     - {name: alice, uid: 2001}
     - {name: bob, uid: 2002}
 """
-NODES = (*SETUP_NODES, "s4")  # s4: /tmp is a noexec tmpfs
+NODES = (*SETUP_NODES, "s5")  # s5: /tmp is a noexec tmpfs
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,7 @@ def test_links_planted_in_homes_are_never_followed(cluster, files):
     assert_refused(second, "s1", "~alice/.ssh/authorized_keys", "symbolic link")
     assert_refused(second, "s2", "~alice/.ssh", "symbolic link")
     assert_refused(second, "s3", "~alice/.ssh/id_ed25519.pub", "symbolic link")
-    assert re.search(r"^s4 +: ok=\d+ changed=0 unreachable=0 failed=0 ", second.stdout, re.MULTILINE), second.stdout
+    assert re.search(r"^s5 +: ok=\d+ changed=0 unreachable=0 failed=0 ", second.stdout, re.MULTILINE), second.stdout
     for node in SETUP_NODES:
         assert fingerprint(cluster, node, "/root", "/etc/shadow") == roots[node]
         assert cluster.docker_exec(node, "stat", "-c", "%U %a", "/root").strip() == "root 700"
@@ -166,17 +166,17 @@ def test_a_secret_written_as_a_user_never_shows_in_argv(cluster, files, tmp_path
 
 def test_become_password_where_tmp_is_noexec(cluster, files, tmp_path):
     password = "N0exec pass$"
-    assert "noexec" in cluster.docker_exec("s4", "findmnt", "-no", "OPTIONS", "/tmp")
-    add_sudo_user(cluster, "s4", password)
+    assert "noexec" in cluster.docker_exec("s5", "findmnt", "-no", "OPTIONS", "/tmp")
+    add_sudo_user(cluster, "s5", password)
     inventory, known = files
     inventory.write_text(inventory.read_text().replace("user: mpi", "user: pw"))
     playbook = tmp_path / "become.yml"
     playbook.write_text(
-        '- hosts: s4\n  become: true\n  tasks:\n    - file: {path: /etc/provision-noexec, content: "root wrote this\\n"}\n'
+        '- hosts: s5\n  become: true\n  tasks:\n    - file: {path: /etc/provision-noexec, content: "root wrote this\\n"}\n'
     )
     done = setup(files, "--playbook", str(playbook), "--ask-become-pass", input=password + "\n")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert cluster.docker_exec("s4", "stat", "-c", "%U %a", "/etc/provision-noexec").strip() == "root 644"
+    assert cluster.docker_exec("s5", "stat", "-c", "%U %a", "/etc/provision-noexec").strip() == "root 644"
     assert password not in done.stdout + done.stderr
     wrong = setup(files, "--playbook", str(playbook), "--ask-become-pass", input="not it\n")
-    assert wrong.returncode == 1 and "become (sudo) failed" in recap(wrong)["s4"]["message"]
+    assert wrong.returncode == 1 and "become (sudo) failed" in recap(wrong)["s5"]["message"]

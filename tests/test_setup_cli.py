@@ -4,6 +4,8 @@ inventory's hosts are unreachable, so touching one would give exit 1 instead).""
 import pytest
 
 from conftest import run_cli
+from provision.playbook.model import load_playbook
+from provision.resources import resource_dir
 
 INVENTORY = "hosts:\n  n1: {address: 127.0.0.1, port: 1}\n  n2: {address: 127.0.0.1, port: 1}\n"
 
@@ -31,7 +33,7 @@ def files(tmp_path, users="    - {name: alice, uid: 2001}\n", playbook=None):
         (
             None,
             "- hosts: all\n  tasks:\n    - user: {name: x, uid: 1, colour: red}\n",
-            "unknown argument 'colour' (valid: group, groups, home, name, shell, uid)",
+            "unknown argument 'colour' (valid: create_home, group, groups, home, name, remove_home, shell, state, uid)",
         ),
         (None, "- hosts: all\n  tasks:\n    - directory: {path: /x}\n      when: 'a ==='\n", "pb.yml:4: when:"),
         (
@@ -70,3 +72,106 @@ def test_unreachable_hosts_exit_1_with_recap(tmp_path):
 def test_help_has_an_example():
     done = run_cli("setup-cluster", "--help")
     assert done.returncode == 0 and "provision setup-cluster -i inventory/hosts.yml --check --diff" in done.stdout
+
+
+def layout(tmp_path, files=None, hosts=("w1", "w2", "w3")):
+    """Unreachable hosts w1..w3 (gpu: w1 w2; racks rack1: w1 w2, rack2: w3) and ``files`` beside the inventory."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "hosts:\n"
+        + "".join(f"  {h}: {{address: 127.0.0.1, port: 1}}\n" for h in hosts)
+        + "groups:\n  gpu: [w1, w2]\nracks:\n  - {name: rack1, hosts: [w1, w2]}\n  - {name: rack2, hosts: [w3]}\n"
+    )
+    for name, text in (files or {}).items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return ["setup-cluster", "-i", str(inventory), "--known-hosts", str(tmp_path / "kh"), "--connect-timeout", "2"]
+
+
+DUPLICATE_UID = "cluster_users:\n  - {name: alice, uid: 2001}\n  - {name: bob, uid: 2001}\n"
+
+
+@pytest.mark.parametrize("where", ["group_vars/all.yml", "group_vars/all.yaml", "group_vars/gpu/users.yml", "host_vars/w3"])
+def test_group_vars_and_host_vars_reach_the_uid_check(tmp_path, where):
+    done = run_cli(*layout(tmp_path, {where: DUPLICATE_UID}))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{where} (host " in done.stderr and "uid 2001 of bob is already the uid of alice" in done.stderr
+
+
+def test_same_user_with_other_uids_on_two_groups_is_refused(tmp_path):
+    files = {
+        "group_vars/gpu.yml": "cluster_users: [{name: alice, uid: 2001}]\n",
+        "group_vars/rack2.yml": "cluster_users: [{name: alice, uid: 2002}]\n",
+    }
+    done = run_cli(*layout(tmp_path, files))
+    assert done.returncode == 2 and "alice has uid/gid 2002/2002 here but 2001/2001 on w1" in done.stderr
+
+
+def test_missing_cluster_users_and_stray_group_vars_are_warnings(tmp_path):
+    done = run_cli(*layout(tmp_path, {"group_vars/gpus.yml": "x: 1\n"}), "--syntax-check")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert any("warning:" in line and "group_vars/gpus.yml: no group 'gpus'" in line for line in lines), done.stderr
+    assert any("warning: cluster_users is not set for w1, w2, w3" in line for line in lines), done.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--tags", "userz"], "--tags userz: no task has this tag (tags: anaconda, jupyter, nfs, slurm, ssh, users;"),
+        (["--skip-tags", "nsf"], "--skip-tags nsf: no task has this tag"),
+        (["--limit", "w9"], "--limit 'w9' matches no host in"),
+        (["--limit", "gpu:!w9"], "(groups: gpu, rack1, rack2; hosts: w1, w2, w3;"),
+        (["--limit", "gpu:!gpu"], "leaves no host for the playbook's plays"),
+        (["--start-at-task", "no such task"], "--start-at-task 'no such task': no task has this name (tasks: 'primary group"),
+    ],
+)
+def test_selection_that_runs_nothing_is_refused(tmp_path, args, message):
+    done = run_cli(*layout(tmp_path, {"group_vars/all.yml": "cluster_users: []\n"}), *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr, done.stderr
+    assert "RECAP" not in done.stdout  # no host touched
+
+
+@pytest.mark.parametrize(
+    "limit, hosts",
+    [
+        (["w1,w2"], ["w1", "w2"]),
+        (["w1", "-l", "w3"], ["w1", "w3"]),
+        (["gpu:!w2"], ["w1"]),
+        (["w[2:3]"], ["w2", "w3"]),
+        (["gpu:&rack1"], ["w1", "w2"]),
+        (["rack2"], ["w3"]),
+        (["w*"], ["w1", "w2", "w3"]),
+        (["all:!rack1"], ["w3"]),
+    ],
+)
+def test_limit_takes_ansible_patterns(tmp_path, limit, hosts):
+    done = run_cli(*layout(tmp_path), "--list-hosts", "--limit", *limit)
+    assert done.returncode == 0, done.stderr
+    first_play = done.stdout.split("play #2")[0]
+    assert f"hosts ({len(hosts)}):" in first_play
+    assert [line.strip() for line in first_play.splitlines() if line.startswith("      ")] == hosts
+
+
+def test_list_tasks_and_tags_follow_tags_and_start_at_task(tmp_path):
+    done = run_cli(*layout(tmp_path), "--list-tasks", "--tags", "users", "--start-at-task", "~/.ssh of *")
+    assert done.returncode == 0, done.stderr
+    listed = done.stdout.split("): cluster users and their SSH keys")[1].split("  play #")[0].split("tasks:\n")[1]
+    tasks = [line.split("TAGS:")[0].strip() for line in listed.splitlines() if line.strip()]
+    assert tasks[:2] == ["~/.ssh of each cluster user", "ed25519 key pair of each cluster user on this node"]
+    assert "primary group of each cluster user" not in done.stdout  # before the start
+    tags = run_cli(*layout(tmp_path), "--list-tags")
+    assert tags.returncode == 0 and "ALL TAGS: [anaconda, jupyter, nfs, slurm, ssh, users]" in tags.stdout
+    assert "(all): cluster users and their SSH keys" in tags.stdout
+
+
+def test_syntax_check_touches_no_host(tmp_path):
+    done = run_cli(*layout(tmp_path, {"group_vars/all.yml": "cluster_users: [{name: alice, uid: 2001}]\n"}), "--syntax-check")
+    assert done.returncode == 0, done.stderr
+    plays = len(load_playbook(resource_dir("playbooks") / "setup-cluster.yml"))
+    assert f"setup-cluster.yml: syntax OK ({plays} plays," in done.stdout and "checked for 3 hosts" in done.stdout
+    assert "RECAP" not in done.stdout and "unreachable" not in done.stdout
+    broken = run_cli(*layout(tmp_path, {"group_vars/all.yml": "cluster_users: [{name: 'a;b', uid: 2001}]\n"}), "--syntax-check")
+    assert broken.returncode == 2 and "group_vars/all.yml (host w1): cluster_users[0]: user name" in broken.stderr

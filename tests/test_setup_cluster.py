@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -232,3 +233,29 @@ def test_a_node_whose_getent_prints_odd_digits_fails_alone(setup_cluster, files,
         assert len(plays) > 1  # the other hosts ran the later plays
     finally:
         setup_cluster.docker_exec("s2", "rm", "-f", "/usr/local/bin/getent")
+
+
+def test_group_vars_users_made_and_verified_with_patterns_verbose_and_host_named_diffs(setup_cluster, tmp_path):
+    """Users only in group_vars/ (Ansible's layout): the tasks, the uid check and the pair check
+    all see them; --limit takes a pattern; -v says what ran; --diff headers name the host."""
+    inventory, known = write_files(setup_cluster, tmp_path, "groups:\n  gpu: [s1, s2, s3]\n")
+    (tmp_path / "group_vars" / "gpu").mkdir(parents=True)
+    (tmp_path / "group_vars" / "all.yml").write_text("cluster_users:\n  - {name: dave, uid: 2201}\n")
+    base = ["setup-cluster", "-i", str(inventory), "--known-hosts", str(known), "--tags", "users,ssh"]
+    first = run_cli(*base, "--json")
+    assert first.returncode == 0, first.stdout + first.stderr
+    verify = json.loads(first.stdout)["verify"]
+    assert len(verify) == 3 * 2 and all(p["ok"] and p["user"] == "dave" for p in verify), verify
+
+    (tmp_path / "group_vars" / "gpu" / "more.yml").write_text(
+        "cluster_users:\n  - {name: dave, uid: 2201}\n  - {name: erin, uid: 2202}\n"
+    )
+    second = run_cli(*base, "--limit", "gpu:!s3", "-v", "--diff")
+    assert second.returncode == 0, second.stdout + second.stderr
+    out = second.stdout
+    assert "ran: useradd" in out and "erin" in out  # -v: the command that ran on the node
+    assert re.search(r"^\+\+\+ s1:\S*erin/\.ssh/authorized_keys$", out, re.MULTILINE), out
+    assert "[s3]" not in out and "s3 :" not in out  # the pattern left s3 out
+    assert "BatchMode SSH: 4/4 ordered pairs connect" in out  # dave and erin, s1 <-> s2
+    assert "erin:x:2202:" in setup_cluster.docker_exec("s2", "getent", "passwd", "erin")
+    assert "erin" not in setup_cluster.docker_exec("s3", "sh", "-c", "getent passwd erin; true")

@@ -10,18 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import run_cli
-from slurm_support import NODES, start_slurm_cluster, stop_slurm_cluster
+from slurm_support import NODES
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture(scope="module")
-def slurm_cluster():
-    """The running Slurm cluster (removed at the end of the module)."""
-    cluster = start_slurm_cluster(run_cli)
-    yield cluster
-    stop_slurm_cluster(cluster)
 
 
 def test_nodes_register_idle_with_the_generated_lines(slurm_cluster):

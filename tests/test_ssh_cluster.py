@@ -10,9 +10,9 @@ import pytest
 
 from cluster_support import fingerprint_of
 from conftest import run_cli
-from provision.connection import HostFailure, SshOptions, run_command
-from provision.inventory import Host
-from provision.known_hosts import host_matches
+from provision.inventory.model import Host
+from provision.transport.connection import HostFailure, SshOptions, run_command
+from provision.transport.known_hosts import host_matches
 
 pytestmark = pytest.mark.cluster
 

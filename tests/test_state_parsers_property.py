@@ -1,4 +1,4 @@
-"""Property tests for the engine's state parsers (operations/facts.py and role_facts.py kinds):
+"""Property tests for the engine's state parsers (operations/state.py and role_state.py kinds):
 whatever a node prints, each parser returns a value or raises ParseError, never anything else
 (``'²'.isdigit()`` is True, yet ``int('²')`` raises ValueError)."""
 
@@ -9,25 +9,25 @@ import contextlib
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import provision.operations.role_facts  # noqa: F401 - registers the roles' fact kinds
+import provision.operations.role_state  # noqa: F401 - registers the roles' fact kinds
 from provision.errors import ParseError
-from provision.operations.base import FactKey
-from provision.operations.facts import EXTRA_KINDS, parse_fact
+from provision.operations.base import StateKey
+from provision.operations.state import EXTRA_KINDS, parse_state
 
 KEYS = [
-    FactKey("file", "/etc/x"),
-    FactKey("stat", "/etc/x"),
-    FactKey("user", "alice"),
-    FactKey("group", "mpi"),
-    FactKey("uid", "2001"),
-    FactKey("gid", "2001"),
-    FactKey("pkgmgr"),
-    FactKey("package", "nfs-common"),
-    FactKey("command", "true"),
-    FactKey("systemd"),
-    FactKey("service", "ssh"),
-    FactKey("hostinfo"),
-] + [FactKey(kind, "/srv/data") for kind in sorted(EXTRA_KINDS)]
+    StateKey("file", "/etc/x"),
+    StateKey("stat", "/etc/x"),
+    StateKey("user", "alice"),
+    StateKey("group", "mpi"),
+    StateKey("uid", "2001"),
+    StateKey("gid", "2001"),
+    StateKey("pkgmgr"),
+    StateKey("package", "nfs-common"),
+    StateKey("command", "true"),
+    StateKey("systemd"),
+    StateKey("service", "ssh"),
+    StateKey("hostinfo"),
+] + [StateKey(kind, "/srv/data") for kind in sorted(EXTRA_KINDS)]
 
 # Digits of other scripts (superscripts, Arabic-Indic, fullwidth...) that str.isdigit accepts.
 ODD_DIGITS = ["²", "³", "¹", "٣", "０", "߁", "①", "𝟙"]
@@ -77,20 +77,20 @@ TEXT = st.one_of(
 @given(text=TEXT)
 def test_every_state_parser_returns_or_raises_parse_error(key, text):
     with contextlib.suppress(ParseError):
-        parse_fact(key, text)
+        parse_state(key, text)
 
 
 @pytest.mark.parametrize(
     "key,text",
     [
-        (FactKey("user", "alice"), "alice:x:²001:2001::/home/alice:/bin/bash"),
-        (FactKey("user", "alice"), "alice:x:2001:٣::/home/alice:/bin/bash"),
-        (FactKey("group", "mpi"), "mpi:x:３000:"),
-        (FactKey("command", "true"), "²"),
-        (FactKey("listening"), "  0: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     ²        0 1"),
-        (FactKey("df", "/"), "/dev/sda1 1000 10 ٩٩٠ 1% /"),
+        (StateKey("user", "alice"), "alice:x:²001:2001::/home/alice:/bin/bash"),
+        (StateKey("user", "alice"), "alice:x:2001:٣::/home/alice:/bin/bash"),
+        (StateKey("group", "mpi"), "mpi:x:３000:"),
+        (StateKey("command", "true"), "²"),
+        (StateKey("listening"), "  0: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     ²        0 1"),
+        (StateKey("df", "/"), "/dev/sda1 1000 10 ٩٩٠ 1% /"),
     ],
 )
 def test_non_ascii_digits_are_a_parse_error(key, text):
     with pytest.raises(ParseError):
-        parse_fact(key, text)
+        parse_state(key, text)

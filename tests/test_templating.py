@@ -1,17 +1,23 @@
 """Sandboxed Jinja2: native values, shell quoting in commands, when: without eval, template errors."""
 
+import json
+
 import pytest
 from jinja2 import UndefinedError
 from jinja2.exceptions import SecurityError
 
-from provision.templating import (
-    TemplateError,
-    evaluate_when,
+from plan_support import minsky
+from provision import __version__
+from provision.plans.gres import plan_gres
+from provision.templating import TemplateError, evaluate_when, render_template, render_value, template_loader
+from provision.templating.filters import (
+    cluster_addresses,
+    home_shared,
+    home_writer,
     host_key_entries,
+    node_keys,
     registered,
-    render_template,
-    render_value,
-    template_loader,
+    slurm_files,
 )
 
 
@@ -45,7 +51,7 @@ HOSTILE = ["a'; touch {pwned}; '", "$(touch {pwned})", '"; touch {pwned}; "', "`
 def test_a_value_in_a_command_is_one_word_never_code(tmp_path, command, value):
     import subprocess
 
-    from provision.templating import command_text
+    from provision.templating.shell import command_text
 
     pwned = tmp_path / "pwned"
     value = value.format(pwned=pwned)
@@ -136,4 +142,119 @@ def test_registered_and_host_key_entries():
         "n2": {"facts": {}},
     }
     assert registered(hostvars, "keys") == [{"user": "a", "public_key": "ssh-ed25519 AAA a@n1", "host": "n1"}]
-    assert host_key_entries(hostvars) == [{"names": ["n1", "[127.0.0.1]:2201", "n1.c", "10.0.0.1"], "keys": ["ssh-ed25519 HK1"]}]
+    # n2 is known of nothing (outside the run, never cached): keys None, so its lines are kept.
+    assert host_key_entries(hostvars) == [
+        {"node": "n1", "names": ["n1", "[127.0.0.1]:2201", "n1.c", "10.0.0.1"], "keys": ["ssh-ed25519 HK1"]},
+        {"node": "n2", "names": ["n2"], "keys": None},
+    ]
+    assert node_keys(hostvars, "keys", "a") == {"n1": ["ssh-ed25519 AAA a@n1"], "n2": None}
+    assert node_keys(hostvars, "keys", "b") == {"n1": None, "n2": None}
+
+
+def _node(name, *addresses, **extra):
+    facts = {"hostname": name, "fqdn": "", "short": name, "addresses": list(addresses), "host_keys": ["ssh-ed25519 K"]}
+    return {"facts": {**facts, **extra}, "inventory_address": addresses[0] if addresses else None, "inventory_port": 22}
+
+
+@pytest.mark.parametrize(
+    ("hostvars", "error"),
+    [
+        # a node claiming another's address or name: both named
+        ({"n1": _node("n1", "10.0.0.1"), "n2": _node("n2", "10.0.0.2", addresses=["10.0.0.2", "10.0.0.1"])}, "n1 and n2"),
+        ({"n1": _node("n1", "10.0.0.1"), "n2": _node("n1", "10.0.0.2")}, "both claim the name or address 'n1'"),
+    ],
+)
+def test_two_hosts_claiming_one_name_or_address_is_an_error(hostvars, error):
+    with pytest.raises(TemplateError, match=error):
+        host_key_entries(hostvars)
+    with pytest.raises(TemplateError, match=error):
+        cluster_addresses(hostvars)
+
+
+def test_cluster_addresses_never_shrink():
+    hostvars = {"n1": _node("n1", "10.0.0.1"), "n2": {**_node("n2", "10.0.0.2"), "cached": True}}
+    assert cluster_addresses(hostvars) == ["10.0.0.1", "10.0.0.2"]
+    hostvars["n3"] = {"facts": {}, "unknown": True, "inventory_address": None}
+    with pytest.raises(TemplateError, match="no address known of n3"):
+        cluster_addresses(hostvars)
+
+
+NFS_HOME = {"fs": "nfs", "id": "41:2", "source": "fs1:/export/home"}
+
+
+@pytest.mark.parametrize(
+    ("homes", "setting", "writer"),
+    [
+        ([NFS_HOME, {**NFS_HOME, "id": "47:2"}], "auto", "n1"),  # one NFS export: device numbers differ, inode same
+        ([NFS_HOME, {**NFS_HOME, "source": "fs2:/export/home"}], "auto", None),  # two servers
+        ([{"fs": "ext2/ext3", "id": "2049:2", "source": "/dev/sda2"}] * 2, "auto", None),  # cloned local disks
+        ([{"fs": "ext2/ext3", "id": "2049:2", "source": "/dev/sda2"}] * 2, True, "n1"),  # told so
+        ([NFS_HOME, NFS_HOME], False, None),
+    ],
+)
+def test_home_writer(homes, setting, writer):
+    hostvars = {f"n{i + 1}": _node(f"n{i + 1}", f"10.0.0.{i + 1}", home=home) for i, home in enumerate(homes)}
+    assert home_writer(hostvars, list(hostvars), setting) == writer
+    assert home_shared(homes) == (homes[0]["fs"] == "nfs" and homes[0]["source"] == homes[1]["source"])
+
+
+def test_home_writer_is_a_host_that_answered():
+    hostvars = {"n1": {**_node("n1", "10.0.0.1"), "cached": True}, "n2": _node("n2", "10.0.0.2")}
+    assert home_writer(hostvars, ["n1", "n2"], True) == "n2"
+    with pytest.raises(TemplateError, match="not true, false or auto"):
+        home_writer(hostvars, ["n1", "n2"], "maybe")
+
+
+# -- slurm_files: the Slurm role's files, computed on the controller through the gres plan ---------
+
+
+def _facts_folder(tmp_path, *names):
+
+    folder = tmp_path / "facts"
+    folder.mkdir()
+    for name in names:
+        (folder / f"{name}.json").write_text(json.dumps(minsky(name).to_dict()))
+    return folder
+
+
+def test_slurm_files_are_the_gres_plan_of_every_node_the_setting_names(tmp_path):
+
+    folder = _facts_folder(tmp_path, "node01", "node02")
+    groups = {"all": ["ctl", "node01", "node02"], "gpu": ["node02", "node01"]}
+    got = render_value("{{ s | slurm_files(groups, d, '.') }}", {"s": {"nodes": "gpu"}, "groups": groups, "d": str(folder)})
+    plan = plan_gres([minsky("node01"), minsky("node02")], __version__)
+    assert got["gres_conf"] == plan.gres_conf and got["node_lines"] == plan.slurm_conf
+    assert "NodeName=node[01-02] Name=gpu" in got["gres_conf"] and got["node_lines"].startswith("GresTypes=gpu\n")
+    assert (got["conf"], got["gres"], got["nodes"]) == ("/etc/slurm/slurm.conf", "/etc/slurm/gres.conf", ["node01", "node02"])
+
+
+def test_slurm_files_refuse_a_node_without_facts_naming_it_and_what_to_run(tmp_path):
+    folder = _facts_folder(tmp_path, "node01")
+    groups = {"all": ["ctl", "node01"]}
+    with pytest.raises(TemplateError, match=r"no facts for host ctl in .*run `provision probe ctl"):
+        slurm_files({}, groups, str(folder))  # nodes: all, and ctl was never probed
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"nodez": "gpu"}, "unknown key nodez"),
+        ({"conf": "etc/slurm.conf"}, "conf must be an absolute path"),
+        ({"nodes": "rack9"}, "'rack9' is no group or host"),
+        ({"nodes": []}, "nodes must be a group or host name"),
+        ("yes", "must be a mapping"),
+    ],
+)
+def test_slurm_files_refuse_bad_settings(tmp_path, settings, message):
+    folder = _facts_folder(tmp_path, "node01")
+    with pytest.raises(TemplateError, match=message):
+        slurm_files(settings, {"all": ["node01"]}, str(folder))
+
+
+def test_slurm_files_read_facts_again_when_a_probe_rewrote_them(tmp_path):
+    folder = _facts_folder(tmp_path, "node01")
+    first = slurm_files({"facts_dir": "facts"}, {"all": ["node01"]}, None, str(tmp_path))["gres_conf"]
+    (folder / "node01.json.tmp").write_text(json.dumps(minsky("node01", gpus=2).to_dict()))
+    (folder / "node01.json.tmp").replace(folder / "node01.json")  # as write_atomic saves them
+    second = slurm_files({"facts_dir": "facts"}, {"all": ["node01"]}, None, str(tmp_path))["gres_conf"]
+    assert first.count("Name=gpu") == 4 and second.count("Name=gpu") == 2

@@ -13,8 +13,8 @@ from rich.table import Table
 
 from provision.cli import fail, inventory_app, options as opt, stderr
 from provision.files import write_atomic
-from provision.inventory import DEFAULT_INVENTORY, ansible_list, inventory_to_yaml, open_inventory
-from provision.inventory_import import read_ansible_inventory
+from provision.inventory.ansible import read_ansible_inventory
+from provision.inventory.model import DEFAULT_INVENTORY, ansible_list, inventory_to_yaml, open_inventory
 from provision.resources import resource_file
 
 

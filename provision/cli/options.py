@@ -6,17 +6,17 @@ from pathlib import Path
 
 import typer
 
-from provision import config
-from provision.connection import SshOptions
+from provision.cli import config
 from provision.errors import ProvisionError
-from provision.facts_source import ProbeSettings
-from provision.factstore import DEFAULT_FACTS_DIR
-from provision.probe import DEFAULT_FORKS
+from provision.probe.cached import ProbeSettings
+from provision.probe.run import DEFAULT_FORKS
+from provision.probe.store import DEFAULT_FACTS_DIR
+from provision.transport.connection import SshOptions
 
 
 def _setting(name: str, *flags: str, **kwargs) -> typer.models.OptionInfo:
     """An option read from the command line, else its environment variable, else the config
-    files, else its default (:mod:`provision.config` decides all but the command line)."""
+    files, else its default (:mod:`provision.cli.config` decides all but the command line)."""
     return typer.Option(
         ...,
         *flags,
@@ -44,6 +44,7 @@ FORKS = _setting(
     help="Hosts probed at once (in all, over every worker process).",
     show_default=str(DEFAULT_FORKS),
 )
+SETUP_FORKS = _setting("forks", "--forks", min=1, max=1024, help="Hosts worked on at once.", show_default=str(DEFAULT_FORKS))
 WORKERS = typer.Option(
     0,
     "--workers",

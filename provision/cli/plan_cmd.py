@@ -12,18 +12,19 @@ from rich.markup import escape
 from provision.cli import app, fail, options as opt, stderr
 from provision.cli.targets import resolve_targets
 from provision.errors import FactsError, PlanError
-from provision.facts_source import ProbeFailed, ProbeSettings, plan_facts
-from provision.factstore import cached_hosts, load_host
 from provision.files import write_atomic
-from provision.inventory import check_host_name, open_inventory
+from provision.inventory.model import check_host_name, open_inventory
 from provision.plans.dims import parse_dims
 from provision.plans.launch import DdlOptions, allocation_hostfile, hostfile, mpirun_argv, needs_hostfile, quoted, root_message
 from provision.plans.nics import master_address, plan_nics
 from provision.plans.picture import rich_tree, svg
 from provision.plans.rankcheck import check_rankfile, parse_rankfile
 from provision.plans.rankfile import RankPlan, plan_rankfile, render_rankfile
+from provision.plans.sbatch import sbatch_script
 from provision.plans.slurm import slurm_node_line, uneven_note
 from provision.plans.wrapper import job_settings, torchrun_lines, wrapper_script
+from provision.probe.cached import ProbeFailed, ProbeSettings, plan_facts
+from provision.probe.store import cached_hosts, load_host
 
 HOSTS = typer.Option(None, "--hosts", help="h1,h2,...: Y·Z hosts, rack by rack (default: the inventory's racks).")
 PROBE = typer.Option(False, "--probe", help="Probe the hosts now (then save their facts) instead of reading --facts-dir.")
@@ -169,10 +170,16 @@ def launch(
         False, "--allow-run-as-root", help="Pass mpirun's own --allow-run-as-root (OpenMPI refuses root without it)."
     ),
     fmt: str = typer.Option(
-        None, "--format", help="Print a hostfile instead: hostfile, horovod or deepspeed; torchrun: a command per host."
+        None,
+        "--format",
+        help="Print a hostfile instead (hostfile, horovod, deepspeed), a Slurm batch script (sbatch), "
+        "or one torchrun command per host (torchrun).",
     ),
     run: bool = typer.Option(
         False, "--run", help="Run it from the first host over SSH in a terminal (Ctrl-C stops mpirun), streaming its output."
+    ),
+    no_doctor: bool = typer.Option(
+        False, "--no-doctor", help="With --run: skip doctor's fast checks (reach, pairwise SSH, software, limits) first."
     ),
     probe: bool = PROBE,
     allow_no_gpu: bool = ALLOW_NO_GPU,
@@ -193,7 +200,7 @@ def launch(
         stderr.print(f"[yellow]note[/yellow]: {escape(note)}", highlight=False, soft_wrap=True)
     wrapper_text = wrapper_script(plan, nic_plan) if nic_plan.per_rank else None
     wrapper_local = local.with_name(local.stem + ".nic.sh")
-    if fmt is not None:
+    if fmt is not None and fmt != "sbatch":
         if wrapper_text is not None:
             _say_written("per-rank wrapper (copy it to every host)", wrapper_local, write_atomic(wrapper_local, wrapper_text))
         if fmt == "torchrun":
@@ -207,6 +214,19 @@ def launch(
     ddl = DdlOptions(ddl_mode, dev_sync, dump_iter) if ddl_mode else None
     if ddl is None and (dev_sync is not None or dump_iter is not None):
         raise fail("--dev-sync and --dump-iter need --ddl-mode")
+    if fmt == "sbatch":
+        opts = {"export": export, "iface": iface, "ddl": ddl, "report_bindings": report_bindings}
+        script = sbatch_script(
+            plan,
+            render_rankfile(plan, _now()),
+            lambda rf, hf: mpirun_argv(
+                plan, rf, list(command or []), hostfile_path=hf, **opts, allow_run_as_root=allow_run_as_root, wrapper=wrapper_text
+            ),
+            _now(),
+            allocation_hostfile(plan, f"{plan.dims}.rf") if needs_hostfile(plan) else None,
+        )
+        typer.echo(script, nl=False)
+        return
     local_hosts = local.with_name(local.stem + ".hosts") if needs_hostfile(plan) else None
     if local_hosts == local:  # --rankfile x.hosts: keep both
         local_hosts = local.with_name(local.name + ".hosts")
@@ -254,6 +274,15 @@ def launch(
             stderr.print(f"[yellow]warning[/yellow]: {escape(root_message(first.name, 'root'))}", highlight=False, soft_wrap=True)
         typer.echo(quoted(argv))
         return
+    if not no_doctor:
+        from provision.cli.doctor_cmd import print_checks
+        from provision.doctor.runner import fast_checks
+
+        results = fast_checks(open_inventory(inventory).resolve([h.host for h in plan.hosts]), options, settings.forks)
+        if any(r.status == "fail" for r in results):
+            print_checks(results, Console(stderr=True))
+            stderr.print("provision: not launched: a doctor check failed (--no-doctor to launch anyway)", markup=False)
+            raise typer.Exit(1)
     raise typer.Exit(
         run_from_first_host(first, options, plan, remote, argv_for, allow_run_as_root=allow_run_as_root, check=report_bindings)
     )
@@ -293,6 +322,16 @@ def topology(
         _write_or_print(svg(plan), svg_out)
 
 
+def fact_host_names(hosts: list[str] | None, inventory: Path | None, facts_dir: Path) -> list[str]:
+    """The hosts a facts-only command covers: those named, else every host of the inventory, else
+    (no inventory) every host with facts in ``facts_dir``; never an empty list."""
+    inv, targets = resolve_targets(inventory, hosts or [])
+    names = [host.name for host in targets] if (hosts or inv.path is not None) else cached_hosts(facts_dir)
+    if not names:
+        raise fail(f"no hosts: name some, give an inventory (-i), or probe hosts into {facts_dir}/ first")
+    return names
+
+
 @app.command(
     "slurm-nodes",
     epilog="Examples:\n\n  provision slurm-nodes gpu > nodes.conf && cat nodes.conf >> /etc/slurm/slurm.conf\n\n"
@@ -309,10 +348,7 @@ def slurm_nodes(
 
     All or nothing: every host's facts are read first, and nothing is printed unless all of them
     are there, so a failed run appended to slurm.conf leaves no partial list behind."""
-    inv, targets = resolve_targets(inventory, hosts or [])
-    names = [host.name for host in targets] if (hosts or inv.path is not None) else cached_hosts(facts_dir)
-    if not names:
-        raise fail(f"no hosts: name some, give an inventory (-i), or probe hosts into {facts_dir}/ first")
+    names = fact_host_names(hosts, inventory, facts_dir)
     found, problems = [], []
     for name in names:
         try:

@@ -9,13 +9,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from provision import config
-from provision.cli import app, fail, options as opt, stderr
+from provision.cli import app, config, fail, options as opt, stderr
 from provision.cli.targets import resolve_targets
-from provision.factstore import save_host
-from provision.gather import capture_script
-from provision.probe import probe_hosts, replay
-from provision.report import failure_lines, print_table, print_topology, results_json
+from provision.probe.gather import capture_script
+from provision.probe.report import failure_lines, print_table, print_topology, results_json
+from provision.probe.run import probe_hosts, replay
+from provision.probe.slurm import SlurmProbeError, SlurmRequest, probe_via_slurm
+from provision.probe.store import save_host
 
 
 @app.command(
@@ -23,7 +23,9 @@ from provision.report import failure_lines, print_table, print_topology, results
     "  provision probe localhost            # this machine, no SSH\n\n"
     "  provision probe -i inventory/hosts.yml all --forks 128\n\n"
     "  provision probe node01 node02 --json\n\n"
-    "  provision probe --replay ./capture   # saved outputs, no SSH"
+    "  provision probe --replay ./capture   # saved outputs, no SSH\n\n"
+    "  provision probe --via slurm --partition gpu --nodes 16   # one srun from this submit host\n\n"
+    "  provision probe --via slurm --nodelist 'node[01-04]' --via-host login1"
 )
 def probe(
     ctx: typer.Context,
@@ -46,6 +48,14 @@ def probe(
     ssh_config: Path = opt.SSH_CONFIG,
     topology: bool = typer.Option(False, "--topology", help="Also print each host's rank-file view (always for one host)."),
     save: bool = typer.Option(True, "--save/--no-save", help="Write facts and raw captures to --facts-dir."),
+    via: str = typer.Option("ssh", "--via", help="ssh: each host over SSH; slurm: one srun task per node of an allocation."),
+    partition: str = typer.Option(None, "--partition", help="--via slurm: the partition to allocate from."),
+    nodelist: str = typer.Option(None, "--nodelist", help="--via slurm: these nodes (Slurm host list, node[01-04])."),
+    nodes: int = typer.Option(None, "--nodes", help="--via slurm: how many nodes (default: those of --nodelist)."),
+    via_host: str = typer.Option(
+        "localhost", "--via-host", help="--via slurm: the submit host that runs salloc/srun (an inventory host; SSH)."
+    ),
+    alloc_wait: int = typer.Option(60, "--alloc-wait", help="--via slurm: seconds to wait for the allocation."),
 ) -> None:
     """Collect each host's real hardware over SSH (one connection, one command per host)."""
     console = Console()
@@ -56,6 +66,24 @@ def probe(
             raise fail(str(error)) from None
         if not _facts_dir_chosen(ctx):  # never over the live facts of real hosts with the same names
             facts_dir = replay_facts_dir(replay_dir)
+    elif via == "slurm":
+        if hosts:
+            raise fail("--via slurm probes the nodes Slurm allocates: name them with --nodelist, not as arguments")
+        settings = opt.probe_settings(
+            forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config, workers
+        )
+        _, submits = resolve_targets(inventory, [via_host])
+        if len(submits) != 1:
+            raise fail(f"--via-host {via_host}: name one submit host, not {len(submits)}")
+        submit = submits[0]
+        try:
+            results = probe_via_slurm(submit, SlurmRequest(partition, nodelist, nodes, alloc_wait), settings.ssh)
+        except SlurmProbeError as error:
+            raise fail(str(error), code=error.code) from None
+    elif via != "ssh":
+        raise fail(f"--via {via!r}: ssh or slurm")
+    elif partition or nodelist or nodes:
+        raise fail("--partition, --nodelist and --nodes choose Slurm nodes: add --via slurm")
     else:
         _, targets = resolve_targets(inventory, hosts or [])
         if not targets:

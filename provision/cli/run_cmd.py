@@ -7,9 +7,9 @@ from pathlib import Path
 
 import typer
 
-from provision.adhoc import command_text, run_adhoc
 from provision.cli import app, fail, options as opt
 from provision.cli.targets import resolve_targets
+from provision.transport.adhoc import command_text, run_adhoc
 
 
 @app.command(
@@ -51,8 +51,10 @@ def run(
             typer.echo(f"{result.host} | rc={result.exit_code}")
             if result.stdout:
                 typer.echo(result.stdout, nl=not result.stdout.endswith("\n"))
-            if result.stderr:
-                typer.echo(result.stderr, nl=not result.stderr.endswith("\n"), err=True)
+            # Each stderr line names its host, as pdsh and clush do: stderr is read apart from stdout
+            # (redirected, piped), where the `host | rc=N` line above it is not.
+            for line in result.stderr.splitlines():
+                typer.echo(f"{result.host}: {line}", err=True)
     failed = [result.host for result in results if not result.ok]
     if failed:
         if not as_json:

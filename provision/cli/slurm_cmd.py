@@ -7,23 +7,23 @@ from pathlib import Path
 import typer
 
 from provision import __version__
-from provision.cli import app, fail, options as opt, stderr
-from provision.cli.plan_cmd import _write_or_print
+from provision.cli import app, options as opt, stderr
+from provision.cli.plan_cmd import _write_or_print, fact_host_names
 from provision.errors import FactsError
 from provision.facts.model import HostFacts
-from provision.factstore import cached_hosts, load_host
 from provision.files import write_atomic
-from provision.inventory import open_inventory
 from provision.plans.gres import plan_gres
+from provision.probe.store import load_host
 
-HOSTS_ARG = typer.Argument(None, help="Hosts or inventory groups (default: every host in --facts-dir).")
+HOSTS_ARG = typer.Argument(
+    None, help="Hosts or groups (default: every host of the inventory; without one, every host in --facts-dir)."
+)
 
 
 def facts_of(patterns: list[str] | None, inventory: Path | None, facts_dir: Path) -> tuple[list[HostFacts], list[str]]:
-    """Facts of the named hosts and groups (none named: every cached host), and one error line per host without."""
-    names = [host.name for host in open_inventory(inventory).resolve(patterns)] if patterns else cached_hosts(facts_dir)
-    if not names:
-        raise fail(f"no facts in {facts_dir}/: run `provision probe` first")
+    """Facts of the named hosts and groups (none named: the inventory's hosts, as slurm-nodes), and
+    one error line per host without."""
+    names = fact_host_names(patterns, inventory, facts_dir)
     found, errors = [], []
     for name in names:
         try:

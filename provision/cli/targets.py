@@ -11,7 +11,7 @@ import difflib
 from pathlib import Path
 
 from provision.errors import ProvisionError
-from provision.inventory import HOST_NAME, Host, Inventory, open_inventory
+from provision.inventory.model import HOST_NAME, Host, Inventory, open_inventory
 
 
 def suggestion(inventory: Inventory, name: str) -> str | None:

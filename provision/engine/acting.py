@@ -5,7 +5,7 @@ or a fact read that uses a ``~user/`` path runs **as that user** (``runuser -u``
 enforces the user's own permissions at the moment of use and a link the user planted leads only
 where that user could go anyway (no check-then-use race). Absolute paths are read as root without
 following a final link, and refused below a folder another user can write (see
-:mod:`provision.operations.facts` and :func:`provision.operations.base.refuse_unsafe_paths`).
+:mod:`provision.operations.state` and :func:`provision.operations.base.refuse_unsafe_paths`).
 
 The command for another user travels on that user's shell's stdin (a quoted here-document), never
 in its argv: file contents, secrets included, never show in ``ps`` or ``/proc/*/cmdline``.
@@ -40,14 +40,20 @@ def acting_user(shell: str, as_root: bool, become: bool = True, user: str | None
     return (users[0] if users else None), ""
 
 
-def run_as(shell: str, user: str, delimiter: str) -> str:
-    """``shell`` run by ``user``'s ``sh``, fed on its stdin as a quoted here-document; the
-    commands themselves read /dev/null (the compound command is parsed whole before it runs)."""
+def on_stdin(program: str, shell: str, delimiter: str) -> str:
+    """``shell`` run by ``program`` (an ``sh -s`` behind its launcher: ``runuser``, ``timeout``),
+    fed on its stdin as a quoted here-document, never in argv; the commands themselves read
+    /dev/null (the compound command is parsed whole before it runs)."""
     body = f"( {shell}\n) </dev/null"
     if delimiter in body.splitlines():
         raise ValueError("a command holds the here-document delimiter")
+    return f"{program} <<'{delimiter}'\n{body}\n{delimiter}"
+
+
+def run_as(shell: str, user: str, delimiter: str) -> str:
+    """``shell`` run by ``user``'s ``sh``, on its stdin (:func:`on_stdin`)."""
     word = user if user.startswith('"$') else shlex.quote(check_user(user))
-    return f"runuser -u {word} -- sh -s <<'{delimiter}'\n{body}\n{delimiter}"
+    return on_stdin(f"runuser -u {word} -- sh -s", shell, delimiter)
 
 
 def refused(why: str) -> str:

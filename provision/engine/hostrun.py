@@ -1,4 +1,4 @@
-"""One host's run: what is known of its state (:mod:`provision.engine.factcache`), the changes
+"""One host's run: what is known of its state (:mod:`provision.engine.statecache`), the changes
 decided but not yet applied, and its results.
 
 Facts are read in as few framed round trips as possible: everything the host's tasks are known
@@ -14,41 +14,45 @@ failed), in task order, so the live output never contradicts the recap.
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from provision.connection import HostFailure
-from provision.engine.factcache import ANYTHING, IDENTITY, FactCache, scope_of
-from provision.engine.script import BECOME_FAILED, Step, build_script, new_nonce, parse_output, remote_command, stdin_for
+from provision.engine.script import (
+    BECOME_FAILED,
+    Step,
+    build_script,
+    new_nonce,
+    parse_output,
+    remote_command,
+    round_trip_limit,
+    stdin_for,
+    upload_prelude,
+)
+from provision.engine.statecache import ANYTHING, IDENTITY, StateCache, scope_of
+from provision.engine.uploads import send_uploads
 from provision.errors import ParseError
-from provision.inventory import Host
-from provision.operations.base import FactKey, Write, printable
-from provision.operations.facts import parse_fact
+from provision.inventory.model import Host
+from provision.operations.base import StateKey, Write, mask_secrets, printable
+from provision.operations.state import parse_state
+from provision.transport.connection import HostFailure
 
 HOSTINFO = IDENTITY
 NO_LOG = "(no_log)"  # what a no_log task shows instead of a change, a diff or a failure
-# The value is masked to the end of its line (a multi-word secret is hidden whole).
-_SECRET = re.compile(r"(?i)((?:pass(?:word|wd)?|secret|token|hashed_password|private)[\w.]*[^\S\r\n]*[=:][^\S\r\n]*)(\S[^\r\n]*)")
-_PRIVATE = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)
 
 
-def mask_secrets(text: str) -> str:
-    """Hide values of password/secret/token-like settings and private key blocks."""
-    return _SECRET.sub(r"\1********", _PRIVATE.sub("(private key hidden)", text))
-
-
-def unified_diff(change: Write) -> str:
-    """The unified diff of a file change, secrets masked (or hidden entirely for secret files)."""
+def unified_diff(change: Write, host: str | None = None) -> str:
+    """The unified diff of a file change, secrets masked (or hidden entirely for secret files);
+    the headers name ``host`` (``--- w1:/etc/hosts (before)``) when given."""
+    path = f"{host}:{change.path}" if host else change.path
     if change.secret:
-        return f"--- {change.path}\n+++ {change.path}\n(content hidden: secret)\n"
+        return f"--- {path}\n+++ {path}\n(content hidden: secret)\n"
     try:
         old = (change.old or b"").decode().splitlines(keepends=True)
         new = change.content.decode().splitlines(keepends=True)
     except UnicodeDecodeError:
-        return f"--- {change.path}\n+++ {change.path}\n(binary content differs)\n"
-    lines = difflib.unified_diff(old, new, f"{change.path} (before)" if change.old is not None else "/dev/null", change.path)
+        return f"--- {path}\n+++ {path}\n(binary content differs)\n"
+    lines = difflib.unified_diff(old, new, f"{path} (before)" if change.old is not None else "/dev/null", path)
     return mask_secrets("".join(line if line.endswith("\n") else line + "\n" for line in lines))
 
 
@@ -65,6 +69,8 @@ class TaskResult:
     changes: list[str] = field(default_factory=list)
     diff: list[str] = field(default_factory=list)
     message: str = ""
+    commands: list[str] = field(default_factory=list)  # what ran (or would run) on the node, for -v
+    output: list[str] = field(default_factory=list)  # what each applied change printed, for -v
     no_log: bool = False  # the task's no_log: its changes, diffs and failure output are never shown
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -74,6 +80,23 @@ class TaskResult:
             value = NO_LOG
         object.__setattr__(self, name, value)
 
+    def shown_item(self) -> Any:
+        """The loop item as output shows it: as it is when a plain value, else its text; a
+        no_log task's item never (a loop over secrets is what no_log is for)."""
+        if self.item is None:
+            return None
+        if self.no_log:
+            return NO_LOG
+        return self.item if isinstance(self.item, (str, int, float, bool)) else str(self.item)
+
+    def item_label(self) -> str:
+        """The loop item in a one-line report: a dict item by its ``name``; "" without a loop."""
+        if self.item is None:
+            return ""
+        if isinstance(self.item, dict) and "name" in self.item and not self.no_log:
+            return str(self.item["name"])
+        return str(self.shown_item())
+
     def as_dict(self) -> dict:
         """JSON-ready form."""
         return {
@@ -82,10 +105,12 @@ class TaskResult:
             "task": self.task,
             "where": self.where,
             "status": self.status,
-            "item": self.item if isinstance(self.item, (str, int, float, bool, type(None))) else str(self.item),
+            "item": self.shown_item(),
             "changes": self.changes,
             "diff": self.diff,
             "message": self.message,
+            "commands": self.commands,
+            "output": self.output,
         }
 
 
@@ -102,21 +127,25 @@ class HostRun:
     check: bool = False
     password: str | None = field(default=None, repr=False)  # the become password: never in a repr or traceback
     on_result: Callable[[TaskResult], None] | None = None
-    cache: FactCache = field(default_factory=FactCache)
+    cache: StateCache = field(default_factory=StateCache)
     pending: list[tuple[Step, TaskResult]] = field(default_factory=list)
     results: list[TaskResult] = field(default_factory=list)
     registered: dict[str, Any] = field(default_factory=dict)
     unreachable: str | None = None
     failed: bool = False
+    untrusted: bool = False  # its reported host keys lack the verified one: its hostinfo is not used
     error: str = ""  # why the host stopped, when no task result says it
     round_trips: int = 0
-    wanted: dict[FactKey, None] = field(default_factory=dict)  # facts the next tasks are known to need
+    wanted: dict[StateKey, None] = field(default_factory=dict)  # facts the next tasks are known to need
     decided: list[TaskResult] = field(default_factory=list)  # decided, not yet reported
     root: bool = False  # some task here runs as root: every round trip does (facts read as root)
 
     def identity(self) -> dict:
         """Host name, addresses and host keys (read in the first round trip), or {}."""
         return self.cache.hint(IDENTITY) or {}
+
+    step_timeout: float | None = None  # seconds each change may run (--command-timeout); None: no limit of its own
+    command_timeout: float = 300.0  # seconds a round trip may read facts (the session's command timeout)
 
     def facts_hostname(self) -> str | None:
         """The name this host calls itself (from its facts), if read."""
@@ -132,16 +161,16 @@ class HostRun:
         """A --check prediction that could not say what it would change: trust nothing after it."""
         self.cache.plan(ANYTHING)
 
-    def view(self, keys: list[FactKey]) -> dict[FactKey, Any]:
+    def view(self, keys: list[StateKey]) -> dict[StateKey, Any]:
         """The trusted values of ``keys`` (None: absent on the host); UNKNOWN (--check only) where
         a planned change may have altered the fact."""
         return {key: self.cache.value(key) for key in keys}
 
-    def hints(self, keys: list[FactKey]) -> dict[FactKey, Any]:
+    def hints(self, keys: list[StateKey]) -> dict[StateKey, Any]:
         """The last values read of ``keys``, trusted or not (--check predicts on them)."""
         return {key: self.cache.hint(key) for key in keys}
 
-    def need(self, keys: list[FactKey], as_root: bool) -> None:
+    def need(self, keys: list[StateKey], as_root: bool) -> None:
         """Make sure ``keys`` are known: apply the pending changes and read the facts that are
         missing or altered since they were read, in one round trip, with the altered facts the
         next tasks need. In --check nothing is applied: facts never read are read; facts a planned
@@ -179,19 +208,26 @@ class HostRun:
             if self.on_result:
                 self.on_result(result)
 
-    def round_trip(self, keys: list[FactKey], as_root: bool, apply: bool) -> None:
+    def round_trip(self, keys: list[StateKey], as_root: bool, apply: bool) -> None:
         """One framed script: pending changes in order, then the facts ``keys``."""
         steps = [step for step, _result in self.pending] if apply else []
         as_root = as_root or any(step.become or step.user for step in steps)
         nonce = new_nonce()
-        script = build_script(steps, keys, nonce, as_root)
         self.round_trips += 1
+        folder = None
         try:
-            result = self.session.run(remote_command(as_root), stdin_for(script, as_root, self.password))
+            folder = send_uploads(self.session, steps)  # issue 15: files over SFTP, before the script
+            script = upload_prelude(folder) + build_script(steps, keys, nonce, as_root, self.step_timeout)
+            # a round trip that applies changes may run as long as their own limits together
+            limit = {"timeout": round_trip_limit(steps, self.step_timeout, self.command_timeout)} if steps else {}
+            result = self.session.run(remote_command(as_root), stdin_for(script, as_root, self.password), **limit)
         except HostFailure as failure:
             self.unreachable = f"{failure.kind}: {failure}"
             self._abort_pending(f"host {failure.kind}: {failure}", "aborted")
             raise HostFailed(self.unreachable) from None
+        finally:
+            if folder:
+                self.session.remove_private_dir(folder)
         try:
             output = parse_output(result.stdout, nonce)
         except ParseError as error:
@@ -208,10 +244,13 @@ class HostRun:
         done = {index: (code, text) for index, code, text in output.steps}
         for index, (_step, task_result) in enumerate(pending if apply else []):
             code, text = done.get(index, (None, ""))
+            if text and not task_result.no_log:
+                task_result.output.append(mask_secrets(printable(text, 100_000, newlines=True)))
             if code == 0:
                 continue
             if code is None:
-                task_result.status, task_result.message = "aborted", "not applied: an earlier change failed"
+                if task_result.status != "failed":  # a task's later change must not hide its failed one
+                    task_result.status, task_result.message = "aborted", "not applied: an earlier change failed"
                 continue
             task_result.status = "failed"
             task_result.message = printable(text[-2400:], 100_000, newlines=True)[-600:] or f"exit {code}"
@@ -228,7 +267,7 @@ class HostRun:
             if index not in output.facts:
                 raise HostFailed(f"no output for fact {key.kind} {key.arg}")
             try:
-                value = parse_fact(key, output.facts[index])
+                value = parse_state(key, output.facts[index])
             except Exception as error:  # noqa: BLE001 - whatever a node printed fails that host alone
                 self.failed, self.error = (
                     True,

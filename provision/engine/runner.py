@@ -9,30 +9,32 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from provision.connection import SshOptions
 from provision.engine.hostrun import HOSTINFO, NO_LOG, HostFailed, HostRun, TaskResult, unified_diff
+from provision.engine.membership import HostCache, cache_folder, cached_hostvars, record_of, verified_key_problem
+from provision.engine.recap import RunReport, report_of
 from provision.engine.script import LOGIN_USER, Step
+from provision.engine.selection import BadInput, check_tags, outline, tag_selected, tasks_before
+from provision.engine.verbosity import ran_text
 from provision.errors import ProvisionError
-from provision.inventory import Host, Inventory
+from provision.inventory.model import Host, Inventory
+from provision.inventory.patterns import PatternError, select_hosts
 from provision.operations import OPERATIONS
-from provision.operations.base import UNKNOWN, FactKey, Write, check_path, check_user
-from provision.parallel import fan_out
+from provision.operations.base import UNKNOWN, StateKey, Write, check_path, check_user
 from provision.playbook.model import Play, Task
 from provision.playbook.variables import Variables
 from provision.templating import evaluate_when, render_template, render_value, template_loader, variables_in
+from provision.transport.connection import SshOptions
+from provision.transport.parallel import fan_out
 
 DEFERRED = {"facts", "hostvars", "play_hosts"}  # known only while running
 DEFAULT_FORKS = 64
 _NO_ITEM = object()
 
 
-class BadInput(ProvisionError):
-    """Input that fails before any host is touched (exit status 2)."""
-
-
 @dataclass
 class RunOptions:
-    """How to run: --check, --diff, --tags/--skip-tags, --forks, the become password, template folders."""
+    """How to run: --check, --diff, --tags/--skip-tags, --start-at-task, --forks, the become
+    password, template folders."""
 
     check: bool = False
     diff: bool = False
@@ -41,41 +43,8 @@ class RunOptions:
     forks: int = DEFAULT_FORKS
     become_password: str | None = field(default=None, repr=False)
     template_dirs: tuple = ()
-
-
-@dataclass
-class Recap:
-    """Ansible's recap line for one host."""
-
-    host: str
-    ok: int = 0
-    changed: int = 0
-    unreachable: int = 0
-    failed: int = 0
-    skipped: int = 0
-    round_trips: int = 0
-    message: str = ""
-
-    def line(self, width: int = 0) -> str:
-        """``HOST : ok=N changed=N unreachable=N failed=N skipped=N``."""
-        return (
-            f"{self.host.ljust(width)} : ok={self.ok} changed={self.changed} unreachable={self.unreachable} "
-            f"failed={self.failed} skipped={self.skipped}"
-        )
-
-
-@dataclass
-class RunReport:
-    """Every task result, the recap per host and the hosts' final state."""
-
-    results: list[TaskResult] = field(default_factory=list)
-    recap: list[Recap] = field(default_factory=list)
-    runs: dict[str, HostRun] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        """True when no host failed or was unreachable."""
-        return not any(r.failed or r.unreachable for r in self.recap)
+    step_timeout: float | None = 300.0  # seconds each change may run on a host (--command-timeout)
+    start_at_task: str | None = None
 
 
 def _names(value: Any) -> set[str]:
@@ -102,28 +71,66 @@ class Runner:
         on_host: Callable[[str, str], None] | None = None,
         keep_sessions: bool = False,
     ):
-        from provision.session import Session
+        from provision.transport.session import Session
 
         self.plays, self.inventory, self.variables, self.ssh, self.options = plays, inventory, variables, ssh, options
-        self.limit = set(h.name for h in inventory.resolve(limit)) if limit else None
+        self.limit_patterns = list(limit) if limit else None
+        self.limit: set[str] | None = None
+        self.skipped: set[int] = set()  # id() of the tasks before --start-at-task
         self.session_factory = session_factory or Session
         self.on_result, self.on_host = on_result, on_host
         self.keep_sessions = keep_sessions
         self.deferred = DEFERRED | {t.register for p in plays for t in (*p.tasks, *p.handlers) if t.register}
         self.hostvars: dict[str, dict] = {}
-        self.prefetch: dict[str, dict[FactKey, None]] = {}
-        self.upcoming: dict[str, list[tuple[Task, list[FactKey]]]] = {}  # per host, in task order
+        self.prefetch: dict[str, dict[StateKey, None]] = {}
+        self.upcoming: dict[str, list[tuple[Task, list[StateKey]]]] = {}  # per host, in task order
         self.root: dict[str, bool] = {}
         self.hosts: dict[str, Host] = {}
         self.play_hosts: list[list[Host]] = []
+        self.cache = HostCache(cache_folder(inventory))
+        self.known: dict[str, dict | None] = {}  # each inventory host's cached record (read once)
 
     # -- selection -----------------------------------------------------------------------------
     def selected(self, task: Task) -> bool:
-        """Whether --tags/--skip-tags select ``task`` (tag ``always`` always runs)."""
-        tags = set(task.tags)
-        if tags & self.options.skip_tags:
-            return False
-        return self.options.tags is None or "always" in tags or bool(tags & self.options.tags)
+        """Whether --start-at-task and --tags/--skip-tags select ``task``."""
+        return id(task) not in self.skipped and tag_selected(task, self.options.tags, self.options.skip_tags)
+
+    def select(self) -> None:
+        """Check --tags/--skip-tags/--start-at-task/--limit against the playbook and inventory
+        (a typo that would run nothing is refused, listing what exists) and resolve each play's
+        hosts. Touches no host; :meth:`prepare` calls it."""
+        if self.play_hosts:
+            return
+        check_tags(self.plays, self.options.tags, "--tags")
+        check_tags(self.plays, self.options.skip_tags or None, "--skip-tags")
+        self.skipped = tasks_before(self.plays, self.options.start_at_task)
+        try:
+            if self.limit_patterns:
+                self.limit = {h.name for h in select_hosts(self.inventory, self.limit_patterns, what="--limit")}
+            for play in self.plays:
+                hosts = self._hosts_of(play)
+                self.play_hosts.append(hosts)
+                for host in hosts:
+                    self.hosts[host.name] = host
+        except PatternError as error:
+            raise BadInput(str(error)) from None
+        if not self.hosts:
+            chosen = f"--limit {','.join(self.limit_patterns)}" if self.limit_patterns else "the inventory"
+            raise BadInput(f"{chosen} leaves no host for the playbook's plays (hosts: {', '.join(self.plays[0].hosts)})")
+
+    def outline(self, source: str, *, hosts: bool = False, tasks: bool = False, tags: bool = False) -> list[str]:
+        """What --list-hosts/--list-tasks/--list-tags print for this run (no host touched)."""
+        self.select()
+        names = [[h.name for h in hosts_] for hosts_ in self.play_hosts]
+        return outline(source, self.plays, names, self.selected, hosts=hosts, tasks=tasks, tags=tags)
+
+    def tags_taken(self) -> frozenset[str]:
+        """The tags of the tasks this run takes (after --tags, --skip-tags, --start-at-task)."""
+        return frozenset(tag for play in self.plays for task in play.tasks if self.selected(task) for tag in task.tags)
+
+    def uses(self, name: str) -> bool:
+        """Whether a task this run takes reads the variable ``name``."""
+        return any(name in _names([t.args, t.loop]) for play in self.plays for t in play.tasks if self.selected(t))
 
     def _hosts_of(self, play: Play) -> list[Host]:
         hosts = self.inventory.resolve(list(play.hosts))
@@ -133,6 +140,9 @@ class Runner:
     def context(self, host: Host, play: Play, run: HostRun | None, item: Any = _NO_ITEM) -> dict:
         """Variables for one task on one host."""
         ctx = self.variables.for_host(host, play.vars)
+        # Ansible's ansible_run_tags: what --tags asked for (["all"] without it), for a role that
+        # runs when asked by name or by an inventory variable.
+        ctx["run_tags"] = sorted(self.options.tags) if self.options.tags is not None else ["all"]
         if run is not None:
             ctx.update(run.registered)
             ctx["facts"] = run.identity()
@@ -168,11 +178,9 @@ class Runner:
         """Resolve hosts, render every task that can be rendered now and check its arguments;
         collect the facts each host's tasks need (read in its first round trip). Raises
         :class:`BadInput` naming file:line, task, host and cause."""
-        for play in self.plays:
-            hosts = self._hosts_of(play)
-            self.play_hosts.append(hosts)
+        self.select()
+        for play, hosts in zip(self.plays, self.play_hosts, strict=True):
             for host in hosts:
-                self.hosts[host.name] = host
                 self.prefetch.setdefault(host.name, {})
                 self.upcoming.setdefault(host.name, [])
                 for task in [t for t in play.tasks if self.selected(t)] + list(play.handlers):
@@ -207,12 +215,12 @@ class Runner:
             for key in keys:
                 self.prefetch[host.name][key] = None
 
-    def _partial_requests(self, task: Task, ctx: dict) -> list[FactKey]:
+    def _partial_requests(self, task: Task, ctx: dict) -> list[StateKey]:
         """Facts of a task whose arguments are only partly known yet (e.g. a path known, the
         keys from other hosts not): enough to read its state in the first round trip."""
         if task.op == "template":  # its file, when the path is known already (issue 8's role templates)
             try:
-                return [FactKey("file", check_path(render_value(task.args["path"], ctx)))]
+                return [StateKey("file", check_path(render_value(task.args["path"], ctx)))]
             except Exception:  # noqa: BLE001 - not known yet
                 return []
         if task.op not in OPERATIONS:
@@ -240,27 +248,57 @@ class Runner:
                 self.options.become_password,
                 on_result=self._emit,
                 root=self.root.get(name, False),
+                step_timeout=self.options.step_timeout,
+                command_timeout=self.ssh.command_timeout,
             )
             for name, host in self.hosts.items()
         }
+        self.known = {name: self.cache.load(name) for name in self.inventory.hosts}
+        self._fill_hostvars(runs)
         try:
             # Threads only (workers=1): each host's session and state live across plays in this process.
             for play, hosts in zip(self.plays, self.play_hosts, strict=True):
                 fan_out(hosts, lambda h, play=play: self._play_on_host(play, runs[h.name]), self.options.forks, workers=1)
-                for name, run in runs.items():
-                    self.hostvars[name] = {
-                        **run.registered,
-                        "facts": run.identity(),
-                        "inventory_hostname": name,
-                        "inventory_address": run.host.address,
-                        "inventory_port": run.host.port,
-                    }
+                self._fill_hostvars(runs)
+            if not self.options.check:
+                self._save_cache(runs)
         finally:
             if not self.keep_sessions:
                 fan_out(
                     list(runs.values()), lambda r: r.session.close(), self.options.forks, on_error=lambda _r, _e: None, workers=1
                 )
-        return self._report(runs)
+        return report_of(runs)
+
+    # -- hosts outside this run (issue 15): cluster-wide files never shrink ------------------
+    def _live(self, run: HostRun) -> bool:
+        return bool(run.identity()) and not run.untrusted
+
+    def _fill_hostvars(self, runs: dict[str, HostRun]) -> None:
+        """hostvars of every inventory host: live for the hosts that answered this run (over
+        their cached record), cached (or ``unknown``) for the others."""
+        for name, host in self.inventory.hosts.items():
+            run = runs.get(name)
+            if run is None or not self._live(run):
+                self.hostvars[name] = cached_hostvars(name, self.known.get(name), host.address, host.port)
+        for name, run in runs.items():
+            if not self._live(run):
+                if name not in self.hostvars:  # an ad-hoc host outside the inventory
+                    self.hostvars[name] = cached_hostvars(name, None, run.host.address, run.host.port)
+                continue
+            self.hostvars[name] = {
+                **((self.known.get(name) or {}).get("registered") or {}),
+                **run.registered,
+                "facts": run.identity(),
+                "inventory_hostname": name,
+                "inventory_address": run.host.address,
+                "inventory_port": run.host.port,
+            }
+
+    def _save_cache(self, runs: dict[str, HostRun]) -> None:
+        kept = {t.register for p in self.plays for t in (*p.tasks, *p.handlers) if t.register and not t.no_log}
+        for name, run in runs.items():  # a failed host's claims (e.g. a name clash) are not kept
+            if name in self.inventory.hosts and self._live(run) and not run.failed:
+                self.cache.save(name, record_of(self.hostvars[name], self.known.get(name), kept))
 
     def _play_on_host(self, play: Play, run: HostRun) -> None:
         if run.failed or run.unreachable:
@@ -269,6 +307,11 @@ class Runner:
             if not run.identity():
                 self._status(run, "reading state")
                 run.need([*self.prefetch.get(run.host.name, {}), HOSTINFO], self.root.get(run.host.name, False))
+                verified = getattr(run.session, "verified_host_key", lambda: None)()
+                problem = verified_key_problem(run.host.name, run.identity(), verified)
+                if problem:
+                    run.untrusted, run.failed = True, True
+                    raise HostFailed(problem)
             notified: list[str] = []
             for task in play.tasks:
                 if self.selected(task):
@@ -307,8 +350,9 @@ class Runner:
             self._fail(run, failed, error)
         registered = []
         for item in items:
-            result = TaskResult(run.host.name, play.name, task.name, task.where, item=None if item is _NO_ITEM else item)
-            result.no_log = task.no_log
+            result = TaskResult(
+                run.host.name, play.name, task.name, task.where, item=None if item is _NO_ITEM else item, no_log=task.no_log
+            )
             run.results.append(result)
             try:
                 ctx = self.context(run.host, play, run, item)
@@ -317,7 +361,8 @@ class Runner:
                     run.finish(result)
                     continue
                 op, args = self.render_args(task, play, ctx)
-                user = check_user(render_value(task.become_user, ctx)) if task.become_user else None
+                user = render_value(task.become_user, ctx) if task.become_user else None
+                user = check_user(user) if user else None  # a template may render to none: no switch
                 operation = OPERATIONS[op]
                 args = operation.check_args(args)
                 reader = user or ("root" if become else LOGIN_USER)
@@ -331,8 +376,9 @@ class Runner:
             for change in changes:
                 run.plan(change, result, Step(change, become, user), exact)
                 result.changes.append(change.describe if not task.no_log else NO_LOG)
+                result.commands.append(ran_text(change, task.no_log))
                 if self.options.diff and isinstance(change, Write):
-                    result.diff.append(unified_diff(change) if not task.no_log else NO_LOG)
+                    result.diff.append(unified_diff(change, run.host.name) if not task.no_log else NO_LOG)
             if changes or result.status == "changed":
                 result.status = "changed"
                 if notified is not None:
@@ -353,7 +399,7 @@ class Runner:
                 else (registered[0] if registered else {})
             )
 
-    def _facts(self, run: HostRun, keys: list[FactKey], reader: str, as_root: bool) -> tuple[dict, list[FactKey]]:
+    def _facts(self, run: HostRun, keys: list[StateKey], reader: str, as_root: bool) -> tuple[dict, list[StateKey]]:
         """The facts ``keys`` as the operation names them, read as ``reader`` where that matters,
         and those unknown (--check only: a planned change may have altered them)."""
         read = dict(zip(keys, _as_reader(keys, reader), strict=True))
@@ -368,12 +414,12 @@ class Runner:
         """The task's changes, decided on facts true now. In --check, where a planned change made
         a fact unknowable, the task is predicted on the state read before it; when that cannot
         decide, it is predicted ``changed`` (as Ansible would) and nothing after it is trusted."""
-        facts, unknown = self._facts(run, operation.requests(args), reader, as_root)
+        current, unknown = self._facts(run, operation.requests(args), reader, as_root)
         if not unknown:
-            return operation.decide(args, facts), True
+            return operation.decide(args, current), True
         where = ", ".join(f"{key.kind} {key.arg}".strip()[:60] for key in unknown[:3])
         try:
-            changes = operation.decide(args, facts)
+            changes = operation.decide(args, current)
         except Exception as error:  # noqa: BLE001 - on stale facts the real run may well succeed
             run.plan_unknown()
             result.status = "changed"
@@ -396,26 +442,6 @@ class Runner:
         if self.on_result:
             self.on_result(result)
 
-    def _report(self, runs: dict[str, HostRun]) -> RunReport:
-        report = RunReport(runs=runs)
-        for name, run in runs.items():
-            recap = Recap(name, round_trips=run.round_trips)
-            for result in run.results:
-                report.results.append(result)
-                if result.status in ("ok", "changed"):
-                    recap.ok += 1
-                recap.changed += result.status == "changed"
-                recap.failed += result.status == "failed"
-                recap.skipped += result.status == "skipped"
-            if run.unreachable:
-                recap.unreachable, recap.message = 1, run.unreachable
-            elif run.failed and not recap.failed:
-                recap.failed = 1
-            if run.failed and not recap.message:
-                recap.message = next((r.message for r in run.results if r.status == "failed"), run.error or "failed")
-            report.recap.append(recap)
-        return report
-
 
 def _reader(task: Task, play: Play, ctx: dict) -> str:
     """Who runs the task's own checks (``unless``): its become_user, root, or the login user."""
@@ -428,6 +454,6 @@ def _reader(task: Task, play: Play, ctx: dict) -> str:
     return "root" if become else LOGIN_USER
 
 
-def _as_reader(keys: list[FactKey], reader: str) -> list[FactKey]:
+def _as_reader(keys: list[StateKey], reader: str) -> list[StateKey]:
     """``command`` facts run as the task's user; other facts are read as the round trip's."""
     return [dataclasses.replace(key, user=reader) if key.kind == "command" and reader else key for key in keys]

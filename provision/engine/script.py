@@ -12,10 +12,10 @@ import re
 import secrets
 from dataclasses import dataclass, field
 
-from provision.engine.acting import acting_user, refused, run_as
+from provision.engine.acting import acting_user, on_stdin, refused, run_as
 from provision.errors import ParseError
-from provision.operations.base import FactKey, Run, Write, check_user, home_prelude, quote, shell_path
-from provision.operations.facts import fact_command
+from provision.operations.base import Run, StateKey, Write, check_user, home_prelude, quote, shell_path
+from provision.operations.state import state_command
 
 BODY_LIMIT = 8 * 1024 * 1024
 BECOME_FAILED = 92
@@ -75,6 +75,28 @@ def change_command(change: Run | Write) -> str:
     return f"{prelude}\n{body}" if prelude else body
 
 
+def step_limit(command: str, seconds: float, delimiter: str) -> str:
+    """``command`` stopped after ``seconds`` (TERM, then KILL 10 s later, to its whole process
+    group: an installer and its children), saying so; exit status 124 then. The command travels
+    on the shell's stdin (:func:`on_stdin`), never in argv."""
+    return (
+        f"{on_stdin(f'timeout -k 10 {seconds:g} sh -s', command, delimiter)}\nr=$?; "
+        f"[ $r -ne 124 ] || echo 'provision: step stopped after {seconds:g}s (its time limit: --command-timeout)'; exit $r"
+    )
+
+
+def round_trip_limit(steps: list[Step], step_timeout: float | None, base: float) -> float:
+    """How long a round trip may run: ``base`` (reading facts) plus every step's own limit."""
+    own = [(step.change.timeout if isinstance(step.change, Run) else None) or step_timeout or base for step in steps]
+    return base + sum(limit + 10 for limit in own)  # + the 10 s between TERM and KILL
+
+
+def upload_prelude(folder: str | None) -> str:
+    """The script line that tells steps where the round trip's uploads are (exported: steps run
+    in their own ``sh``)."""
+    return f"PROVISION_UPLOADS={quote(folder)}; export PROVISION_UPLOADS\n" if folder else ""
+
+
 @dataclass(frozen=True)
 class Step:
     """A change to apply; ``become`` False in a root script drops to the login user."""
@@ -84,8 +106,9 @@ class Step:
     user: str | None = None  # become_user: run the change as this user (from a root script)
 
 
-def build_script(steps: list[Step], facts: list[FactKey], nonce: str, as_root: bool) -> str:
-    """The POSIX sh script for one round trip (fed on stdin to ``sh -s``)."""
+def build_script(steps: list[Step], keys: list[StateKey], nonce: str, as_root: bool, step_timeout: float | None = None) -> str:
+    """The POSIX sh script for one round trip (fed on stdin to ``sh -s``); with ``step_timeout``
+    each change is stopped after its own limit (:func:`step_limit`)."""
     out = ["umask 022", f"N='@@{nonce}@@'", "printf '%s begin\\n' \"$N\""]
     for index, step in enumerate(steps):
         command = change_command(step.change)
@@ -95,20 +118,22 @@ def build_script(steps: list[Step], facts: list[FactKey], nonce: str, as_root: b
         elif user:
             command = run_as(command, user, f"PROVISION_{nonce}_{index}")
         out.append(f"printf '%s step {index}\\n' \"$N\"")
+        limit = (step.change.timeout if isinstance(step.change, Run) else None) or step_timeout
+        if limit:
+            command = step_limit(command, limit, f"PROVISION_{nonce}_{index}_limit")
         out.append(f"( {command}\n) </dev/null 2>&1; rc=$?")
         out.append(f'printf \'\\n%s rc {index} %s\\n\' "$N" "$rc"')
         out.append('[ "$rc" -eq 0 ] || exit 0')
-    for index, key in enumerate(facts):
+    for index, key in enumerate(keys):
         out.append(f"printf '%s fact {index}\\n' \"$N\"")
-        out.append(
-            f"( {read_as(fact_command(key), key.user, as_root, f'PROVISION_{nonce}_fact{index}')}\n) </dev/null 2>/dev/null"
-        )
+        command = read_as(state_command(key), key.user, as_root, f"PROVISION_{nonce}_fact{index}")
+        out.append(f"( {command}\n) </dev/null 2>/dev/null")
         out.append("printf '\\n'")
     out.append("printf '%s end\\n' \"$N\"")
     return "\n".join(out) + "\n"
 
 
-LOGIN_USER = "@login"  # FactKey.user of a command the login user runs (a task without become)
+LOGIN_USER = "@login"  # StateKey.user of a command the login user runs (a task without become)
 
 
 def read_as(command: str, user: str, as_root: bool, delimiter: str) -> str:

@@ -109,8 +109,14 @@ class _Refused(Exception):
 
 def _parse_tree(text: str) -> Element:
     """Well-formed, DTD-free, bounded XML -> an ElementTree element (text content is dropped)."""
+    return parse_bounded_xml(text, SOURCE.name, keep_text=False)
+
+
+def parse_bounded_xml(text: str, source: str, keep_text: bool = True) -> Element:
+    """Well-formed, DTD-free, bounded XML from a node -> an ElementTree element; every refusal is
+    a :class:`ParseError` naming ``source`` (also used for ``nvidia-smi -q -x``)."""
     if len(text) > MAX_CHARS:
-        raise ParseError(SOURCE.name, f"output is {len(text)} characters, over the {MAX_CHARS} limit")
+        raise ParseError(source, f"output is {len(text)} characters, over the {MAX_CHARS} limit")
     builder = TreeBuilder()
     parser = expat.ParserCreate(encoding="utf-8")  # the data is already text: ignore the declared encoding
     parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
@@ -141,6 +147,8 @@ def _parse_tree(text: str) -> Element:
 
     parser.StartElementHandler = start
     parser.EndElementHandler = end
+    if keep_text:
+        parser.CharacterDataHandler = builder.data
     parser.StartDoctypeDeclHandler = doctype
     parser.EntityDeclHandler = declaration
     parser.UnparsedEntityDeclHandler = declaration
@@ -148,9 +156,9 @@ def _parse_tree(text: str) -> Element:
     try:
         parser.Parse(text.encode("utf-8", "replace"), True)
     except _Refused as refused:
-        raise ParseError(SOURCE.name, str(refused), parser.CurrentLineNumber) from None
+        raise ParseError(source, str(refused), parser.CurrentLineNumber) from None
     except expat.ExpatError as error:
-        raise ParseError(SOURCE.name, f"not well-formed XML: {expat.errors.messages[error.code]}", error.lineno) from None
+        raise ParseError(source, f"not well-formed XML: {expat.errors.messages[error.code]}", error.lineno) from None
     return builder.close()
 
 

@@ -1,7 +1,7 @@
 """A fact source: the capture name, the tools it needs and the shell step that prints it.
 
 Each parser module declares its sources next to its parser (pyinfra's model: a fact is the
-command that gathers it plus a pure parser); :mod:`provision.gather` assembles the script from
+command that gathers it plus a pure parser); :mod:`provision.probe.gather` assembles the script from
 them and :mod:`provision.facts.derive` looks captures up by them. This module imports nothing
 of provision's, so both sides can import it.
 """

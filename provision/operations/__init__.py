@@ -3,7 +3,8 @@ changes. The registry :data:`OPERATIONS` maps each name a playbook may use to it
 
 from __future__ import annotations
 
-from provision.operations import conda, files, jupyter, nfs, role_facts, ssh, system, users  # noqa: F401 - issue 8's roles (role_facts registers fact kinds)
+# role_state and os_state register state kinds when imported
+from provision.operations import conda, files, jupyter, nfs, os_state, role_state, ssh, system, users  # noqa: F401
 from provision.operations.base import Operation
 
 OPERATIONS: dict[str, Operation] = {

@@ -1,6 +1,6 @@
 """The operation contract (pyinfra's): arguments + the host's current state -> the changes to make.
 
-An operation never touches a host. It declares the facts it needs (:class:`FactKey` values),
+An operation never touches a host. It declares the facts it needs (:class:`StateKey` values),
 and its ``plan`` is a pure function of its arguments and those facts that returns a list of
 :class:`Run` or :class:`Write` changes; an empty list means ``ok`` (nothing to do). The engine
 reads the facts (one framed round trip per host), calls ``plan`` and applies the changes.
@@ -35,7 +35,7 @@ class ArgumentError(ProvisionError):
 
 
 @dataclass(frozen=True)
-class FactKey:
+class StateKey:
     """One piece of host state: ``kind`` (file, user, group, uid, gid, package, pkgmgr, command,
     service, systemd, hostinfo; ``stat``: a file's metadata without its content), its
     argument (a path, a name, a command...) and, for ``command``, who runs it: ``root``, a user
@@ -108,8 +108,21 @@ class Run:
 
     command: str
     describe: str
-    effects: tuple[tuple[FactKey, Any], ...] = ()
+    effects: tuple[tuple[StateKey, Any], ...] = ()
     touches: tuple[str, ...] | None = None
+    timeout: float | None = None  # seconds this change may run (None: the run's --command-timeout)
+    uploads: tuple[Upload, ...] = ()  # controller files sent (SFTP) before the round trip that runs it
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A controller file a :class:`Run` needs on the node: sent over SFTP (streamed) into a private
+    folder before the round trip, named by its sha256; the command finds it at
+    ``"$PROVISION_UPLOADS/<sha256>"`` and checks that sha256 on the node before using it."""
+
+    local: str
+    sha256: str
+    size: int
 
 
 @dataclass(frozen=True)
@@ -127,7 +140,7 @@ class Write:
     secret: bool = False  # never shown by --diff
 
     @property
-    def effects(self) -> tuple[tuple[FactKey, Any], ...]:
+    def effects(self) -> tuple[tuple[StateKey, Any], ...]:
         """The file fact after the write."""
         import hashlib
 
@@ -139,7 +152,7 @@ class Write:
             hashlib.sha256(self.content).hexdigest(),
             self.content,
         )
-        return ((FactKey("file", self.path), state),)
+        return ((StateKey("file", self.path), state),)
 
 
 Change = Run | Write
@@ -161,17 +174,17 @@ class Operation:
 
     name: str
     args: Mapping[str, Arg]
-    requests: Callable[[dict], list[FactKey]]
-    plan: Callable[[dict, Mapping[FactKey, Any]], list[Change]]
-    result: Callable[[dict, Mapping[FactKey, Any]], dict] | None = None
-    result_requests: Callable[[dict], list[FactKey]] | None = None
+    requests: Callable[[dict], list[StateKey]]
+    plan: Callable[[dict, Mapping[StateKey, Any]], list[Change]]
+    result: Callable[[dict, Mapping[StateKey, Any]], dict] | None = None
+    result_requests: Callable[[dict], list[StateKey]] | None = None
     doc: str = field(default="")
 
-    def decide(self, args: dict, facts: Mapping[FactKey, Any]) -> list[Change]:
+    def decide(self, args: dict, current: Mapping[StateKey, Any]) -> list[Change]:
         """:meth:`plan`, after refusing every path fact that is a link, a foreign hard link or
         below a folder another user can write (:func:`refuse_unsafe_paths`)."""
-        refuse_unsafe_paths(facts)
-        return self.plan(args, facts)
+        refuse_unsafe_paths(current)
+        return self.plan(args, current)
 
     def check_args(self, raw: Mapping[str, Any]) -> dict:
         """Validate ``raw`` against the spec: unknown/missing names and wrong types raise
@@ -211,10 +224,10 @@ def is_number(text: Any) -> bool:
     return isinstance(text, str) and _DIGITS.fullmatch(text) is not None
 
 
-def refuse_unsafe_paths(facts: Mapping[FactKey, Any]) -> None:
+def refuse_unsafe_paths(current: Mapping[StateKey, Any]) -> None:
     """The one rule for paths a user controls, as operations see it: a ``file``/``stat`` fact of
     a refused kind (:data:`REFUSED_KINDS`) fails the host with one line naming the path and why."""
-    for key, state in facts.items():
+    for key, state in current.items():
         if key.kind in ("file", "stat") and isinstance(state, FileState) and state.kind in REFUSED_KINDS:
             why = REFUSED_KINDS[state.kind]
             if state.kind == "u":
@@ -235,6 +248,16 @@ def printable(text: str, limit: int = 300, newlines: bool = False) -> str:
     characters (``...`` marks a cut)."""
     clean = "".join(ch if ch.isprintable() or (newlines and ch == "\n") else "?" for ch in text[: limit * 4]).strip()
     return clean if len(clean) <= limit else clean[: max(limit - 3, 0)] + "..."
+
+
+# The value is masked to the end of its line (a multi-word secret is hidden whole).
+_SECRET = re.compile(r"(?i)((?:pass(?:word|wd)?|secret|token|hashed_password|private)[\w.]*[^\S\r\n]*[=:][^\S\r\n]*)(\S[^\r\n]*)")
+_PRIVATE = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)
+
+
+def mask_secrets(text: str) -> str:
+    """Hide values of password/secret/token-like settings and private key blocks."""
+    return _SECRET.sub(r"\1********", _PRIVATE.sub("(private key hidden)", text))
 
 
 def check_path(path: Any) -> str:

@@ -5,7 +5,10 @@
   the download), run in batch mode ``bash INSTALLER -b -p PREFIX`` under umask 022 after a
   free-space check; the prefix then belongs to root and nobody else may write to it. A marker
   ``PREFIX/.provision-installer`` holds the installer's checksum: the same install is skipped,
-  a prefix that holds anything else is refused (never overwritten).
+  a prefix that holds anything else is refused (never overwritten), except one an interrupted run
+  of ours left (``PREFIX.provision-installing`` beside it), which is installed again. A controller
+  installer is sent over SFTP before the round trip (:class:`provision.operations.base.Upload`);
+  the installer runs under its own time limit (``timeout``, default 1800 s).
 - ``conda_clone``: for each prefix, ``conda create -p ~USER/.conda/envs/NAME --clone PREFIX`` (NAME:
   the prefix's last folder), run as the user
   (``become_user`` in the playbook), skipped when the clone exists.
@@ -15,7 +18,6 @@ The playbook puts conda on non-interactive SSH sessions (mpirun) with ``block_to
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import re
 import threading
@@ -27,11 +29,12 @@ from provision.operations.base import (
     UNKNOWN,
     Arg,
     ArgumentError,
-    FactKey,
     FileState,
     Operation,
     OperationError,
     Run,
+    StateKey,
+    Upload,
     check_path,
     parent_of,
     printable,
@@ -40,6 +43,9 @@ from provision.operations.base import (
 )
 
 MARKER = ".provision-installer"
+IN_PROGRESS = ".provision-installing"  # PREFIX + this: an install of ours has started and not finished
+INSTALL_TIMEOUT = 1800  # seconds the installer may run (the task's ``timeout`` argument)
+AFTER_INSTALL = 600  # seconds more its step may take: checksums, chown -R of a large prefix
 UPLOAD_DIR = "/var/tmp"  # the installer goes to a private ``mktemp -d`` folder (0700, root) in here
 _PREFIX = re.compile(r"^/[A-Za-z0-9._/+-]+$")  # written raw-safe into shell profiles and .condarc
 _CHANNEL = re.compile(r"^[A-Za-z0-9._:/@+-]+$")
@@ -93,38 +99,37 @@ def local_installer(args: dict) -> Path:
     return path
 
 
-MAX_UPLOAD = 512 * 1024 * 1024  # a controller file travels inside the engine's script: larger ones by URL
 _READ_LOCK = threading.Lock()
-_READ: dict[tuple, bytes] = {}  # (path, size, mtime) -> content: read once per run, not once per host
+_DIGESTS: dict[tuple, tuple[int, str, str]] = {}  # (path, size, mtime, algorithm) -> (size, digest, sha256): once per run
 
 
-def verify_local(args: dict) -> bytes:
-    """Read the controller installer and check its checksum; bad input when missing or wrong."""
+def verify_local(args: dict) -> tuple[int, str]:
+    """Check the controller installer's checksum, reading it in chunks (an installer of a few GB
+    never sits in memory); ``(size, sha256)``. Bad input when missing or wrong."""
     algorithm, digest = checksum_of(args)
     path = local_installer(args)
     try:
         stat = path.stat()
-        if stat.st_size > MAX_UPLOAD:
-            raise ArgumentError(
-                f"anaconda installer {path}: {stat.st_size // 2**20} MiB is more than the "
-                f"{MAX_UPLOAD // 2**20} MiB sent from the controller; give its URL (the nodes fetch it)"
-            )
-        key = (str(path), stat.st_size, stat.st_mtime_ns)
-        with _READ_LOCK:  # hosts plan in parallel threads
-            if key not in _READ:
-                if len(_READ) >= 4:
-                    _READ.clear()
-                _READ[key] = path.read_bytes()
-            data = _READ[key]
+        key = (str(path), stat.st_size, stat.st_mtime_ns, algorithm)
+        with _READ_LOCK:  # hosts plan in parallel threads: each file is hashed once
+            if key not in _DIGESTS:
+                wanted, sha256 = hashlib.new(algorithm), hashlib.sha256()
+                with path.open("rb") as handle:
+                    while chunk := handle.read(1 << 20):
+                        wanted.update(chunk)
+                        sha256.update(chunk)
+                if len(_DIGESTS) >= 16:
+                    _DIGESTS.clear()
+                _DIGESTS[key] = (stat.st_size, wanted.hexdigest(), sha256.hexdigest())
+            size, got, sha256_hex = _DIGESTS[key]
     except OSError as error:
         raise ArgumentError(f"anaconda installer {path}: {error.strerror or error}") from None
-    got = hashlib.new(algorithm, data).hexdigest()
     if got != digest:
         raise ArgumentError(f"anaconda installer {path}: {algorithm} is {got}, expected {digest} (wrong or damaged file)")
-    return data
+    return size, sha256_hex
 
 
-def _install_requests(args: dict) -> list[FactKey]:
+def _install_requests(args: dict) -> list[StateKey]:
     prefix = check_path(args["prefix"])
     if prefix.startswith("~") or prefix.count("/") < 2:
         raise ArgumentError(f"anaconda prefix {prefix!r} must be an absolute folder below / (e.g. /opt/anaconda3)")
@@ -136,7 +141,12 @@ def _install_requests(args: dict) -> list[FactKey]:
             raise ArgumentError(f"anaconda installer {args['installer']!r} is not an http(s)/ftp URL")
     else:
         verify_local(args)  # before any host is touched
-    return [FactKey("file", prefix), FactKey("file", f"{prefix}/{MARKER}"), FactKey("df", prefix)]
+    return [
+        StateKey("file", prefix),
+        StateKey("file", f"{prefix}/{MARKER}"),
+        StateKey("file", prefix + IN_PROGRESS),
+        StateKey("df", prefix),
+    ]
 
 
 def _size_needed_kib(args: dict, installer_bytes: int) -> int:
@@ -145,16 +155,22 @@ def _size_needed_kib(args: dict, installer_bytes: int) -> int:
     return max(3 * installer_bytes // 1024, 64 * 1024)  # an installer unpacks to ~3x its size
 
 
-def plan_install(args: dict, facts: Mapping[FactKey, Any]) -> list:
-    """Send/download the installer into a private ``mktemp -d`` folder, check it, run it in batch
-    mode, remove the folder, lock the prefix down; or nothing."""
+def plan_install(args: dict, current: Mapping[StateKey, Any]) -> list:
+    """Send (SFTP) or download the installer into a private ``mktemp -d`` folder, check it, run
+    it in batch mode under its own time limit, remove the folder, lock the prefix down; or nothing.
+
+    An install is marked in progress (``PREFIX.provision-installing`` beside the prefix, written
+    before the installer starts and removed after the marker): a prefix an interrupted run left
+    (a step time limit, a lost connection, a reboot) is recognised as ours and installed again;
+    a prefix without either marker is someone else's and is refused."""
     prefix = check_prefix(args["prefix"])
     algorithm, digest = checksum_of(args)
     stamp = f"{algorithm}:{digest}\n".encode()
-    marker = facts.get(FactKey("file", f"{prefix}/{MARKER}"))
+    marker = current.get(StateKey("file", f"{prefix}/{MARKER}"))
     if marker is not None and marker.content == stamp:
         return []
-    if facts.get(FactKey("file", prefix)) is not None:
+    interrupted = current.get(StateKey("file", prefix + IN_PROGRESS)) is not None
+    if current.get(StateKey("file", prefix)) is not None and not interrupted:
         held = (
             printable(marker.content.decode(errors="replace"), 120)
             if marker and marker.content
@@ -164,14 +180,15 @@ def plan_install(args: dict, facts: Mapping[FactKey, Any]) -> list:
             f"{prefix} already exists and holds {held}; refusing to install over it (remove it, or choose another prefix)"
         )
     local = None if is_url(args["installer"]) else verify_local(args)
-    needed = _size_needed_kib(args, len(local) if local is not None else 0)
-    free = facts.get(FactKey("df", prefix))
+    needed = _size_needed_kib(args, local[0] if local is not None else 0)
+    free = current.get(StateKey("df", prefix))
     if free is not None and free < needed:
         raise OperationError(
             f"not enough free disk space for {prefix}: {free // 1024} MiB free on its filesystem, "
             f"{needed // 1024} MiB needed (set min_free_mb to change the estimate)"
         )
     tool = "sha256sum" if algorithm == "sha256" else "md5sum"
+    uploads: tuple[Upload, ...] = ()
     if local is None:
         url = quote(args["installer"])
         fetch = (
@@ -179,8 +196,22 @@ def plan_install(args: dict, facts: Mapping[FactKey, Any]) -> list:
             f'else wget -q -O "$d/installer.sh" {url}; fi; }} '
             "|| { echo 'download failed' >&2; exit 1; }"
         )
-    else:  # the installer travels inside the script (as a Write would), straight into the private folder
-        fetch = f"printf %s '{base64.b64encode(local).decode()}' | base64 -d >\"$d/installer.sh\""
+    else:  # sent over SFTP before this round trip (provision.engine.uploads), linked into root's folder
+        size, sha256 = local
+        uploads = (Upload(str(local_installer(args)), sha256, size),)
+        fetch = (
+            # a hard link (one upload serves every prefix of this installer), a copy across filesystems
+            f'{{ [ -n "$PROVISION_UPLOADS" ] && {{ ln -- "$PROVISION_UPLOADS/{sha256}" "$d/installer.sh" 2>/dev/null '
+            f'|| cp -- "$PROVISION_UPLOADS/{sha256}" "$d/installer.sh"; }}; }} '
+            "|| { echo 'the installer was not uploaded' >&2; exit 1; }; "
+            f'chown 0:0 "$d/installer.sh" && chmod 600 "$d/installer.sh" && '
+            f'{{ [ "$(sha256sum <"$d/installer.sh" | cut -d" " -f1)" = {sha256} ] '
+            "|| { echo 'installer sha256 mismatch on the node after the upload' >&2; exit 1; }; }"
+        )
+    word, progress = shell_path(prefix), shell_path(prefix + IN_PROGRESS)
+    limit = int(args["timeout"] or INSTALL_TIMEOUT)
+    if limit < 1:
+        raise ArgumentError(f"anaconda {prefix}: timeout must be at least 1 second, not {limit}")
     script = " && ".join(
         [
             "umask 022",
@@ -188,22 +219,34 @@ def plan_install(args: dict, facts: Mapping[FactKey, Any]) -> list:
             f"got=$({tool} <\"$d/installer.sh\" | cut -d' ' -f1)",
             f'{{ [ "$got" = {digest} ] || {{ echo "installer {algorithm} mismatch on the node: got $got" >&2; exit 1; }}; }}',
             f"mkdir -p {shell_path(parent_of(prefix))}",
-            f'bash "$d/installer.sh" -b -p {shell_path(prefix)} >/dev/null',
-            f"chown -R root:root {shell_path(prefix)}",
-            f"chmod -R go-w {shell_path(prefix)}",
+            # an interrupted install of ours (its in-progress mark still there): removed, then redone
+            f"{{ if [ -e {progress} ]; then rm -rf -- {word}; fi; }}",
+            f"printf '%s\\n' {quote(stamp.decode().strip())} >{progress}",
+            # its own time limit, inside this step so that the folder is removed after a cut-off too
+            f'{{ timeout -k 10 {limit} bash "$d/installer.sh" -b -p {word} >/dev/null; r=$?; [ $r -eq 0 ] || '
+            f"{{ [ $r -ne 124 ] || echo 'installer stopped after {limit}s (its timeout); the next run installs again' >&2; "
+            "exit $r; }; }",
+            f"chown -R root:root {word}",
+            f"chmod -R go-w {word}",
             f"printf '%s\\n' {quote(stamp.decode().strip())} >{shell_path(prefix + '/' + MARKER)}",
+            f"rm -f -- {progress}",
         ]
     )
     # A private folder (mktemp -d: unpredictable name, 0700, root's) holds the installer from its
-    # download through its checksum to its run: nobody can plant a link or swap the file; it is
-    # removed whatever happens. Nothing outside the prefix is recorded (no stale fact).
+    # arrival through its checksum to its run: nobody can plant a link or swap the file; it is
+    # removed whatever happens. Nothing else outside the prefix is recorded (no stale fact).
     command = f'd=$(mktemp -d {UPLOAD_DIR}/provision-installer.XXXXXXXX) || exit 1\n( {script}\n); rc=$?\nrm -rf "$d"\nexit $rc'
     effects = (
-        (FactKey("file", f"{prefix}/{MARKER}"), FileState("f", 0o644, "root", "root", hashlib.sha256(stamp).hexdigest(), stamp)),
-        (FactKey("file", prefix), FileState("d", 0o755)),
-        (FactKey("file", f"{prefix}/.condarc"), UNKNOWN),
+        (StateKey("file", f"{prefix}/{MARKER}"), FileState("f", 0o644, "root", "root", hashlib.sha256(stamp).hexdigest(), stamp)),
+        (StateKey("file", prefix), FileState("d", 0o755)),
+        (StateKey("file", prefix + IN_PROGRESS), None),
+        (StateKey("file", f"{prefix}/.condarc"), UNKNOWN),
     )
-    return [Run(command, f"install {args['installer']} into {prefix}", effects)]
+    describe = f"install {args['installer']} into {prefix}" + (
+        " (again: an earlier install was interrupted)" if interrupted else ""
+    )
+    # the step's limit: the installer's plus time for the checksums and the chown -R of a large prefix
+    return [Run(command, describe, effects, timeout=limit + AFTER_INSTALL, uploads=uploads)]
 
 
 def clone_name(prefix: str) -> str:
@@ -223,22 +266,22 @@ def clone_paths(args: dict) -> list[tuple[str, str]]:
     return out
 
 
-def _clone_requests(args: dict) -> list[FactKey]:
-    return [FactKey("file", path + "/conda-meta") for _prefix, path in clone_paths(args)]
+def _clone_requests(args: dict) -> list[StateKey]:
+    return [StateKey("file", path + "/conda-meta") for _prefix, path in clone_paths(args)]
 
 
-def plan_clone(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_clone(args: dict, current: Mapping[StateKey, Any]) -> list:
     """``conda create -p ~USER/.conda/envs/NAME --clone PREFIX`` for each clone that is absent."""
     changes = []
     for prefix, path in clone_paths(args):
-        if facts.get(FactKey("file", path + "/conda-meta")) is not None:
+        if current.get(StateKey("file", path + "/conda-meta")) is not None:
             continue
         command = (
             f"umask 022 && mkdir -p {shell_path(parent_of(path))} && "
             f"{shell_path(prefix + '/bin/conda')} create -q -y -p {shell_path(path)} --clone {shell_path(prefix)} >/dev/null"
         )
         changes.append(
-            Run(command, f"clone {prefix} to {path}", ((FactKey("file", path + "/conda-meta"), FileState("d", 0o755)),))
+            Run(command, f"clone {prefix} to {path}", ((StateKey("file", path + "/conda-meta"), FileState("d", 0o755)),))
         )
     return changes
 
@@ -254,6 +297,7 @@ OPERATIONS = {
             "min_free_mb": Arg((int,)),
             "base_dir": Arg((str,)),
             "channels": Arg((list,), help="the channels of the prefix's .condarc (checked here)"),
+            "timeout": Arg((int,), help=f"seconds the installer may run (default {INSTALL_TIMEOUT})"),
         },
         _install_requests,
         plan_install,

@@ -10,11 +10,11 @@ from typing import Any
 from provision.operations.base import (
     Arg,
     ArgumentError,
-    FactKey,
     FileState,
     Operation,
     OperationError,
     Run,
+    StateKey,
     Write,
     check_path,
     check_user,
@@ -23,6 +23,7 @@ from provision.operations.base import (
     quote,
     shell_path,
 )
+from provision.operations.platform import OS, alternatives, for_node, per_family
 
 _OWNERSHIP = {
     "owner": Arg((str,), help="user that owns it"),
@@ -42,8 +43,8 @@ def _common(args: dict) -> dict:
     return args
 
 
-def _file_request(args: dict) -> list[FactKey]:
-    return [FactKey("file", check_path(args["path"]))]
+def _file_request(args: dict) -> list[StateKey]:
+    return [StateKey("file", check_path(args["path"]))]
 
 
 def _fix_attributes(path: str, state: FileState, args: dict) -> list[Run]:
@@ -67,14 +68,14 @@ def _fix_attributes(path: str, state: FileState, args: dict) -> list[Run]:
         state.sha256,
         state.content,
     )
-    return [Run(" && ".join(commands), f"{path}: {', '.join(what)}", ((FactKey("file", path), new),), (path,))]
+    return [Run(" && ".join(commands), f"{path}: {', '.join(what)}", ((StateKey("file", path), new),), (path,))]
 
 
-def plan_directory(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_directory(args: dict, current: Mapping[StateKey, Any]) -> list:
     """Create the folder (with parents) when absent; fix owner/group/mode when they differ."""
     args = _common(args)
     path = args["path"]
-    state = facts.get(FactKey("file", path))
+    state = current.get(StateKey("file", path))
     if state is None:
         word = shell_path(path)
         mode = args["mode"] if args["mode"] is not None else 0o755
@@ -82,7 +83,7 @@ def plan_directory(args: dict, facts: Mapping[FactKey, Any]) -> list:
         if args["owner"] or args["group"]:
             command += f" && chown -h {quote((args['owner'] or 'root') + (':' + args['group'] if args['group'] else ''))} {word}"
         new = FileState("d", mode, args["owner"] or "root", args["group"] or "root")
-        return [Run(command, f"create folder {path}", ((FactKey("file", path), new),), (path,))]
+        return [Run(command, f"create folder {path}", ((StateKey("file", path), new),), (path,))]
     if state.kind != "d":
         raise OperationError(f"{path} exists and is not a folder")
     return _fix_attributes(path, state, args)
@@ -103,12 +104,12 @@ def content_changes(path: str, content: bytes, args: dict, state: FileState | No
     return [Write(path, content, owner, group, mode, state.content if state else None, f"{verb} {path}", secret)]
 
 
-def plan_file(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_file(args: dict, current: Mapping[StateKey, Any]) -> list:
     """Make the file hold exactly ``content`` (written atomically, the old one kept as a backup)."""
     args = _common(args)
     content = args["content"]
     data = content.encode() if isinstance(content, str) else bytes(content)
-    return content_changes(args["path"], data, args, facts.get(FactKey("file", args["path"])), bool(args.get("secret")))
+    return content_changes(args["path"], data, args, current.get(StateKey("file", args["path"])), bool(args.get("secret")))
 
 
 def _current_text(path: str, state: FileState | None, create: bool) -> str:
@@ -142,7 +143,7 @@ def edit_line(text: str, line: str, regexp: str | None, present: bool) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def plan_line(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_line(args: dict, current: Mapping[StateKey, Any]) -> list:
     """One line in a file, other lines untouched."""
     args = _common(args)
     if "\n" in args["line"]:
@@ -152,7 +153,7 @@ def plan_line(args: dict, facts: Mapping[FactKey, Any]) -> list:
             re.compile(args["regexp"])
         except re.error as error:
             raise ArgumentError(f"line: bad regexp {args['regexp']!r}: {error}") from None
-    state = facts.get(FactKey("file", args["path"]))
+    state = current.get(StateKey("file", args["path"]))
     present = args["state"] == "present"
     if state is None and not present:
         return []
@@ -179,23 +180,23 @@ def edit_block(text: str, block: str, marker: str) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def plan_marked_block(operation: str, edit, args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_marked_block(operation: str, edit, args: dict, current: Mapping[StateKey, Any]) -> list:
     """A block between marker lines, put in place by ``edit(text, block, marker)``; the rest of
     the file untouched. Shared by ``block`` (where it is, else at the end) and ``block_top``."""
     args = _common(args)
     if "{mark}" not in args["marker"] or "\n" in args["marker"]:
         raise ArgumentError(f"{operation}: marker must be one line containing {{mark}}")
-    state = facts.get(FactKey("file", args["path"]))
-    text = _current_text(args["path"], state, True)
+    state = current.get(StateKey("file", args["path"]))
+    text = _current_text(args["path"], state, args.get("create", True))
     new = edit(text, args["block"], args["marker"])
     if state is not None and new == text:
         return _fix_attributes(args["path"], state, args)
     return content_changes(args["path"], new.encode(), args, state)
 
 
-def plan_block(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_block(args: dict, current: Mapping[StateKey, Any]) -> list:
     """A marked block of lines in a file, replaced as a whole; lines outside it untouched."""
-    return plan_marked_block("block", edit_block, args, facts)
+    return plan_marked_block("block", edit_block, args, current)
 
 
 def edit_block_top(text: str, block: str, marker: str) -> str:
@@ -208,15 +209,21 @@ def edit_block_top(text: str, block: str, marker: str) -> str:
     return "\n".join([begin, *block.splitlines(), end]) + "\n" + text
 
 
-def plan_block_top(args: dict, facts: Mapping[FactKey, Any]) -> list:
-    """A marked block at the top of a file, replaced as a whole; other lines untouched."""
-    return plan_marked_block("block_top", edit_block_top, args, facts)
+def plan_block_top(args: dict, current: Mapping[StateKey, Any]) -> list:
+    """A marked block at the top of a file, replaced as a whole; other lines untouched. The path
+    may be one per OS family (``{debian: /etc/bash.bashrc, rhel: /etc/bashrc}``)."""
+    return plan_marked_block("block_top", edit_block_top, {**args, "path": for_node(args["path"], current, "block_top")}, current)
+
+
+def _block_top_requests(args: dict) -> list[StateKey]:
+    paths = alternatives(args["path"], "block_top")
+    return [StateKey("file", check_path(p)) for p in paths] + ([OS] if per_family(args["path"]) else [])
 
 
 _URL = re.compile(r"^(https?|ftp)://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
 
 
-def plan_download(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_download(args: dict, current: Mapping[StateKey, Any]) -> list:
     """Fetch ``url`` to ``path`` when the file's sha256 is not the required one; the download is
     checked before it replaces anything (temp file in the same folder, then rename)."""
     args = _common(args)
@@ -226,7 +233,7 @@ def plan_download(args: dict, facts: Mapping[FactKey, Any]) -> list:
     if not re.fullmatch(r"[0-9a-f]{64}", digest):
         raise ArgumentError(f"download: sha256 {args['sha256']!r} is not 64 hex digits")
     path = args["path"]
-    state = facts.get(FactKey("file", path))
+    state = current.get(StateKey("file", path))
     if state is not None and state.sha256 == digest:
         return _fix_attributes(path, state, args)
     word, folder = shell_path(path), shell_path(parent_of(path))
@@ -240,7 +247,7 @@ def plan_download(args: dict, facts: Mapping[FactKey, Any]) -> list:
         f'else chmod {mode:04o} "$t" && chown -h {quote(owner)} "$t" && mv -f "$t" {word}; fi'
     )
     new = FileState("f", mode, args["owner"] or "root", args["group"] or "root", digest, None)
-    return [Run(command, f"download {url} to {path}", ((FactKey("file", path), new),), (path,))]
+    return [Run(command, f"download {url} to {path}", ((StateKey("file", path), new),), (path,))]
 
 
 _PATH = {"path": Arg((str,), True, help="remote path (absolute or ~user/...)")}
@@ -249,6 +256,7 @@ _BLOCK_ARGS = {
     **_OWNERSHIP,
     "block": Arg((str,), True),
     "marker": Arg((str,), default="# {mark} provision managed block"),
+    "create": Arg((bool,), default=True, help="create the file when it is missing (false: refuse)"),
 }
 
 OPERATIONS = {
@@ -277,7 +285,13 @@ OPERATIONS = {
         doc="one line in a file",
     ),
     "block": Operation("block", _BLOCK_ARGS, _file_request, plan_block, doc="a marked block in a file"),
-    "block_top": Operation("block_top", _BLOCK_ARGS, _file_request, plan_block_top, doc="a marked block at the top of a file"),
+    "block_top": Operation(
+        "block_top",
+        {**_BLOCK_ARGS, "path": Arg((str, dict), True, help="remote path, or one per OS family")},
+        _block_top_requests,
+        plan_block_top,
+        doc="a marked block at the top of a file",
+    ),
     "download": Operation(
         "download",
         {**_PATH, **_OWNERSHIP, "url": Arg((str,), True), "sha256": Arg((str,), True)},

@@ -25,9 +25,9 @@ from typing import Any
 from provision.operations.base import (
     Arg,
     ArgumentError,
-    FactKey,
     Operation,
     OperationError,
+    StateKey,
     check_path,
     check_user,
     is_number,
@@ -156,7 +156,7 @@ def port_of(user: dict) -> int:
     return port
 
 
-def _ports_requests(args: dict) -> list[FactKey]:
+def _ports_requests(args: dict) -> list[StateKey]:
     seen: dict[int, str] = {}
     for user in _users(args):
         name = check_user(user.get("name"))
@@ -166,16 +166,16 @@ def _ports_requests(args: dict) -> list[FactKey]:
                 f"cluster_users: {name} and {seen[port]} both have jupyter_port {port} (one port per user on a node)"
             )
         seen[port] = name
-    return [FactKey("listening")] + [FactKey("user", u["name"]) for u in _users(args)]
+    return [StateKey("listening")] + [StateKey("user", u["name"]) for u in _users(args)]
 
 
-def plan_ports(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_ports(args: dict, current: Mapping[StateKey, Any]) -> list:
     """No change; fails when a user's port is taken by a process of another user on this host."""
-    listening = facts.get(FactKey("listening")) or {}
+    listening = current.get(StateKey("listening")) or {}
     taken = []
     for user in _users(args):
         port = port_of(user)
-        entry = facts.get(FactKey("user", user["name"]))
+        entry = current.get(StateKey("user", user["name"]))
         owner = listening.get(port)
         if owner is not None and (entry is None or owner != entry.uid):
             taken.append(f"port {port} of {user['name']} is already in use (by uid {owner})")
@@ -184,14 +184,14 @@ def plan_ports(args: dict, facts: Mapping[FactKey, Any]) -> list:
     return []
 
 
-def _config_requests(args: dict) -> list[FactKey]:
+def _config_requests(args: dict) -> list[StateKey]:
     check_user(args["user"])
     password_for(args)  # bad input before any host is touched
     if args["listen"] not in ("localhost", "all"):
         raise ArgumentError(f"jupyter_config: listen must be localhost or all, not {args['listen']!r}")
     if args["listen"] == "all" and not (args["certfile"] and args["keyfile"]):
         raise ArgumentError("jupyter_config: listening on all interfaces needs TLS (certfile and keyfile)")
-    return [FactKey("file", check_path(args["path"]))]
+    return [StateKey("file", check_path(args["path"]))]
 
 
 def render_config(args: dict, hashed: str) -> str:
@@ -209,10 +209,10 @@ def render_config(args: dict, hashed: str) -> str:
     return render_template(env, args["template"], context)
 
 
-def plan_config(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_config(args: dict, current: Mapping[StateKey, Any]) -> list:
     """Write the config when it differs; keep a still-valid hash so a converged host is ok."""
     path = check_path(args["path"])
-    state = facts.get(FactKey("file", path))
+    state = current.get(StateKey("file", path))
     password = password_for(args)
     hashed = existing_hash(state.content if state else None)
     # No match also when the node's hash names argon2 parameters other than ours (not verified

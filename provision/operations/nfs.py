@@ -22,11 +22,11 @@ from provision.operations.base import (
     UNKNOWN,
     Arg,
     ArgumentError,
-    FactKey,
     FileState,
     Operation,
     OperationError,
     Run,
+    StateKey,
     check_path,
     printable,
     shell_path,
@@ -64,7 +64,7 @@ def check_clients(clients: Any) -> list[str]:
     return list(dict.fromkeys(clients))
 
 
-def _check_requests(args: dict) -> list[FactKey]:
+def _check_requests(args: dict) -> list[StateKey]:
     """Validate the NFS variables as a whole (no facts needed): bad input before any host."""
     exports = args["exports"]
     if not isinstance(exports, list):
@@ -82,17 +82,17 @@ def _check_requests(args: dict) -> list[FactKey]:
     return []
 
 
-def _kind_requests(args: dict) -> list[FactKey]:
+def _kind_requests(args: dict) -> list[StateKey]:
     if args["server"] not in ("auto", "kernel", "ganesha"):
         raise ArgumentError(f"nfs_server_kind: server must be auto, kernel or ganesha, not {args['server']!r}")
     if args.get("clients") is not None:  # None while the engine pre-reads the facts of a task not yet rendered
         check_clients(args["clients"])
-    return [FactKey("nfsd")]
+    return [StateKey("nfsd")]
 
 
-def chosen_server(args: dict, facts: Mapping[FactKey, Any]) -> str:
+def chosen_server(args: dict, current: Mapping[StateKey, Any]) -> str:
     """``kernel`` or ``ganesha`` for this host."""
-    kernel = facts.get(FactKey("nfsd")) == "kernel"
+    kernel = current.get(StateKey("nfsd")) == "kernel"
     if args["server"] == "kernel" and not kernel:
         raise OperationError(
             "nfs_server: kernel was asked for, but this kernel cannot serve NFS here "
@@ -103,25 +103,25 @@ def chosen_server(args: dict, facts: Mapping[FactKey, Any]) -> str:
     return "kernel" if kernel else "ganesha"
 
 
-def plan_kind(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_kind(args: dict, current: Mapping[StateKey, Any]) -> list:
     """No change; fails only when the kernel server is required and unusable."""
-    chosen_server(args, facts)
+    chosen_server(args, current)
     return []
 
 
-def result_kind(args: dict, facts: Mapping[FactKey, Any]) -> dict:
+def result_kind(args: dict, current: Mapping[StateKey, Any]) -> dict:
     """``{"server": "kernel"|"ganesha", "clients": [...]}`` for the next tasks (the templates)."""
-    return {"server": chosen_server(args, facts), "clients": check_clients(args["clients"])}
+    return {"server": chosen_server(args, current), "clients": check_clients(args["clients"])}
 
 
-def _dataset_requests(args: dict) -> list[FactKey]:
-    return [FactKey("file", check_export_path(args["path"]))]
+def _dataset_requests(args: dict) -> list[StateKey]:
+    return [StateKey("file", check_export_path(args["path"]))]
 
 
-def plan_dataset(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_dataset(args: dict, current: Mapping[StateKey, Any]) -> list:
     """The folder exists (ok), is created (``create``), or the task fails naming the variable."""
     path = check_export_path(args["path"])
-    state = facts.get(FactKey("file", path))
+    state = current.get(StateKey("file", path))
     if state is not None:
         if state.kind != "d":
             raise OperationError(f"dataset path {path} exists on the NFS server but is not a folder")
@@ -135,7 +135,7 @@ def plan_dataset(args: dict, facts: Mapping[FactKey, Any]) -> list:
         Run(
             f"mkdir -p {shell_path(path)} && chmod 0755 {shell_path(path)}",
             f"create dataset folder {path}",
-            ((FactKey("file", path), FileState("d", 0o755)),),
+            ((StateKey("file", path), FileState("d", 0o755)),),
             (path,),
         )
     ]
@@ -154,11 +154,11 @@ def fstab_line(args: dict) -> str:
     return f"{source}:{path} {path} nfs {options} 0 0"
 
 
-def _mount_requests(args: dict) -> list[FactKey]:
+def _mount_requests(args: dict) -> list[StateKey]:
     path = check_export_path(args["path"])
     if args.get("server") is not None:  # None while the engine pre-reads the facts of a task not yet rendered
         fstab_line(args)
-    return [FactKey("mount", path), FactKey("nfsmount"), FactKey("file", path), FactKey("file", "/etc/fstab")]
+    return [StateKey("mount", path), StateKey("nfsmount"), StateKey("file", path), StateKey("file", "/etc/fstab")]
 
 
 def _fstab_edit(text: str, line: str) -> tuple[str, str | None]:
@@ -174,45 +174,45 @@ def _fstab_edit(text: str, line: str) -> tuple[str, str | None]:
     return "\n".join([*lines, line]) + "\n", None
 
 
-def plan_mount(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_mount(args: dict, current: Mapping[StateKey, Any]) -> list:
     """Mount point, fstab line, mount attempt (where possible); refuse a foreign mount."""
     path = check_export_path(args["path"])
     line = fstab_line(args)
     source = line.split()[0]
-    mounted = facts.get(FactKey("mount", path))
+    mounted = current.get(StateKey("mount", path))
     if mounted is not None:
         if mounted[0] == source and mounted[1].startswith("nfs"):
             return []
         other = f"{printable(mounted[0], 200)} ({printable(mounted[1], 40)})"
         raise OperationError(f"{path} is already a mount of {other}; refusing to mount {source} over it")
     changes: list = []
-    state = facts.get(FactKey("file", path))
+    state = current.get(StateKey("file", path))
     if state is None:
         changes.append(
             Run(
                 f"mkdir -p {shell_path(path)}",
                 f"create mount point {path}",
-                ((FactKey("file", path), FileState("d", 0o755)),),
+                ((StateKey("file", path), FileState("d", 0o755)),),
                 (path,),
             )
         )
     elif state.kind != "d":
         raise OperationError(f"mount point {path} exists and is not a folder")
-    fstab = facts.get(FactKey("file", "/etc/fstab"))
+    fstab = current.get(StateKey("file", "/etc/fstab"))
     text = fstab.content.decode(errors="replace") if fstab is not None and fstab.content is not None else ""
     new, conflict = _fstab_edit(text, line)
     if conflict:
         raise OperationError(f"/etc/fstab already mounts something else at {path}: {conflict.strip()!r}; refusing to change it")
     if new != text:
         changes += content_changes("/etc/fstab", new.encode(), {"mode": fstab.mode if fstab else 0o644}, fstab)
-    if not facts.get(FactKey("nfsmount")):  # nothing missing: try the mount
-        changes.append(Run(f"mount {shell_path(path)}", f"mount {source} at {path}", ((FactKey("mount", path), UNKNOWN),)))
+    if not current.get(StateKey("nfsmount")):  # nothing missing: try the mount
+        changes.append(Run(f"mount {shell_path(path)}", f"mount {source} at {path}", ((StateKey("mount", path), UNKNOWN),)))
     return changes
 
 
-def result_mount(args: dict, facts: Mapping[FactKey, Any]) -> dict:
+def result_mount(args: dict, current: Mapping[StateKey, Any]) -> dict:
     """``{"path", "mountable", "missing"}``: what this node lacks to mount NFS, for the summary."""
-    missing = list(facts.get(FactKey("nfsmount")) or ())
+    missing = list(current.get(StateKey("nfsmount")) or ())
     return {"path": check_export_path(args["path"]), "mountable": not missing, "missing": missing}
 
 
@@ -221,7 +221,7 @@ OPERATIONS = {
         "nfs_check",
         {"exports": Arg((list,), True), "server": Arg((str,)), "hosts": Arg((list,)), "clients": Arg((list,))},
         _check_requests,
-        lambda args, facts: [],
+        lambda args, current: [],
         doc="the NFS variables checked before any host is touched",
     ),
     "nfs_server_kind": Operation(
@@ -246,7 +246,7 @@ OPERATIONS = {
         _mount_requests,
         plan_mount,
         result=result_mount,
-        result_requests=lambda a: [FactKey("nfsmount")],
+        result_requests=lambda a: [StateKey("nfsmount")],
         doc="an NFS mount point, its fstab line, and the mount where possible",
     ),
 }

@@ -10,10 +10,10 @@ from provision.operations.base import (
     UNKNOWN,
     Arg,
     ArgumentError,
-    FactKey,
     Operation,
     OperationError,
     Run,
+    StateKey,
     check_path,
     check_user,
     quote,
@@ -32,36 +32,43 @@ def _key_path(args: dict) -> str:
     return check_path(args.get("path") or f"~{user}/.ssh/id_ed25519")
 
 
-def _keypair_requests(args: dict) -> list[FactKey]:
+def _keypair_requests(args: dict) -> list[StateKey]:
     path = _key_path(args)
     # The private key is only stat-ed (never read: it must not leave the node); the public key is read.
-    return [FactKey("user", args["user"]), FactKey("stat", path), FactKey("file", path + ".pub")]
+    return [StateKey("user", args["user"]), StateKey("stat", path), StateKey("file", path + ".pub")]
 
 
-def plan_keypair(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def plan_keypair(args: dict, current: Mapping[StateKey, Any]) -> list:
     """Generate an ed25519 key pair without passphrase (as files owned by the user, 600/644,
-    in a 700 folder) when the private key is absent; an existing key is kept."""
+    in a 700 folder) when the private key is absent; an existing key is kept, unless ``rotate``
+    (a new pair replaces it; the old private key is not kept: rotation is for a key to revoke)."""
     user, path = args["user"], _key_path(args)
-    entry = facts.get(FactKey("user", user))
+    entry = current.get(StateKey("user", user))
     if entry is None:
         raise OperationError(f"ssh_keypair: user {user} does not exist")
-    private, public = facts.get(FactKey("stat", path)), facts.get(FactKey("file", path + ".pub"))
+    private, public = current.get(StateKey("stat", path)), current.get(StateKey("file", path + ".pub"))
     owner = quote(f"{user}:{entry.gid}")
     word, pub = shell_path(path), shell_path(path + ".pub")
     folder = shell_path(path.rpartition("/")[0])
-    if private is None:
+    rotate = bool(args.get("rotate"))
+    if private is None or rotate:
+        # Without rotate, a key that appeared since the facts were read (another node writing a
+        # shared /home) is kept: only an absent key is generated.
+        keep = "" if rotate else f"[ ! -e {word} ] || exit 0; "
         command = (
-            f"install -d -m 700 -o {quote(user)} -g {entry.gid} {folder} && d=$(mktemp -d {folder}/.provision-key.XXXXXX) && "
+            f"{keep}install -d -m 700 -o {quote(user)} -g {entry.gid} {folder} && "
+            f"d=$(mktemp -d {folder}/.provision-key.XXXXXX) && "
             f'ssh-keygen -q -t ed25519 -N \'\' -C {quote(user)}@"$(hostname)" -f "$d/k" && '
             f'chown -h {owner} "$d/k" "$d/k.pub" && chmod 600 "$d/k" && chmod 644 "$d/k.pub" && '
             f'mv -f "$d/k.pub" {pub} && mv -f "$d/k" {word} && rmdir "$d"'
         )
         effects = (
-            (FactKey("stat", path), UNKNOWN),
-            (FactKey("file", path), UNKNOWN),
-            (FactKey("file", path + ".pub"), UNKNOWN),
+            (StateKey("stat", path), UNKNOWN),
+            (StateKey("file", path), UNKNOWN),
+            (StateKey("file", path + ".pub"), UNKNOWN),
         )
-        return [Run(command, f"generate ssh key {path}", effects, (path.rpartition("/")[0],))]
+        verb = "rotate" if private is not None else "generate"
+        return [Run(command, f"{verb} ssh key {path}", effects, (path.rpartition("/")[0],))]
     if private.kind != "f":
         raise OperationError(f"ssh_keypair: {path} is not a file")
     if public is None:
@@ -69,13 +76,13 @@ def plan_keypair(args: dict, facts: Mapping[FactKey, Any]) -> list:
             f't=$(mktemp {folder}/.provision-key.XXXXXX) && ssh-keygen -y -f {word} >"$t" && '
             f'chown -h {owner} "$t" && chmod 644 "$t" && mv -f "$t" {pub}'
         )
-        return [Run(command, f"derive {path}.pub", ((FactKey("file", path + ".pub"), UNKNOWN),), (path.rpartition("/")[0],))]
+        return [Run(command, f"derive {path}.pub", ((StateKey("file", path + ".pub"), UNKNOWN),), (path.rpartition("/")[0],))]
     return []
 
 
-def keypair_result(args: dict, facts: Mapping[FactKey, Any]) -> dict:
+def keypair_result(args: dict, current: Mapping[StateKey, Any]) -> dict:
     """What ``register:`` records: the public key line (None when not readable, e.g. in --check)."""
-    state = facts.get(FactKey("file", _key_path(args) + ".pub"))
+    state = current.get(StateKey("file", _key_path(args) + ".pub"))
     if state is None or state is UNKNOWN or state.content is None:
         return {"public_key": None, "user": args["user"]}
     # The node's file is hostile input: keep only "type blob comment" (no options), a safe comment.
@@ -101,8 +108,8 @@ def _auth_path(args: dict) -> str:
     return check_path(args.get("path") or f"~{check_user(args['user'])}/.ssh/authorized_keys")
 
 
-def _auth_requests(args: dict) -> list[FactKey]:
-    return [FactKey("user", check_user(args["user"])), FactKey("file", _auth_path(args))]
+def _auth_requests(args: dict) -> list[StateKey]:
+    return [StateKey("user", check_user(args["user"])), StateKey("file", _auth_path(args))]
 
 
 def add_keys(text: str, keys: list[str]) -> str:
@@ -125,50 +132,144 @@ def add_keys(text: str, keys: list[str]) -> str:
     return text + "".join(line + "\n" for line in added)
 
 
-def plan_authorized_key(args: dict, facts: Mapping[FactKey, Any]) -> list:
-    """Every key in the user's authorized_keys once (never duplicated), other lines kept, 600."""
+MARK = re.compile(r" provision-node=(?P<node>[A-Za-z0-9._-]+)$")
+
+
+def managed_line(key: str, node: str) -> str:
+    """A key line provision manages for ``node``: ``type blob comment provision-node=NODE``."""
+    parse_key(key)
+    return f"{MARK.sub('', key.strip())} provision-node={node}"
+
+
+def set_node_keys(text: str, node_keys: Mapping[str, list | None]) -> str:
+    """Pure: the managed lines of ``text`` made ``node_keys`` ({node: keys}): a node's lines
+    replaced by its keys, kept as they are when its keys are None (nothing known of it now),
+    removed when the node is not in the mapping (it left the inventory). Lines without the
+    mark are the user's and kept, except a plain copy of a managed key (adopted: marked now);
+    a key the user wrote with options (``from=...``) is not added again without them."""
+    user_lines, kept = [], {}
+    for line in text.splitlines():
+        mark = MARK.search(line)
+        if mark:
+            node = mark.group("node")
+            if node in node_keys and node_keys[node] is None:
+                kept.setdefault(node, []).append(line)
+            continue
+        user_lines.append(line)
+    wanted = {}
+    for node, keys in node_keys.items():
+        for key in keys or []:
+            wanted.setdefault(parse_key(key), (node, key))
+    lines = []
+    for line in user_lines:
+        match = KEY_LINE.match(line.strip())
+        identity = (match.group("type"), match.group("blob")) if match else None
+        if identity in wanted and not match.group("opts"):
+            continue  # a plain copy of a managed key: written again below, marked
+        if identity in wanted:
+            wanted.pop(identity)  # the user's own line with options wins
+        lines.append(line)
+    by_node: dict[str, list[str]] = {}
+    for node, key in wanted.values():
+        by_node.setdefault(node, []).append(managed_line(key, node))
+    for node in sorted(set(by_node) | set(kept)):
+        lines += kept.get(node, []) + by_node.get(node, [])
+    return "".join(line + "\n" for line in lines)
+
+
+def _check_node_keys(value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise ArgumentError("authorized_key: node_keys is a mapping {inventory host: [keys] or null}")
+    for node, keys in value.items():
+        if not isinstance(node, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", node):
+            raise ArgumentError(f"authorized_key: {node!r} is not an inventory host name")
+        if keys is not None and (not isinstance(keys, list) or not all(isinstance(k, str) for k in keys)):
+            raise ArgumentError(f"authorized_key: keys of {node} must be a list of key lines or null")
+        for key in keys or []:
+            parse_key(key)
+    return value
+
+
+def plan_authorized_key(args: dict, current: Mapping[StateKey, Any]) -> list:
+    """Every key in ``keys`` in the user's authorized_keys once (never duplicated); with
+    ``node_keys``, the lines provision manages per node made exactly those (see
+    :func:`set_node_keys`); other lines kept; 600. An absent user with nothing to add is
+    nothing to do (its keys were revoked with it)."""
     user, path = args["user"], _auth_path(args)
-    keys = args["keys"]
+    keys = args["keys"] or []
     keys = [keys] if isinstance(keys, str) else [k for k in keys if k]
     for key in keys:
         parse_key(key)
-    entry = facts.get(FactKey("user", user))
+    node_keys = _check_node_keys(args["node_keys"]) if args["node_keys"] is not None else None
+    entry = current.get(StateKey("user", user))
     if entry is None:
+        if not keys and node_keys == {}:  # a departed user's keys revoked: gone with the account
+            return []
         raise OperationError(f"authorized_key: user {user} does not exist")
-    state = facts.get(FactKey("file", path))
+    state = current.get(StateKey("file", path))
     if state is not None and (state.kind != "f" or state.content is None):
         raise OperationError(f"authorized_key: {path} is not a readable file")
     text = state.content.decode(errors="replace") if state else ""
-    new = add_keys(text, keys)
+    new = set_node_keys(text, node_keys) if node_keys is not None else text
+    new = add_keys(new, keys)
     return content_changes(path, new.encode(), {"owner": user, "group": None, "mode": 0o600}, state)
 
 
-def known_hosts_block(entries: list) -> str:
-    """The managed block's text: one ``name1,name2 type blob`` line per host key."""
+def _entry_node(entry: dict) -> str:
+    return str(entry.get("node") or (entry.get("names") or [""])[0])
+
+
+def known_hosts_block(entries: list, current: str = "") -> str:
+    """The managed block's text: one ``name1,name2 type blob`` line per host key, the first
+    name the inventory host's. An entry whose ``keys`` is None (nothing known of that host
+    now) keeps its lines from ``current`` (the block as it is); a host in no entry (it left
+    the inventory) loses its lines."""
+    present: dict[str, list[str]] = {}
+    for line in current.splitlines():
+        names = line.split(" ", 1)[0]
+        if names and not line.startswith("#"):
+            present.setdefault(names.split(",")[0], []).append(line)
     lines = []
     for entry in entries:
-        if not isinstance(entry, dict) or set(entry) - {"names", "keys"}:
-            raise ArgumentError("known_hosts: each entry is {names: [...], keys: [...]}")
+        if not isinstance(entry, dict) or set(entry) - {"names", "keys", "node"}:
+            raise ArgumentError("known_hosts: each entry is {node?, names: [...], keys: [...] or null}")
         names = [str(n) for n in entry.get("names") or []]
         bad = [n for n in names if not NAME.match(n)]
         if bad or not names:
             raise ArgumentError(f"known_hosts: {bad[0] if bad else 'no names'!r} is not a host name or address")
-        unique = list(dict.fromkeys(names))
-        for key in entry.get("keys") or []:
+        node = _entry_node(entry)
+        unique = list(dict.fromkeys([node, *names]))
+        if entry.get("keys") is None:
+            lines += present.get(node, [])
+            continue
+        for key in entry["keys"]:
             kind, blob = parse_key(key)
             lines.append(f"{','.join(unique)} {kind} {blob}")
     return "\n".join(lines)
 
 
-def plan_known_hosts(args: dict, facts: Mapping[FactKey, Any]) -> list:
+_BLOCK = "# {mark} provision known hosts"
+
+
+def _block_text(text: str) -> str:
+    """The lines inside the managed block (as :func:`edit_block` finds it), or ""."""
+    lines = text.splitlines()
+    begin, end = _BLOCK.format(mark="BEGIN"), _BLOCK.format(mark="END")
+    if begin not in lines or end not in lines[lines.index(begin) :]:
+        return ""
+    start = lines.index(begin)
+    return "\n".join(lines[start + 1 : lines.index(end, start)])
+
+
+def plan_known_hosts(args: dict, current: Mapping[StateKey, Any]) -> list:
     """Host keys for every name a node is reached by, in a managed block of a known_hosts file."""
     path = check_path(args["path"])
-    block = known_hosts_block(args["entries"])
-    state = facts.get(FactKey("file", path))
+    state = current.get(StateKey("file", path))
     if state is not None and (state.kind != "f" or state.content is None):
         raise OperationError(f"known_hosts: {path} is not a readable file")
     text = state.content.decode(errors="replace") if state else ""
-    new = edit_block(text, block, "# {mark} provision known hosts")
+    block = known_hosts_block(args["entries"], _block_text(text))
+    new = edit_block(text, block, _BLOCK)
     if new == text:
         return []
     return content_changes(path, new.encode(), {"mode": 0o644}, state)
@@ -177,16 +278,21 @@ def plan_known_hosts(args: dict, facts: Mapping[FactKey, Any]) -> list:
 OPERATIONS = {
     "ssh_keypair": Operation(
         "ssh_keypair",
-        {"user": Arg((str,), True), "path": Arg((str,))},
+        {"user": Arg((str,), True), "path": Arg((str,)), "rotate": Arg((bool,), default=False, help="replace the key pair")},
         _keypair_requests,
         plan_keypair,
         result=keypair_result,
-        result_requests=lambda a: [FactKey("file", _key_path(a) + ".pub")],
+        result_requests=lambda a: [StateKey("file", _key_path(a) + ".pub")],
         doc="an ed25519 key pair for a user, kept when present",
     ),
     "authorized_key": Operation(
         "authorized_key",
-        {"user": Arg((str,), True), "keys": Arg((str, list), True), "path": Arg((str,))},
+        {
+            "user": Arg((str,), True),
+            "keys": Arg((str, list), help="keys to add (kept when the user removes none)"),
+            "node_keys": Arg((dict,), help="{inventory host: [keys] or null}: the lines provision manages per node"),
+            "path": Arg((str,)),
+        },
         _auth_requests,
         plan_authorized_key,
         doc="public keys in a user's authorized_keys",
@@ -194,7 +300,7 @@ OPERATIONS = {
     "known_hosts": Operation(
         "known_hosts",
         {"entries": Arg((list,), True), "path": Arg((str,), default="/etc/ssh/ssh_known_hosts")},
-        lambda a: [FactKey("file", check_path(a["path"]))],
+        lambda a: [StateKey("file", check_path(a["path"]))],
         plan_known_hosts,
         doc="host keys in a managed block of known_hosts",
     ),

@@ -10,13 +10,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from provision.operations.base import (
+    UNKNOWN,
     Arg,
     ArgumentError,
-    FactKey,
     GroupEntry,
     Operation,
     OperationError,
     Run,
+    StateKey,
     UserEntry,
     check_path,
     check_user,
@@ -31,23 +32,35 @@ def _gid(args: dict) -> int:
     return gid
 
 
-def _group_requests(args: dict) -> list[FactKey]:
-    return [FactKey("group", check_user(args["name"], "group")), FactKey("gid", str(_gid(args)))]
+def _group_requests(args: dict) -> list[StateKey]:
+    return [StateKey("group", check_user(args["name"], "group")), StateKey("gid", str(_gid(args)))]
 
 
-def plan_group(args: dict, facts: Mapping[FactKey, Any]) -> list:
+def _state(args: dict, what: str) -> str:
+    if args.get("state", "present") not in ("present", "absent"):
+        raise ArgumentError(f"{what} {args['name']}: state {args['state']!r} is not present or absent")
+    return args.get("state", "present")
+
+
+def plan_group(args: dict, current: Mapping[StateKey, Any]) -> list:
     """Create the group with its gid when absent; a different gid, or the gid held by another
-    group, is an error for this host."""
+    group, is an error for this host. ``state: absent`` removes the group (when it still has
+    that gid: another group of that name is not ours)."""
     name, gid = check_user(args["name"], "group"), _gid(args)
-    entry = facts.get(FactKey("group", name))
+    entry = current.get(StateKey("group", name))
+    if _state(args, "group") == "absent":
+        if entry is None or entry.gid != gid:
+            return []
+        effects = ((StateKey("group", name), None), (StateKey("gid", str(gid)), None))
+        return [Run(f"groupdel {quote(name)}", f"remove group {name} ({gid})", effects)]
     if entry is not None:
         if entry.gid != gid:
             raise OperationError(f"group {name} exists with gid {entry.gid}, wanted {gid}: not changed")
         return []
-    holder = facts.get(FactKey("gid", str(gid)))
+    holder = current.get(StateKey("gid", str(gid)))
     if holder is not None and holder != name:
         raise OperationError(f"gid {gid} already belongs to group {holder}")
-    effects = ((FactKey("group", name), GroupEntry(name, gid)), (FactKey("gid", str(gid)), name))
+    effects = ((StateKey("group", name), GroupEntry(name, gid)), (StateKey("gid", str(gid)), name))
     return [Run(f"groupadd -g {gid} {quote(name)}", f"create group {name} ({gid})", effects)]
 
 
@@ -68,29 +81,49 @@ def _user_args(args: dict) -> dict:
     return args
 
 
-def _user_requests(args: dict) -> list[FactKey]:
+def _user_requests(args: dict) -> list[StateKey]:
     args = _user_args(args)
-    return [FactKey("user", args["name"]), FactKey("uid", str(args["uid"])), FactKey("group", args["group"])]
+    return [StateKey("user", args["name"]), StateKey("uid", str(args["uid"])), StateKey("group", args["group"])]
 
 
-def plan_user(args: dict, facts: Mapping[FactKey, Any]) -> list:
-    """Create the user with its uid, primary group, shell and home when absent; add missing
-    supplementary groups and fix the shell when it exists. Another uid is an error."""
+def _remove_user(args: dict, entry: UserEntry | None) -> list:
+    """``state: absent``: the account goes (its home too with ``remove_home``); a user of that
+    name with another uid is not ours: an error, never removed."""
+    name, uid = args["name"], args["uid"]
+    if entry is None:
+        return []
+    if entry.uid != uid:
+        raise OperationError(f"user {name} exists with uid {entry.uid}, not {uid}: not removed")
+    command = f"userdel {'-r ' if args['remove_home'] else ''}{quote(name)}"
+    # userdel may remove the primary group too: it is read again before the group task decides.
+    effects = ((StateKey("user", name), None), (StateKey("uid", str(uid)), None), (StateKey("group", args["group"]), UNKNOWN))
+    home = f" and its home {entry.home}" if args["remove_home"] else f" (home {entry.home} kept)"
+    return [Run(command, f"remove user {name} ({uid}){home}", effects)]
+
+
+def plan_user(args: dict, current: Mapping[StateKey, Any]) -> list:
+    """Create the user with its uid, primary group, shell and home when absent (the home not
+    made with ``create_home: false``: a shared /home made by one node); add missing
+    supplementary groups and fix the shell when it exists. Another uid is an error.
+    ``state: absent`` removes the account (see :func:`_remove_user`)."""
     args = _user_args(args)
     name, uid = args["name"], args["uid"]
-    entry: UserEntry | None = facts.get(FactKey("user", name))
+    entry: UserEntry | None = current.get(StateKey("user", name))
+    if _state(args, "user") == "absent":
+        return _remove_user(args, entry)
     if entry is None:
-        holder = facts.get(FactKey("uid", str(uid)))
+        holder = current.get(StateKey("uid", str(uid)))
         if holder is not None and holder != name:
             raise OperationError(f"uid {uid} already belongs to user {holder}")
-        group = facts.get(FactKey("group", args["group"]))
+        group = current.get(StateKey("group", args["group"]))
         gid = group.gid if group is not None else uid
-        command = f"useradd -m -u {uid} -g {quote(args['group'])} -s {quote(args['shell'])} -d {quote(args['home'])}"
+        make_home = "-m" if args["create_home"] else "-M"
+        command = f"useradd {make_home} -u {uid} -g {quote(args['group'])} -s {quote(args['shell'])} -d {quote(args['home'])}"
         if args["groups"]:
             command += f" -G {quote(','.join(args['groups']))}"
         command += f" {quote(name)}"
         new = UserEntry(name, uid, gid, args["home"], args["shell"], tuple(args["groups"]))
-        effects = ((FactKey("user", name), new), (FactKey("uid", str(uid)), name))
+        effects = ((StateKey("user", name), new), (StateKey("uid", str(uid)), name))
         return [Run(command, f"create user {name} ({uid})", effects)]
     if entry.uid != uid:
         raise OperationError(f"user {name} exists with uid {entry.uid}, wanted {uid}: not changed")
@@ -102,7 +135,7 @@ def plan_user(args: dict, facts: Mapping[FactKey, Any]) -> list:
             Run(
                 f"usermod -a -G {quote(','.join(missing))} {quote(name)}",
                 f"add {name} to {', '.join(missing)}",
-                ((FactKey("user", name), new),),
+                ((StateKey("user", name), new),),
             )
         )
         entry = new
@@ -112,7 +145,7 @@ def plan_user(args: dict, facts: Mapping[FactKey, Any]) -> list:
             Run(
                 f"usermod -s {quote(args['shell'])} {quote(name)}",
                 f"shell of {name}: {args['shell']}",
-                ((FactKey("user", name), new),),
+                ((StateKey("user", name), new),),
             )
         )
     return changes
@@ -121,7 +154,7 @@ def plan_user(args: dict, facts: Mapping[FactKey, Any]) -> list:
 OPERATIONS = {
     "group": Operation(
         "group",
-        {"name": Arg((str,), True), "gid": Arg((int,), True)},
+        {"name": Arg((str,), True), "gid": Arg((int,), True), "state": Arg((str,), default="present")},
         _group_requests,
         plan_group,
         doc="a group with a fixed gid",
@@ -135,6 +168,9 @@ OPERATIONS = {
             "groups": Arg((list, str), help="supplementary groups"),
             "shell": Arg((str,), default="/bin/bash"),
             "home": Arg((str,)),
+            "state": Arg((str,), default="present", help="present or absent"),
+            "remove_home": Arg((bool,), default=False, help="with state absent: remove the home too"),
+            "create_home": Arg((bool,), default=True, help="make the home (false: another node makes it)"),
         },
         _user_requests,
         plan_user,

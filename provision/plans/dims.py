@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from provision.errors import PlanError
-from provision.inventory import Rack
+from provision.inventory.model import Rack
 
 _DIMS = re.compile(r"^(\d+)x(\d+)x(\d+)$")
 

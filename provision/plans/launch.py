@@ -190,7 +190,7 @@ def hostfile(plan: RankPlan, style: str) -> str:
         return "".join(f"{host} slots={slots}\n" for host in hosts)
     if style == "horovod":
         return "-H " + ",".join(f"{host}:{slots}" for host in hosts) + "\n"
-    raise PlanError(f"--format {style!r}: one of hostfile, horovod, deepspeed")
+    raise PlanError(f"--format {style!r}: one of hostfile, horovod, deepspeed, sbatch")
 
 
 def allocation_hostfile(plan: RankPlan, rankfile_name: str) -> str:

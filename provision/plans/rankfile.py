@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from provision import __version__
 from provision.errors import PlanError
 from provision.facts.model import HostFacts
-from provision.inventory import Rack
+from provision.inventory.model import Rack
 from provision.plans.dims import Dims, rack_names
 from provision.resources import render
 

@@ -1,6 +1,11 @@
-"""Variables for a host, lowest precedence first: inventory ``vars``, ``group_vars/<group>.yml``
-(next to the inventory, groups in inventory order), the host's own ``vars`` and
-``host_vars/<host>.yml``, the play's ``vars``, then ``-e key=value`` / ``-e @file.yml``."""
+"""Variables for a host, lowest precedence first, as Ansible layers them: the inventory's
+``vars``, ``group_vars/all``, ``group_vars/<group>`` (groups in inventory order, then racks),
+the host's own ``vars``, ``host_vars/<host>``, the play's ``vars``, then ``-e key=value`` /
+``-e @file.yml``. ``group_vars/`` and ``host_vars/`` sit beside the inventory; each entry is a
+file (``NAME``, ``NAME.yml``, ``NAME.yaml`` or ``NAME.json``) or a folder ``NAME/`` of such files
+(read in sorted order, later files winning). A file there that names no group or host is a
+warning, never silently ignored. Every consumer (tasks, the pair check, the uid check, the role
+summary) reads variables through :class:`Variables`: one source of truth."""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.errors import ProvisionError
-from provision.inventory import VAR_NAME, Host, Inventory
+from provision.inventory.model import VAR_NAME, Host, Inventory
 from provision.yaml_lines import load_yaml_with_lines
 
 
@@ -48,44 +53,117 @@ def parse_extra_vars(items: list[str]) -> dict:
     return result
 
 
-class Variables:
-    """Variable layers of one inventory, merged per host on demand."""
+VARS_EXTENSIONS = ("", ".yml", ".yaml", ".json")
 
-    def __init__(self, inventory: Inventory, extra: dict | None = None):
+
+def _is_vars_file(path: Path) -> bool:
+    return path.is_file() and not path.name.startswith(".") and path.suffix in VARS_EXTENSIONS and not path.name.endswith("~")
+
+
+def load_vars_folder(folder: Path, names: list[str], kind: str, warnings: list[str]) -> dict[str, tuple[tuple[Path, dict], ...]]:
+    """``group_vars/`` or ``host_vars/``: NAME -> its files' variables, in the order they apply.
+    An entry that names no group/host (``kind``) is reported in ``warnings``."""
+    found: dict[str, tuple[tuple[Path, dict], ...]] = {}
+    if not folder.is_dir():
+        return found
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith(".") or entry.name.endswith("~"):
+            continue
+        # group_vars/gpu.yml, group_vars/gpu/ and host_vars/w1.example.com (no extension) alike
+        known_suffix = entry.is_file() and entry.suffix in VARS_EXTENSIONS[1:]
+        name = entry.name[: -len(entry.suffix)] if known_suffix else entry.name
+        if not (entry.is_dir() or entry.is_file()):
+            continue
+        if name not in names:
+            warnings.append(
+                f"{entry}: no {kind} {name!r} in the inventory, so these variables apply to no host "
+                f"({kind}s: {', '.join(names[:12]) + (' ...' if len(names) > 12 else '')})"
+            )
+            continue
+        files = sorted(p for p in entry.rglob("*") if _is_vars_file(p)) if entry.is_dir() else [entry]
+        found[name] = found.get(name, ()) + tuple((path, _load_mapping(path)) for path in files)
+    return found
+
+
+class Variables:
+    """Variable layers of one inventory, merged per host on demand; ``warnings`` says what was
+    found but applies to no host."""
+
+    def __init__(self, inventory: Inventory, extra: dict | None = None, facts_dir: Path | None = None):
         self.inventory = inventory
         self.extra = dict(extra or {})
+        self.facts_dir = facts_dir  # where `provision probe` keeps the hardware facts (the Slurm role reads them)
+        self.warnings: list[str] = []
         base = inventory.path.parent if inventory.path else None
-        self.group_vars: dict[str, dict] = {}
-        self.host_files: dict[str, dict] = {}
+        self.groups: dict[str, tuple[str, ...]] = dict(inventory.groups)
+        for rack in inventory.racks:  # racks are groups for group_vars, as for host patterns
+            self.groups.setdefault(rack.name, rack.hosts)
+        self.group_files: dict[str, tuple[tuple[Path, dict], ...]] = {}
+        self.host_files: dict[str, tuple[tuple[Path, dict], ...]] = {}
         if base is not None:
-            for group in inventory.groups:
-                path = base / "group_vars" / f"{group}.yml"
-                if path.is_file():
-                    self.group_vars[group] = _load_mapping(path)
-            for name in inventory.hosts:
-                path = base / "host_vars" / f"{name}.yml"
-                if path.is_file():
-                    self.host_files[name] = _load_mapping(path)
+            self.group_files = load_vars_folder(base / "group_vars", ["all", *self.groups], "group", self.warnings)
+            self.host_files = load_vars_folder(base / "host_vars", list(inventory.hosts), "host", self.warnings)
+
+    def layers(self, host: Host, play_vars: dict | None = None) -> list[tuple[str, dict]]:
+        """(where, variables) for ``host``, lowest precedence first."""
+        where = str(self.inventory.path) if self.inventory.path else "inventory"
+        layers: list[tuple[str, dict]] = [(f"{where} vars:", self.inventory.vars)]
+        for group in ["all", *(g for g, members in self.groups.items() if host.name in members)]:
+            layers.extend((str(path), data) for path, data in self.group_files.get(group, ()))
+        layers.append((f"{where} hosts: {host.name}: vars:", host.vars))
+        layers.extend((str(path), data) for path, data in self.host_files.get(host.name, ()))
+        layers.append(("the play's vars:", play_vars or {}))
+        layers.append(("-e", self.extra))
+        return layers
+
+    def source(self, host: Host, name: str) -> str | None:
+        """Where ``name`` of ``host`` comes from (the layer that wins), or None when unset."""
+        return next((where for where, data in reversed(self.layers(host)) if name in data), None)
 
     def for_host(self, host: Host, play_vars: dict | None = None) -> dict:
         """All variables of ``host`` (plus ``inventory_hostname`` and ``groups``) for one play."""
-        merged: dict[str, Any] = dict(self.inventory.vars)
-        for group, members in self.inventory.groups.items():
-            if host.name in members:
-                merged.update(self.group_vars.get(group, {}))
-        merged.update(host.vars)
-        merged.update(self.host_files.get(host.name, {}))
-        merged.update(play_vars or {})
-        merged.update(self.extra)
+        merged: dict[str, Any] = {}
+        for _where, data in self.layers(host, play_vars):
+            merged.update(data)
         merged["inventory_hostname"] = host.name
         merged["inventory_dir"] = str(self.inventory.path.parent) if self.inventory.path else "."  # controller files of roles
         merged["groups"] = {"all": list(self.inventory.hosts), **{g: list(m) for g, m in self.inventory.groups.items()}}
+        merged["provision_facts_dir"] = str(self.facts_dir) if self.facts_dir is not None else None
         return merged
 
 
+def cluster_users_by_host(variables: Variables, hosts: list[Host]) -> dict[str, list[dict]]:
+    """Each host's ``cluster_users`` (from every layer, as its tasks see them), checked: each list
+    as :func:`check_cluster_users`, and across hosts one uid/gid per name and one name per uid
+    (the point of cluster users). Errors name the host and the file the list comes from."""
+    per_host: dict[str, list[dict]] = {}
+    first: dict[str, tuple[str, Any, Any]] = {}  # name -> (host, uid, gid)
+    owner: dict[int, tuple[str, str]] = {}  # uid -> (name, host)
+    for host in hosts:
+        where = variables.source(host, "cluster_users")
+        try:
+            users = check_cluster_users(variables.for_host(host).get("cluster_users"))
+        except VariableError as error:
+            raise VariableError(f"{where} (host {host.name}): {error}") from None
+        for user in users:
+            name, uid, gid = user["name"], user["uid"], user.get("gid", user["uid"])
+            seen = first.setdefault(name, (host.name, uid, gid))
+            if seen[1:] != (uid, gid):
+                raise VariableError(
+                    f"{where} (host {host.name}): cluster user {name} has uid/gid {uid}/{gid} here "
+                    f"but {seen[1]}/{seen[2]} on {seen[0]}: a cluster user needs the same ids on every node"
+                )
+            other = owner.setdefault(uid, (name, host.name))
+            if other[0] != name:
+                raise VariableError(f"{where} (host {host.name}): uid {uid} of {name} is the uid of {other[0]} on {other[1]}")
+        per_host[host.name] = users
+    return per_host
+
+
 def check_cluster_users(users: Any) -> list[dict]:
-    """Validate ``cluster_users`` (a list of {name, uid, gid?, shell?, groups?}): names safe,
-    ids numbers, no name or uid twice. Raises :class:`VariableError` naming the entry."""
+    """Validate ``cluster_users`` (a list of {name, uid, gid?, shell?, groups?, state?,
+    remove_home?}): names safe, ids numbers, state present/absent, no name or uid twice.
+    Raises :class:`VariableError` naming the entry."""
     from provision.operations.base import USER_NAME
 
     if users is None:
@@ -105,6 +183,10 @@ def check_cluster_users(users: Any) -> list[dict]:
             value = user.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**31):
                 raise VariableError(f"{where} ({name}): {key} {value!r} is not a positive number")
+        if user.get("state", "present") not in ("present", "absent"):
+            raise VariableError(f"{where} ({name}): state {user['state']!r} is not present or absent")
+        if not isinstance(user.get("remove_home", False), bool):
+            raise VariableError(f"{where} ({name}): remove_home must be true or false")
         if name in seen_names:
             raise VariableError(f"{where}: user {name} is listed twice")
         if uid in seen_uids:

@@ -25,6 +25,8 @@ ln -s "$(command -v python3)" "$prefix/bin/python"
 printf '{"name": "conda", "version": "0.0.0-test-stand-in"}\n' >"$prefix/conda-meta/conda-0.0.0-test.json"
 printf '{"name": "python", "version": "3"}\n' >"$prefix/conda-meta/python-3-test.json"
 head -c 2097152 /dev/zero >"$prefix/lib/python3/site-packages/standin/payload.bin"
+# Tests of an interrupted install (issue 15) make it stop here, half done, for that many seconds.
+if [ -r /tmp/anaconda-test-stand-in.pause ]; then sleep "$(cat /tmp/anaconda-test-stand-in.pause)"; fi
 printf 'channels:\n  - defaults\n# written by the installer\n' >"$prefix/.condarc"
 cat >"$prefix/bin/conda" <<'CONDA'
 #!/bin/bash

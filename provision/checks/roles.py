@@ -1,0 +1,247 @@
+"""After a setup-cluster run: what the roles of issue 8 achieved, per node, checked for real.
+
+- **NFS**: which server the NFS server node runs (kernel or nfs-ganesha); a fresh marker file
+  written on the server in each exported folder is read back by every other node **at the same
+  path**; where the node could not mount, it is read over NFS from that node with libnfs's
+  ``nfs-cat`` (userspace client) to prove the export serves it. Per node: "same path, same
+  content", or what is missing.
+- **Anaconda**: each clone's disk use (``du -sm``).
+- **Jupyter**: how each user reaches their server (the SSH tunnel command, or the HTTPS URL).
+
+Scripts are built and parsed by pure functions; nodes run them in parallel, one round trip each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from provision.engine.script import remote_command, stdin_for
+from provision.operations.base import check_user, is_number, printable
+from provision.operations.conda import clone_name
+from provision.operations.nfs import check_export_path
+from provision.transport.connection import HostFailure
+from provision.transport.parallel import fan_out
+
+MARKER = ".provision-nfs-check"  # + "." + 16 random hex digits, one name per run
+_LINE = re.compile(r"^@(nfs|du) (\S+) (\S+) ?(.*)$")
+
+
+@dataclass(frozen=True)
+class SummaryLine:
+    """One line of the summary: the role, the node, the text, and whether it is a problem."""
+
+    role: str
+    host: str
+    text: str
+    ok: bool = True
+
+
+def _q(value: str) -> str:
+    return shlex.quote(value)
+
+
+def node_script(
+    exports: list[str], server_address: str | None, token: str | None, clones: list[tuple[str, str]], marker_name: str = ""
+) -> str:
+    """The script a node runs as root: for each export path, how it reads the marker ``marker_name``
+    (``mount`` or ``nfs-cat``) and what it read; for each (user, env name) clone, its size in MB."""
+    lines = ["set -u"]
+    if token is not None and server_address:
+        if not re.fullmatch(re.escape(MARKER) + r"\.[0-9a-f]{16}", marker_name):
+            raise ValueError(f"marker name {marker_name!r} is not {MARKER}.<16 hex digits>")
+        for path in exports:
+            path = check_export_path(path)
+            marker = f"{path}/{marker_name}"
+            url = f"nfs://{server_address}{marker}?version=4"
+            lines.append(
+                f'if awk -v p={_q(path)} \'$5 == p {{ for (i = 7; i <= NF; i++) if ($i == "-" && $(i+1) ~ /^nfs/) f = 1 }} '
+                "END { exit !f }' /proc/self/mountinfo; "
+                f"then printf '@nfs %s mount %s\\n' {_q(path)} \"$(head -c 200 {_q(marker)} 2>&1 | head -n 1)\"; "
+                # Retries: NFSv4 clients starting at the same moment can collide (NFS4ERR_STALE_CLIENTID),
+                # and a server that just (re)started is in its grace period for a few seconds.
+                "elif command -v nfs-cat >/dev/null 2>&1; then "
+                f"for i in 1 2 3 4 5; do r=$(timeout 20 nfs-cat {_q(url)} 2>&1) && break; sleep $i; done; "
+                f"printf '@nfs %s nfs-cat %s\\n' {_q(path)} \"$(printf '%s' \"$r\" | head -c 200 | head -n 1)\"; "
+                f"else printf '@nfs %s none\\n' {_q(path)}; fi"
+            )
+    for user, name in clones:
+        check_user(user)
+        env = f'"$h/.conda/envs/"{_q(name)}'
+        # Measured as the user: a link she planted in her home leads only where she may read.
+        size = 'cd / && [ -d "$1" ] && du -sm -- "$1" 2>/dev/null | cut -f1'
+        lines.append(
+            f"h=$(getent passwd {_q(user)} | cut -d: -f6); "
+            f'if [ -n "$h" ] && s=$(runuser -u {_q(user)} -- sh -c {_q(size)} sh {env} </dev/null) && [ -n "$s" ]; '
+            f"then printf '@du %s %s %s\\n' {_q(user)} {_q(name)} \"$s\"; "
+            f"else printf '@du %s %s absent\\n' {_q(user)} {_q(name)}; fi"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def parse_node(text: str) -> tuple[dict[str, tuple[str, str]], dict[tuple[str, str], str]]:
+    """``({path: (how, what was read)}, {(user, env): size or 'absent'})`` from the node's output."""
+    nfs, du = {}, {}
+    for line in text.splitlines()[:500]:
+        match = _LINE.match(line)
+        if not match:
+            continue
+        kind, a, b, rest = match.groups()
+        if kind == "nfs":
+            nfs[a] = (b, printable(rest, 200))
+        else:
+            du[(a, b)] = printable(rest, 40) or b
+    return nfs, du
+
+
+def nfs_verdict(host: str, path: str, how: str, read: str, token: str, missing: list[str]) -> SummaryLine:
+    """The summary line for one node and one export path."""
+    lacks = f"not mounted ({'; '.join(missing)})" if missing else "not mounted"
+    if how == "mount":
+        if read == token:
+            return SummaryLine("nfs", host, f"{path}: same path, same content (NFS mount)")
+        return SummaryLine("nfs", host, f"{path}: mounted, but the marker read back {read[:80]!r}, not the server's", False)
+    if how == "nfs-cat":
+        if read == token:
+            return SummaryLine(
+                "nfs",
+                host,
+                f"{path}: {lacks}; read over NFS from this node with nfs-cat: same content (the export serves this node)",
+                True,
+            )
+        return SummaryLine("nfs", host, f"{path}: {lacks}; nfs-cat from this node failed: {read[:120]}", False)
+    return SummaryLine("nfs", host, f"{path}: {lacks}; nfs-cat not installed (Debian libnfs-utils) to check the export", False)
+
+
+def jupyter_lines(host: str, login: str, users: list[dict], listen: str) -> list[SummaryLine]:
+    """How each Jupyter user of ``host`` reaches their server (no secret in it)."""
+    out = []
+    for user in users:
+        if user.get("jupyter_port") is None:
+            continue
+        port = int(user["jupyter_port"])
+        if listen == "all":
+            text = f"{user['name']}: https://{login}:{port}/ (TLS, password); start it as {user['name']} with `jupyter server`"
+        else:
+            text = (
+                f"{user['name']}: ssh -N -L {port}:localhost:{port} {user['name']}@{login}  then open "
+                f"https://localhost:{port}/ (start it as {user['name']} with `jupyter server`)"
+            )
+        out.append(SummaryLine("jupyter", host, text))
+    return out
+
+
+def write_markers(exports: list[str], marker_name: str, token: str) -> str:
+    """The server's script: the marker created in each export with noclobber (``set -C``: refused,
+    never overwritten, where that name exists), ``@made INDEX`` for each one created."""
+    lines = []
+    for index, path in enumerate(exports):
+        marker = _q(f"{check_export_path(path)}/{marker_name}")
+        lines.append(
+            # 0644 from its creation (umask): a chmod after it would follow a link a user with write
+            # access to the export swapped in at that name (e.g. to /etc/shadow).
+            f"if (umask 022; set -C; printf '%s' {_q(token)} >{marker}) 2>&1; then echo '@made {index}'; "
+            f"else echo {_q(f'{path}/{marker_name} exists or cannot be created')}; exit 1; fi"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def made_markers(stdout: str, exports: list[str], marker_name: str) -> list[str]:
+    """The markers the server's script says it created (only those are removed afterwards)."""
+    indexes = {int(m) for m in re.findall(r"^@made (\d+)$", stdout, re.M)}
+    return [f"{path}/{marker_name}" for index, path in enumerate(exports) if index in indexes]
+
+
+def role_summary(
+    runs: dict[str, Any], variables: dict[str, dict], forks: int, password: str | None = None, roles: frozenset | None = None
+) -> list[SummaryLine]:
+    """Summary lines for every healthy host. ``runs``: host -> HostRun (open session, registered
+    results); ``variables``: host -> its variables; ``roles``: the --tags of the run (None: all)."""
+
+    def wanted(role: str) -> bool:
+        return roles is None or role in roles
+
+    healthy = {n: r for n, r in runs.items() if not r.failed and not r.unreachable}
+    any_vars = next(iter(variables.values()), {})
+    server = any_vars.get("nfs_server")
+    exports = [check_export_path(e["path"]) for e in (any_vars.get("nfs_exports") or []) if isinstance(e, dict) and "path" in e]
+    token = secrets.token_hex(16) if server in healthy and exports and wanted("nfs") else None
+    marker_name = f"{MARKER}.{secrets.token_hex(8)}"
+    made: list[str] = []
+    lines: list[SummaryLine] = []
+    if exports and wanted("nfs") and server in runs and server not in healthy:
+        lines.append(
+            SummaryLine("nfs", server, "the NFS server failed or was unreachable: no node's dataset paths were verified", False)
+        )
+    if not healthy:
+        return lines
+    server_address = None
+    if token:
+        run = healthy[server]
+        kind = (run.registered.get("nfs_kind") or {}).get("server")
+        label = {
+            "kernel": "the kernel's NFS server (exportfs)",
+            "ganesha": "nfs-ganesha (userspace NFSv4; the kernel cannot serve NFS here)",
+        }
+        lines.append(SummaryLine("nfs", server, f"NFS server: {label.get(kind, 'unknown')}; exports {', '.join(exports)}"))
+        info = run.identity()
+        server_address = variables[server].get("nfs_server_address") or (info.get("addresses") or [None])[0]
+        try:
+            done = run.session.run(remote_command(True), stdin_for(write_markers(exports, marker_name, token), True, password))
+            made = made_markers(done.stdout, exports, marker_name)
+            if done.exit_code != 0:
+                said = "; ".join(line for line in done.stdout.splitlines()[-20:] if line and not line.startswith("@made "))
+                lines.append(SummaryLine("nfs", server, f"could not write the marker: {printable(said[-200:], 200)}", False))
+                token = None
+        except HostFailure as failure:
+            lines.append(SummaryLine("nfs", server, f"could not write the marker: {failure}", False))
+            token = None
+
+    def one(name: str) -> list[SummaryLine]:
+        run = healthy[name]
+        ctx = variables[name]
+        users = [u for u in (ctx.get("cluster_users") or []) if isinstance(u, dict)]
+        prefixes = [a["prefix"] for a in (ctx.get("anaconda") or []) if isinstance(a, dict) and a.get("prefix")]
+        clones = (
+            [(u["name"], clone_name(p)) for u in users if u.get("conda_clone") for p in prefixes] if wanted("anaconda") else []
+        )
+        paths = exports if token and name != server else []
+        out: list[SummaryLine] = []
+        if paths or clones:
+            script = node_script(paths, server_address, token, clones, marker_name)
+            try:
+                done = run.session.run(remote_command(True), stdin_for(script, True, password))
+                nfs, du = parse_node(done.stdout)
+            except HostFailure as failure:
+                return [SummaryLine("summary", name, f"unreachable: {failure}", False)]
+            mounts = {
+                r.get("path"): r for r in (run.registered.get("nfs_mounts") or {}).get("results", []) if isinstance(r, dict)
+            }
+            for path in paths:
+                how, read = nfs.get(path, ("none", ""))
+                out.append(nfs_verdict(name, path, how, read, token, list((mounts.get(path) or {}).get("missing") or [])))
+            for user, env in clones:
+                size = du.get((user, env), "absent")
+                out.append(
+                    SummaryLine(
+                        "anaconda",
+                        name,
+                        f"{user}: ~/.conda/envs/{env} " + (f"{size} MB" if is_number(size) else "absent"),
+                        is_number(size),
+                    )
+                )
+        if wanted("jupyter"):
+            out += jupyter_lines(name, name, users, str(ctx.get("jupyter_listen") or "localhost"))
+        return out
+
+    for per_host in fan_out(list(healthy), one, forks, workers=1):  # the sessions are this process's
+        lines.extend(per_host)
+    if made:
+        cleanup = "\n".join(f"rm -f -- {_q(marker)}" for marker in made)
+        with contextlib.suppress(HostFailure):  # the marker is harmless if it stays
+            healthy[server].session.run(remote_command(True), stdin_for(cleanup + "\n", True, password))
+    return lines

@@ -1,0 +1,90 @@
+"""`provision doctor`: is this cluster ready for a multi-node job? (checks across nodes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from provision.cli import app, fail, options as opt
+from provision.doctor.checks import verdict
+from provision.doctor.model import CheckResult
+from provision.doctor.runner import DoctorSettings, doctor as run_doctor
+from provision.doctor.sources import check_dataset, check_user
+from provision.errors import ProvisionError
+from provision.inventory.model import open_inventory
+
+_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
+
+
+def print_checks(results: list[CheckResult], console: Console, strict: bool = False) -> int:
+    """The table (check, status, hosts, detail) and the verdict line; returns the exit code."""
+    table = Table(show_lines=False)
+    for column in ("check", "status", "hosts", "detail"):
+        table.add_column(column, overflow="fold")
+    for result in results:
+        style = _STYLE[result.status]
+        table.add_row(
+            escape(result.name), f"[{style}]{result.status}[/{style}]", escape(", ".join(result.hosts)), escape(result.detail)
+        )
+    console.print(table)
+    line, code = verdict(results, strict)
+    console.print(f"[{'bold red' if code else 'green'}]{escape(line)}[/]")
+    return code
+
+
+def doctor_settings(user: str | None, datasets: list[str] | None, deep: bool, fast: bool, ssh, forks: int) -> DoctorSettings:
+    """Check --user and --dataset once, here at the edge (ProvisionError: exit 2)."""
+    return DoctorSettings(
+        ssh=ssh,
+        user=check_user(user) if user else "",
+        datasets=tuple(check_dataset(p) for p in datasets or []),
+        deep=deep,
+        fast=fast,
+        forks=forks,
+    )
+
+
+@app.command(
+    epilog="Examples:\n\n  provision doctor -i inventory/hosts.yml all --user alice\n\n"
+    "  provision doctor node01 node02 --dataset /data/imagenet --deep --json"
+)
+def doctor(
+    hosts: list[str] = typer.Argument(None, help="Hosts or groups (default: all in the inventory)."),
+    inventory: Path = opt.INVENTORY,
+    user: str = typer.Option(None, "--user", help="The job user (default: the user doctor logs in as on each host)."),
+    dataset: list[str] = typer.Option(None, "--dataset", help="A dataset folder that must be the same on every node (repeat)."),
+    deep: bool = typer.Option(False, "--deep", help="Also hash the contents of a sample of each dataset's files."),
+    as_json: bool = typer.Option(False, "--json", help='Print [{"name", "status", "hosts", "detail"}] instead of a table.'),
+    strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
+    forks: int = opt.FORKS,
+    connect_timeout: float = opt.CONNECT_TIMEOUT,
+    command_timeout: float = opt.COMMAND_TIMEOUT,
+    accept_new_host_keys: bool = opt.ACCEPT_NEW,
+    known_hosts: Path = opt.KNOWN_HOSTS,
+    ssh_config: Path = opt.SSH_CONFIG,
+) -> None:
+    """Check that the nodes are ready for one multi-node training job, comparing them with each other."""
+    try:
+        ssh = opt.ssh_options(
+            known_hosts,
+            ssh_config,
+            accept_new=accept_new_host_keys,
+            connect_timeout=connect_timeout,
+            command_timeout=command_timeout,
+        )
+        settings = doctor_settings(user, dataset, deep, False, ssh, forks)
+        targets = open_inventory(inventory).resolve(hosts or [])
+    except ProvisionError as error:
+        raise fail(str(error)) from None
+    if not targets:
+        raise fail("no hosts: name some or give an inventory with -i")
+    results = run_doctor(targets, settings)
+    if as_json:
+        typer.echo(json.dumps([r.to_dict() for r in results], indent=2))
+        raise typer.Exit(verdict(results, strict)[1])
+    raise typer.Exit(print_checks(results, Console(), strict))

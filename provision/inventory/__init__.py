@@ -1,0 +1,1 @@
+"""The inventory: hosts, groups, racks, variables (model), host patterns, Ansible import."""

@@ -1,0 +1,127 @@
+"""Fact kinds the NFS, Anaconda and Jupyter roles need, each a command and a pure parser of
+hostile output (bounded, every field checked):
+
+- ``mount`` PATH: the filesystem mounted exactly at PATH, ``(source, fstype)`` or None;
+- ``nfsd``: ``kernel`` when the kernel can serve NFS here (nfsd known and CAP_SYS_ADMIN), else ``none``;
+- ``nfsmount``: what an NFS mount here lacks (kernel client, ``mount.nfs``, CAP_SYS_ADMIN), a tuple;
+- ``listening``: the TCP ports listening on this host, ``{port: uid}`` (from /proc/net/tcp*);
+- ``df`` PATH: free KiB on the filesystem that holds PATH (or its nearest existing parent);
+- ``pidfile`` PATH: whether the process named in that pid file is alive.
+"""
+
+from __future__ import annotations
+
+import re
+
+from provision.errors import ParseError
+from provision.operations.base import check_path, is_number, shell_path
+from provision.operations.state import register_state_kind
+
+_MAX_LINES = 20000
+_CAP_SYS_ADMIN = 21
+
+
+def _mount_command(path: str) -> str:
+    # /proc/self/mountinfo field 5 is the mount point (octal escapes), after " - ": fstype source.
+    program = "'$5 == p { for (i = 7; i <= NF; i++) if ($i == \"-\") { print $(i+2), $(i+1) } }'"
+    return f"awk -v p={shell_path(check_path(path))} {program} /proc/self/mountinfo | tail -n 1"
+
+
+def _parse_mount(path: str, text: str):
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return None
+    parts = lines[-1].split()
+    if len(parts) != 2 or len(lines[-1]) > 4096:
+        raise ParseError(f"mount {path}", f"unexpected mountinfo line {lines[-1][:80]!r}")
+    return parts[0], parts[1]
+
+
+def _nfsd_command(_arg: str) -> str:
+    # The kernel server needs the nfsd module (or filesystem) AND the privilege to run it: a
+    # container shares the host's kernel but, unprivileged, lacks CAP_SYS_ADMIN.
+    return (
+        "k=none; if grep -qw nfsd /proc/filesystems 2>/dev/null || modinfo nfsd >/dev/null 2>&1 || [ -d /proc/fs/nfsd ]; "
+        "then c=$(awk '/^CapEff:/ {print $2}' /proc/self/status); "
+        f"[ $(( 0x${{c:-0}} >> {_CAP_SYS_ADMIN} & 1 )) -eq 1 ] && k=kernel; fi; echo $k"
+    )
+
+
+def _parse_word(kind: str, words: tuple[str, ...]):
+    def parse(_arg: str, text: str):
+        word = text.strip().splitlines()[0].strip() if text.strip() else ""
+        if word not in words:
+            raise ParseError(kind, f"unexpected output {word[:40]!r}")
+        return word
+
+    return parse
+
+
+def _nfsmount_command(_arg: str) -> str:
+    return (
+        "grep -qw nfs4 /proc/filesystems 2>/dev/null || grep -qw nfs /proc/filesystems 2>/dev/null "
+        "|| echo 'no kernel NFS client'; "
+        "command -v mount.nfs >/dev/null 2>&1 || [ -x /sbin/mount.nfs ] || echo 'no mount.nfs (nfs-common)'; "
+        "echo \"cap $(awk '/^CapEff:/ {print $2}' /proc/self/status)\""
+    )
+
+
+def _parse_nfsmount(_arg: str, text: str) -> tuple[str, ...]:
+    missing = []
+    for line in text.splitlines()[:10]:
+        line = line.strip()
+        if line in ("no kernel NFS client", "no mount.nfs (nfs-common)"):
+            missing.append(line)
+        elif line.startswith("cap "):
+            value = line[4:].strip()
+            if not re.fullmatch(r"[0-9a-fA-F]{1,16}", value):
+                raise ParseError("nfsmount", f"unexpected capability mask {value[:20]!r}")
+            if not int(value, 16) >> _CAP_SYS_ADMIN & 1:
+                missing.append("no privilege to mount (CAP_SYS_ADMIN)")
+        elif line:
+            raise ParseError("nfsmount", f"unexpected line {line[:60]!r}")
+    return tuple(missing)
+
+
+def _listening_command(_arg: str) -> str:
+    return "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; true"
+
+
+def parse_listening(_arg: str, text: str) -> dict[int, int]:
+    """``{port: uid}`` of sockets in state LISTEN (0A) in /proc/net/tcp and tcp6 output."""
+    ports: dict[int, int] = {}
+    for line in text.splitlines()[:_MAX_LINES]:
+        fields = line.split()
+        if len(fields) < 8 or fields[0] == "sl" or fields[3] != "0A":
+            continue
+        local = fields[1].rpartition(":")[2]
+        if not re.fullmatch(r"[0-9A-Fa-f]{4}", local) or not is_number(fields[7]):
+            raise ParseError("listening", f"unexpected /proc/net/tcp line {line[:80]!r}")
+        ports.setdefault(int(local, 16), int(fields[7]))
+    return ports
+
+
+def _df_command(path: str) -> str:
+    word = shell_path(check_path(path))
+    return f'p={word}; while [ ! -e "$p" ] && [ "$p" != / ]; do p=$(dirname "$p"); done; df -Pk "$p" | tail -n 1'
+
+
+def _parse_df(path: str, text: str) -> int:
+    lines = [line for line in text.splitlines() if line.strip()]
+    fields = lines[-1].split() if lines else []
+    if len(fields) < 6 or not is_number(fields[3]):
+        raise ParseError(f"df {path}", f"unexpected df line {(lines[-1] if lines else '')[:80]!r}")
+    return int(fields[3])
+
+
+def _pidfile_command(path: str) -> str:
+    word = shell_path(check_path(path))
+    return f'if [ -r {word} ] && kill -0 "$(cat {word})" 2>/dev/null; then echo alive; else echo dead; fi'
+
+
+register_state_kind("mount", _mount_command, _parse_mount)
+register_state_kind("nfsd", _nfsd_command, _parse_word("nfsd", ("kernel", "none")))
+register_state_kind("nfsmount", _nfsmount_command, _parse_nfsmount)
+register_state_kind("listening", _listening_command, parse_listening)
+register_state_kind("df", _df_command, _parse_df)
+register_state_kind("pidfile", _pidfile_command, _parse_word("pidfile", ("alive", "dead")))

@@ -1,0 +1,163 @@
+"""What `provision probe` runs on a host: one POSIX sh script, one round trip.
+
+Each step is a fixed command (no user value ever goes into it), declared next to its parser
+(:class:`provision.facts.source.Step`). The streamed output is framed with a random nonce per
+run, so no honest command's output is mistaken for a frame. A hostile node can still learn the
+nonce (it runs the script): :func:`split_output` accepts only the known capture names, once
+each, so nothing it prints can name a file.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+
+from provision import __version__
+from provision.errors import ParseError
+from provision.facts import hwloc, lscpu, nics, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
+from provision.facts.source import Step
+from provision.resources import render
+
+__all__ = [
+    "CAPTURE_NAMES",
+    "Capture",
+    "NOT_INSTALLED",
+    "REMOTE_COMMAND",
+    "STEPS",
+    "Step",
+    "capture_script",
+    "gather_script",
+    "new_nonce",
+    "split_output",
+]
+
+NOT_INSTALLED = 127
+STDERR_KEPT = 2000  # characters of a failed step's stderr kept (the first line names the cause)
+# The remote command: valid in every login shell (sh, bash, tcsh, fish). The script goes on its
+# stdin, followed by EOF; see templates/gather.sh.j2.
+REMOTE_COMMAND = "sh -s"
+
+# Each source is declared once, next to its parser; this is only the order they run in.
+STEPS: tuple[Step, ...] = (
+    system.HOSTNAME,
+    system.UNAME_M,
+    numactl.SOURCE,
+    ppc64_cpu.SOURCE,
+    lscpu.SOURCE,
+    lscpu.SOURCE_P,
+    sysfs_cpu.SOURCE,
+    hwloc.SOURCE,
+    nvidia.SOURCE_QUERY,
+    nvidia.SOURCE_TOPO,
+    nvidia.SOURCE_SYSFS,
+    openmpi.SOURCE,
+    system.MEMINFO,
+    system.IP_ADDR,
+    system.IP_LINK,
+    nics.NET_SOURCE,
+    nics.RDMA_SOURCE,
+)
+
+CAPTURE_NAMES = tuple(step.name for step in STEPS)
+if len(set(CAPTURE_NAMES)) != len(CAPTURE_NAMES):
+    raise RuntimeError(f"two fact sources share a capture name: {CAPTURE_NAMES}")
+
+
+@dataclass(frozen=True)
+class Capture:
+    """One step's result on one host."""
+
+    name: str
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def available(self) -> bool:
+        """True when the command ran and succeeded."""
+        return self.exit_code == 0
+
+    def why_unavailable(self) -> str:
+        """A short reason for a failed or missing command."""
+        if self.exit_code == NOT_INSTALLED:
+            return "not installed"
+        first = self.stderr.strip().splitlines()[0] if self.stderr.strip() else ""
+        return f"exit {self.exit_code}" + (f": {first[:120]}" if first else "")
+
+
+def new_nonce() -> str:
+    """A fresh random frame marker for one run."""
+    return secrets.token_hex(8)
+
+
+def gather_script(nonce: str, steps: tuple[Step, ...] = STEPS) -> str:
+    """The one script `provision probe` runs on a host, framing each output with ``nonce``
+    (``steps``: probe's, or probe's plus the ones `provision doctor` adds)."""
+    return render("gather.sh.j2", mode="stream", steps=steps, nonce=nonce, version=__version__)
+
+
+def capture_script() -> str:
+    """The stand-alone script a user runs on a node to write ``DIR/<hostname>/<name>.txt`` files."""
+    return render("gather.sh.j2", mode="dir", steps=STEPS, nonce="", version=__version__)
+
+
+_NAME_SHOWN = 60  # characters of an unexpected frame name quoted in the error
+
+
+def _frames(text: str, nonce: str) -> list[tuple[str, str | None, str]]:
+    """``[(name, code, body)]`` of the frames in ``text``, in order."""
+    marker = re.compile(rf"^@@{re.escape(nonce)}@@ (\S+)(?: (\d{{1,3}}))?\n", re.MULTILINE)
+    matches = list(marker.finditer(text))
+    frames = []
+    for position, match in enumerate(matches):
+        end = matches[position + 1].start() if position + 1 < len(matches) else len(text)
+        body = text[match.end() : end]
+        body = body[:-1] if body.endswith("\n") else body  # the newline the frame added
+        frames.append((match.group(1), match.group(2), body))
+    return frames
+
+
+def _stderr_by_step(stderr: str, nonce: str, names: tuple[str, ...]) -> dict[str, str]:
+    """Each known step's stderr from the stderr stream (frames ``@@N@@ name``); others ignored."""
+    return {name: body for name, code, body in _frames(stderr, nonce) if name in names and code is None}
+
+
+def split_output(text: str, nonce: str, stderr: str = "", names: tuple[str, ...] = CAPTURE_NAMES) -> dict[str, Capture]:
+    """Split the framed output of :func:`gather_script` into captures by name.
+
+    stdout holds each step as ``@@N@@ name`` + its output + ``@@N@@ .rc CODE``; ``stderr``
+    holds ``@@N@@ name`` + that step's stderr, kept only for a step that failed (at most
+    :data:`STDERR_KEPT` characters). Raises :class:`ParseError` (source ``probe``) when the
+    framing is broken (e.g. the connection dropped half way), and when a frame names anything
+    but a known capture (``names``: the steps the script ran) or names one twice: the output is
+    hostile or corrupt, and a capture name becomes a file name.
+    """
+    frames = _frames(text, nonce)
+    if not frames:
+        raise ParseError("probe", "no framed output: the remote shell printed something else (is /bin/sh POSIX?)")
+    errors = _stderr_by_step(stderr, nonce, names)
+    captures: dict[str, Capture] = {}
+    pending: tuple[str, str] | None = None
+    for name, code, body in frames:
+        if name == ".rc":
+            if pending is None or code is None:
+                raise ParseError("probe", "exit-code frame without a command frame")
+            exit_code = int(code)
+            kept = "" if exit_code == 0 else errors.get(pending[0], body)[:STDERR_KEPT]
+            captures[pending[0]] = Capture(pending[0], exit_code, pending[1], kept)
+            pending = None
+            continue
+        if name not in names:
+            raise ParseError("probe", f"unexpected frame {name[:_NAME_SHOWN]!r}: not a capture name (hostile or corrupt output)")
+        if name in captures or (pending is not None and pending[0] == name):
+            raise ParseError("probe", f"frame {name!r} appears twice (hostile or corrupt output)")
+        if pending is not None:
+            raise ParseError("probe", f"output of {pending[0]} has no exit code: connection dropped?")
+        pending = (name, body)
+    if pending is not None:
+        raise ParseError("probe", f"output ended inside {pending[0]}: connection dropped?")
+    missing = [name for name in names if name not in captures]
+    if missing:
+        raise ParseError("probe", f"output is missing {', '.join(missing)}")
+    return captures

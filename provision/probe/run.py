@@ -1,0 +1,132 @@
+"""Probe hosts in parallel (bounded), or replay saved captures; one result per host.
+
+One SSH connection and one remote command per host. A host that fails never stops the others.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from provision.errors import NotCapturedError, ParseError
+from provision.facts.derive import derive_facts
+from provision.facts.model import HostFacts
+from provision.inventory.model import HOST_NAME, Host
+from provision.probe.gather import CAPTURE_NAMES, NOT_INSTALLED, REMOTE_COMMAND, Capture, gather_script, new_nonce, split_output
+from provision.probe.store import read_capture_dir
+from provision.transport.connection import HostFailure, SshOptions, run_command
+from provision.transport.parallel import fan_out
+
+DEFAULT_FORKS = 64  # enough to keep a 2-core control node busy; pdsh's default fanout is 32
+
+
+@dataclass
+class ProbeResult:
+    """One host's outcome: facts, or an error kind and message."""
+
+    host: str
+    facts: HostFacts | None = None
+    error_kind: str | None = None  # unreachable, timeout, auth, hostkey, key, ssh, parse, missing
+    error: str | None = None
+    captures: dict[str, Capture] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when facts were derived."""
+        return self.facts is not None
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def facts_from_captures(host: str, captures: dict[str, Capture]) -> ProbeResult:
+    """Derive facts from captures; any error doing so becomes this host's error (a parse error names the command)."""
+    available = {name: c.stdout for name, c in captures.items() if c.available}
+    unavailable = {name: c.why_unavailable() for name, c in captures.items() if not c.available}
+    try:
+        facts = derive_facts(host, available, unavailable, probed_at=_now())
+    except NotCapturedError as error:
+        why = unavailable.get(error.source)
+        return ProbeResult(host, None, "missing", str(error) + (f" ({error.source}: {why})" if why else ""), captures)
+    except ParseError as error:
+        return ProbeResult(host, None, "parse", str(error), captures)
+    except Exception as error:  # noqa: BLE001 - a parser defect must cost this host only, never the run
+        return ProbeResult(
+            host,
+            None,
+            "parse",
+            f"cannot derive facts (a defect in provision: please report it with the captures): {type(error).__name__}: {error}"[
+                :500
+            ],
+            captures,
+        )
+    return ProbeResult(host, facts, captures=captures)
+
+
+def probe_host(host: Host, options: SshOptions) -> ProbeResult:
+    """Run the gather script on one host and derive its facts."""
+    started = time.monotonic()
+    nonce = new_nonce()
+    try:
+        result = run_command(host, REMOTE_COMMAND, options, stdin=gather_script(nonce))
+        captures = split_output(result.stdout, nonce, result.stderr)
+    except HostFailure as failure:
+        return ProbeResult(host.name, None, failure.kind, str(failure), seconds=time.monotonic() - started)
+    except ParseError as error:
+        return ProbeResult(host.name, None, "parse", str(error), seconds=time.monotonic() - started)
+    outcome = facts_from_captures(host.name, captures)
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def probe_hosts(
+    hosts: list[Host],
+    options: SshOptions,
+    forks: int = DEFAULT_FORKS,
+    on_done: Callable[[ProbeResult], None] | None = None,
+    workers: int | None = None,
+) -> list[ProbeResult]:
+    """Probe ``hosts`` with at most ``forks`` at once in all, over ``workers`` processes (None:
+    one per core above a few hundred hosts; see :mod:`provision.transport.parallel`); ``on_done`` is called
+    in this process as each host finishes; results come back in input order."""
+
+    def defect(host: Host, error: BaseException) -> ProbeResult:  # a defect costs this host only, never the run
+        return ProbeResult(host.name, None, "parse", f"{type(error).__name__}: {error}"[:500])
+
+    return fan_out(
+        hosts,
+        lambda host: probe_host(host, options),
+        forks,
+        on_done=(lambda _host, result: on_done(result)) if on_done else None,
+        on_error=defect,
+        workers=workers,
+    )
+
+
+def replay(capture_root: Path, hosts: list[str] | None = None) -> list[ProbeResult]:
+    """Derive facts from saved captures (``<root>/<host>/<name>.txt``), with no SSH at all."""
+    if not capture_root.is_dir():
+        raise FileNotFoundError(f"{capture_root}: no such capture folder")
+    names = hosts or sorted(p.name for p in capture_root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    results = []
+    for name in names:
+        if not HOST_NAME.match(name):  # names become file paths: no "..", no "/"
+            results.append(ProbeResult(name, None, "missing", f"{name!r} is not a host name"))
+            continue
+        host_dir = capture_root / name
+        if not host_dir.is_dir():
+            results.append(ProbeResult(name, None, "missing", f"no capture folder {host_dir}"))
+            continue
+        texts = read_capture_dir(host_dir)
+        if not texts:
+            results.append(ProbeResult(name, None, "missing", f"{host_dir} holds no capture files"))
+            continue
+        # A missing file means the command was not available on that host.
+        captures = {n: Capture(n, 0, texts[n], "") if n in texts else Capture(n, NOT_INSTALLED, "", "") for n in CAPTURE_NAMES}
+        results.append(facts_from_captures(name, captures))
+    return results

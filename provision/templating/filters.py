@@ -1,0 +1,231 @@
+"""The filters playbooks use to build cluster-wide values from every host's state: registered
+results, known_hosts entries and per-node keys, the cluster's addresses, who writes a shared /home,
+the Slurm files, cluster users present or gone. Pure functions of ``hostvars`` and variables;
+what a node reported is checked before it is believed."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from provision import __version__
+from provision.errors import FactsError, TemplateError
+from provision.plans.gres import plan_gres
+from provision.probe.store import load_host
+
+
+def registered(hostvars: Any, name: str) -> list:
+    """``hostvars | registered('user_keys')``: every host's registered results of that name
+    (loop results flattened, each with ``host`` added), hosts without it skipped."""
+    out = []
+    for host, values in sorted((hostvars or {}).items()):
+        value = values.get(name) if isinstance(values, dict) else None
+        if not isinstance(value, dict):
+            continue
+        for result in value.get("results", [value]):
+            if isinstance(result, dict):
+                out.append({**result, "host": host})
+    return out
+
+
+def _host_names(host: str, values: dict) -> list[str]:
+    """Every name ``host`` is reached by: inventory name (first), ``[address]:port`` (or
+    address), host name, FQDN, short name and addresses (names a node reports are its claims)."""
+    facts = values.get("facts") or {}
+    address, port = values.get("inventory_address"), values.get("inventory_port")
+    names = [host]
+    if address:
+        names.append(f"[{address}]:{port}" if port and port != 22 else address)
+    names += [facts.get("hostname"), facts.get("fqdn"), facts.get("short"), *(facts.get("addresses") or [])]
+    return [n for n in dict.fromkeys(names) if n]
+
+
+def _check_claims(hostvars: dict) -> None:
+    """Two hosts claiming one name or address is an error naming both (a compromised node must
+    not pose as another in every node's known_hosts or in the NFS export list)."""
+    owner: dict[str, str] = {}
+    for host, values in sorted(hostvars.items()):
+        for name in _host_names(host, values if isinstance(values, dict) else {}):
+            other = owner.setdefault(name.lower(), host)
+            if other != host:
+                raise TemplateError(f"hosts {other} and {host} both claim the name or address {name!r}: fix it on the wrong one")
+
+
+def host_key_entries(hostvars: Any) -> list:
+    """known_hosts entries for every inventory host: ``node``, its names (see
+    :func:`_host_names`) and its host keys (read over the verified connection, or cached from
+    its last run); ``keys`` None when nothing is known of it (its present lines are kept)."""
+    hostvars = hostvars or {}
+    _check_claims(hostvars)
+    entries = []
+    for host, values in sorted(hostvars.items()):
+        keys = (values.get("facts") or {}).get("host_keys") or None
+        entries.append({"node": host, "names": _host_names(host, values), "keys": list(keys) if keys else None})
+    return entries
+
+
+def node_keys(hostvars: Any, name: str, user: str) -> dict:
+    """``hostvars | node_keys('user_keys', 'alice')``: {inventory host: [alice's public keys it
+    registered under ``name``]} for every host; None for a host that registered none (unknown:
+    its present lines are kept)."""
+    out: dict[str, list | None] = {}
+    for host in sorted(hostvars or {}):
+        results = registered({host: hostvars[host]}, name)
+        keys = [r["public_key"] for r in results if r.get("user") == user and r.get("public_key")]
+        out[host] = keys or None
+    return out
+
+
+def cluster_addresses(hostvars: Any) -> list:
+    """Every inventory host's addresses (live or cached), for lists that must name the whole
+    cluster (NFS clients). A host with no known address is an error naming it and what to run:
+    the list never shrinks to the hosts of this run."""
+    hostvars = hostvars or {}
+    _check_claims(hostvars)
+    missing = sorted(h for h, v in hostvars.items() if not (v.get("facts") or {}).get("addresses"))
+    if missing:
+        raise TemplateError(
+            f"no address known of {', '.join(missing)} (not reached in this run nor in an earlier one): "
+            f"run setup-cluster once with {', '.join(missing)} reachable and in --limit, or set nfs_clients"
+        )
+    return list(dict.fromkeys(a for h in sorted(hostvars) for a in hostvars[h]["facts"]["addresses"]))
+
+
+# File systems one server (or cluster) serves to many nodes: the same source and inode on every
+# node is the same folder. On local disks the same inode proves nothing (nodes cloned from one
+# image share inode numbers), so a local /home is never taken as shared unless told.
+NETWORK_FS = frozenset({"nfs", "nfs4", "lustre", "gpfs", "ceph", "beegfs", "glusterfs", "fuse", "fuseblk", "smb2", "cifs"})
+
+
+def home_shared(homes: list) -> bool:
+    """Whether every node's /home (``{fs, id: dev:inode, source}`` from hostinfo) is one network
+    file system: the same type, source and inode on every node (device numbers of a network
+    mount differ between clients, so only the inode is compared)."""
+    if len(homes) < 2 or not all(isinstance(h, dict) and h.get("fs") in NETWORK_FS for h in homes):
+        return False
+    return len({(h["fs"], h.get("source"), str(h.get("id", "")).rpartition(":")[2]) for h in homes}) == 1
+
+
+def home_writer(hostvars: Any, play_hosts: list, setting: Any = "auto") -> str | None:
+    """The one node that writes the users' key pairs and authorized_keys when /home is shared
+    (``shared_home: true``, or ``auto`` and detected by :func:`home_shared`): the first host of
+    the play that answered this run. None when every node has its own /home."""
+    hostvars = hostvars or {}
+    live = [h for h in play_hosts or [] if h in hostvars and not hostvars[h].get("cached") and not hostvars[h].get("unknown")]
+    if setting in (False, "false", "no", None) or not live:
+        return None
+    if setting in (True, "true", "yes"):
+        return live[0]
+    if setting != "auto":
+        raise TemplateError(f"shared_home: {setting!r} is not true, false or auto")
+    return live[0] if home_shared([(hostvars[h].get("facts") or {}).get("home") for h in live]) else None
+
+
+SLURM_DEFAULTS = {"conf": "/etc/slurm/slurm.conf", "gres": "/etc/slurm/gres.conf", "nodes": "all", "facts_dir": None}
+
+
+def _slurm_nodes(nodes: Any, groups: dict) -> list[str]:
+    """The inventory hosts ``nodes`` names (a group or host name, or a list of them), in
+    inventory order; a name that is neither is an error naming it."""
+    names = [nodes] if isinstance(nodes, str) else nodes
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise TemplateError(f"slurm: nodes must be a group or host name or a list of them, not {nodes!r}")
+    every = list(groups.get("all") or [])
+    chosen: set[str] = set()
+    for name in names:
+        if name in groups:
+            chosen.update(groups[name])
+        elif name in every:
+            chosen.add(name)
+        else:
+            raise TemplateError(f"slurm: nodes: {name!r} is no group or host of the inventory")
+    return [host for host in every if host in chosen]
+
+
+@lru_cache(maxsize=8)
+def _slurm_plan(names: tuple[str, ...], facts_dir: str, _stamp: int) -> tuple[str, str]:
+    # Facts files are replaced by rename, so the folder's mtime (``_stamp``) changes with any of them.
+    facts, errors = [], []
+    for name in names:
+        try:
+            facts.append(load_host(Path(facts_dir), name))
+        except FactsError as error:
+            errors.append(str(error))
+    plan = plan_gres(facts, __version__)
+    errors.extend(plan.errors)
+    if errors:
+        raise TemplateError("slurm: " + "; ".join(errors))
+    return plan.gres_conf, plan.slurm_conf
+
+
+def slurm_files(settings: Any, groups: Any, facts_dir: Any = None, base_dir: Any = ".") -> dict:
+    """``slurm | default({}) | slurm_files(groups, provision_facts_dir, inventory_dir)``: the
+    role's settings (:data:`SLURM_DEFAULTS` filled in) with ``gres_conf`` (gres.conf) and
+    ``node_lines`` (``GresTypes=gpu`` and the NodeName lines), exactly as ``provision slurm-gres``
+    and its ``--slurm-conf`` write them, for every host ``nodes`` names in the inventory (not
+    only this run's: the files are cluster-wide). A host without facts, or whose GPUs are
+    unknown, is an error naming it and what to run. ``facts_dir`` (relative to ``base_dir``, the
+    inventory's folder) defaults to setup-cluster's ``--facts-dir``."""
+    if settings in (None, False):
+        settings = {}
+    if not isinstance(settings, dict):
+        raise TemplateError(f"slurm: must be a mapping ({', '.join(SLURM_DEFAULTS)}), not {settings!r}")
+    unknown = sorted(set(settings) - set(SLURM_DEFAULTS))
+    if unknown:
+        raise TemplateError(f"slurm: unknown key {', '.join(unknown)} (known: {', '.join(SLURM_DEFAULTS)})")
+    merged = {**SLURM_DEFAULTS, **{k: v for k, v in settings.items() if v is not None}}
+    for key in ("conf", "gres"):
+        if not isinstance(merged[key], str) or not merged[key].startswith("/"):
+            raise TemplateError(f"slurm: {key} must be an absolute path, not {merged[key]!r}")
+    if merged["facts_dir"] is not None:  # the inventory's setting: relative to its folder
+        if not isinstance(merged["facts_dir"], str) or not merged["facts_dir"]:
+            raise TemplateError(f"slurm: facts_dir must be a folder, not {merged['facts_dir']!r}")
+        folder = Path(str(base_dir or ".")) / Path(merged["facts_dir"]).expanduser()
+    elif facts_dir:  # setup-cluster's --facts-dir (relative to where it runs, as for probe and slurm-gres)
+        folder = Path(str(facts_dir))
+    else:
+        raise TemplateError("slurm: no facts folder: set slurm.facts_dir or give setup-cluster --facts-dir")
+    names = _slurm_nodes(merged["nodes"], dict(groups or {}))
+    try:
+        stamp = folder.stat().st_mtime_ns
+    except OSError:
+        stamp = 0  # no folder: every host is reported without facts
+    gres_conf, node_lines = _slurm_plan(tuple(names), str(folder), stamp)
+    return {**merged, "facts_dir": str(folder), "nodes": names, "gres_conf": gres_conf, "node_lines": node_lines}
+
+
+def pluck(results: Any, field: str) -> list:
+    """``registered | pluck('public_key')``: the field of each result (loop results flattened),
+    skipping missing or empty values."""
+    out = []
+    items = results if isinstance(results, list) else [results]
+    for item in items:
+        if isinstance(item, dict) and "results" in item:
+            out.extend(pluck(item["results"], field))
+        elif isinstance(item, dict) and item.get(field) not in (None, ""):
+            out.append(item[field])
+    return out
+
+
+def present_users(users: Any) -> list:
+    """``cluster_users | present_users``: the users not marked ``state: absent``."""
+    return [u for u in users or [] if u.get("state", "present") != "absent"]
+
+
+def absent_users(users: Any) -> list:
+    """``cluster_users | absent_users``: the users marked ``state: absent`` (they left)."""
+    return [u for u in users or [] if u.get("state", "present") == "absent"]
+
+
+FILTERS = {
+    "pluck": pluck,
+    "registered": registered,
+    "host_key_entries": host_key_entries,
+    "node_keys": node_keys,
+    "cluster_addresses": cluster_addresses,
+    "home_writer": home_writer,
+    "slurm_files": slurm_files,
+    "present_users": present_users,
+    "absent_users": absent_users,
+}

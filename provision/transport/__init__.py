@@ -1,0 +1,1 @@
+"""SSH transport: connections (host keys as OpenSSH reads them), channels, sessions, fan-out."""

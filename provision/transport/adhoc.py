@@ -1,0 +1,71 @@
+"""Ad-hoc commands (`provision run`): one command on many hosts, fanned out, one result per host.
+
+The command is an argument vector joined with :func:`shlex.join`, so every word reaches the
+remote program exactly as typed (``provision run gpu -- grep 'a b' /etc/hosts``); only
+``shell=`` text (``--shell``), which the user writes as shell on purpose, is passed as it is.
+Output is the host's: control characters other than tab and newline are made visible before
+it reaches a terminal.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from provision.inventory.model import Host
+from provision.transport.connection import HostFailure, SshOptions, describe_failure, run_command
+from provision.transport.parallel import fan_out
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+@dataclass(frozen=True)
+class AdhocResult:
+    """One host's answer: its exit status and output, or why it could not run the command."""
+
+    host: str
+    exit_code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    error_kind: str | None = None  # unreachable, timeout, auth, hostkey, key, ssh
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Ran and exited 0."""
+        return self.exit_code == 0
+
+
+def command_text(argv: list[str] | None, shell: str | None) -> str:
+    """The remote command: ``argv`` quoted word by word, or the user's own ``shell`` text."""
+    if shell is not None:
+        if argv:
+            raise ValueError("give the command after -- or as --shell TEXT, not both")
+        return shell
+    if not argv:
+        raise ValueError("no command: put it after --, e.g. provision run all -- uptime")
+    return shlex.join(argv)
+
+
+def visible(text: str) -> str:
+    """``text`` with terminal control characters (escape sequences...) shown as ``\\xNN``."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+def run_adhoc(hosts: list[Host], command: str, options: SshOptions, forks: int) -> list[AdhocResult]:
+    """Run ``command`` on every host, at most ``forks`` at once; results in host order.
+    An unreachable or failing host never stops the others."""
+
+    def work(host: Host) -> AdhocResult:
+        try:
+            done = run_command(host, command, options)
+        except HostFailure as failure:
+            return AdhocResult(host.name, error_kind=failure.kind, error=str(failure))
+        return AdhocResult(host.name, done.exit_code, visible(done.stdout), visible(done.stderr))
+
+    def on_error(host: Host, error: BaseException) -> AdhocResult:
+        failure = describe_failure(error, options)
+        return AdhocResult(host.name, error_kind=failure.kind, error=str(failure))
+
+    return fan_out(hosts, work, forks, on_error=on_error)

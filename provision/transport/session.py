@@ -1,0 +1,173 @@
+"""An open session to one host, reused for every command of a run: ``run(command, stdin)``,
+and SFTP uploads into a private folder (``make_private_dir``, ``put_file``). Built on
+:func:`provision.transport.connection.open_connection` (same ssh config,
+strict host keys, ProxyJump); ``localhost`` runs locally with no SSH.
+
+Stdin is written to the remote command and then closed, so scripts and secrets (a sudo
+password) travel on stdin, never on a command line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import shutil
+import stat
+import subprocess
+import threading
+import time
+
+from provision.inventory.model import Host
+from provision.transport.channel import ChannelFailure, CommandTimeout, sftp_put
+from provision.transport.connection import (
+    CommandResult,
+    HostFailure,
+    SshOptions,
+    describe_failure,
+    open_connection,
+    run_on_connection,
+)
+
+
+class Session:
+    """One host's connection, opened on first use and closed by :meth:`close` (or ``with``)."""
+
+    def __init__(self, host: Host, options: SshOptions):
+        self.host, self.options = host, options
+        self._connection = None
+        self.round_trips = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def open(self) -> None:
+        """Connect (once); raises :class:`HostFailure`."""
+        if self.host.is_local or self._connection is not None:
+            return
+        connection = None
+        try:
+            connection = open_connection(self.host, self.options)
+            connection.open()
+        except Exception as error:  # noqa: BLE001 - every failure becomes one line for this host
+            raise describe_failure(error, self.options, connection) from None
+        self._connection = connection
+
+    def run(self, command: str, stdin: bytes | str | None = None, timeout: float | None = None) -> CommandResult:
+        """Run ``command`` with ``stdin`` fed then closed. A non-zero exit is a result; a broken
+        connection or timeout raises :class:`HostFailure`."""
+        data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
+        timeout = timeout or self.options.command_timeout
+        with self._lock:
+            self.round_trips += 1
+            if self.host.is_local:
+                return self._run_local(command, data, timeout)
+            self.open()
+            try:
+                return self._run_remote(command, data, timeout)
+            except HostFailure:
+                raise
+            except Exception as error:  # noqa: BLE001
+                raise describe_failure(error, self.options) from None
+
+    def _run_local(self, command: str, data: bytes, timeout: float) -> CommandResult:
+        try:
+            done = subprocess.run(["sh", "-c", command], input=data, capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise HostFailure("timeout", f"command still running after {timeout:g}s") from None
+        return CommandResult(done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"), done.returncode)
+
+    def _run_remote(self, command: str, data: bytes, timeout: float) -> CommandResult:
+        return run_on_connection(self._connection, command, data, self.options, timeout)
+
+    def verified_host_key(self) -> str | None:
+        """``type base64`` of the host key this connection's key exchange verified against the
+        known_hosts files (None for localhost or when not connected): what a node reports about
+        its own keys is believed only when it includes this one."""
+        transport = self._connection.client.get_transport() if self._connection is not None else None
+        key = transport.get_remote_server_key() if transport is not None else None
+        return f"{key.get_name()} {key.get_base64()}" if key is not None else None
+
+    # -- files over SFTP (issue 15: never inside a script) ---------------------------------------
+    def make_private_dir(self, parent: str) -> str:
+        """A new folder ``PARENT/provision-upload.<random>``, mode 0700, the login user's (made
+        with an exclusive mkdir: an existing path of that name, a planted link, fails); its path."""
+        name = f"{parent.rstrip('/')}/provision-upload.{secrets.token_hex(8)}"
+        if self.host.is_local:
+            os.mkdir(name, 0o700)
+            return name
+        with self._lock:
+            try:
+                sftp = self._sftp()
+                sftp.mkdir(name, 0o700)
+                sftp.chmod(name, 0o700)
+                made = sftp.lstat(name)
+            except HostFailure:
+                raise
+            except Exception as error:  # noqa: BLE001
+                raise HostFailure("ssh", f"cannot make a private upload folder in {parent} over SFTP: {error}") from None
+        if not stat.S_ISDIR(made.st_mode or 0) or (made.st_mode or 0) & 0o077:
+            raise HostFailure("ssh", f"upload folder {name} is not a private folder after mkdir")
+        return name
+
+    def put_file(self, local: str, remote: str, sha256: str) -> None:
+        """Stream the controller file ``local`` to ``remote`` (a new file, 0600) over SFTP, hashing
+        what is sent (:func:`provision.transport.channel.sftp_put`); within the command timeout."""
+        deadline = time.monotonic() + self.options.command_timeout
+        try:
+            if self.host.is_local:
+                digest = hashlib.sha256()
+                with open(local, "rb") as source, open(os.open(remote, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+                    while chunk := source.read(1 << 20):
+                        digest.update(chunk)
+                        out.write(chunk)
+                if digest.hexdigest() != sha256:
+                    raise ChannelFailure(f"{local} changed since it was checked")
+                return
+            with self._lock:
+                sftp_put(self._sftp(), local, remote, sha256, deadline)
+        except HostFailure:
+            raise
+        except CommandTimeout:
+            raise HostFailure("timeout", f"sending {local} still running after {self.options.command_timeout:g}s") from None
+        except (ChannelFailure, OSError) as error:
+            raise HostFailure("ssh", f"cannot send {local} to {remote}: {error}") from None
+        except Exception as error:  # noqa: BLE001
+            raise describe_failure(error, self.options) from None
+
+    def remove_private_dir(self, path: str) -> None:
+        """Remove an upload folder and the files left in it (best effort: the round trip's own
+        step moves the files it uses away)."""
+        try:
+            if self.host.is_local:
+                shutil.rmtree(path, ignore_errors=True)
+                return
+            with self._lock:
+                sftp = self._sftp()
+                for name in sftp.listdir(path):
+                    sftp.remove(f"{path}/{name}")
+                sftp.rmdir(path)
+        except Exception:  # noqa: BLE001, S110 - a folder left behind in /var/tmp is private (0700) and harmless
+            pass
+
+    def _sftp(self):
+        """The connection's SFTP client (opened once), under the session lock."""
+        self.open()
+        try:
+            sftp = self._connection.sftp()
+        except Exception as error:  # noqa: BLE001
+            raise HostFailure("ssh", f"SFTP is not available on this host (sshd's sftp subsystem): {error}") from None
+        sftp.get_channel().settimeout(self.options.command_timeout)
+        return sftp
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        if self._connection is not None:
+            try:
+                self._connection.close()
+            finally:
+                self._connection = None

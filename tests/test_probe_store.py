@@ -1,0 +1,106 @@
+"""Facts directory: save, load, corrupt files."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import capture_dir
+from provision.errors import FactsError
+from provision.probe.gather import Capture
+from provision.probe.run import facts_from_captures
+from provision.probe.store import cached_hosts, load_host, read_capture_dir, save_host
+
+
+def test_save_then_load_and_replayable_layout(tmp_path):
+    captures = {n: Capture(n, 0, t, "") for n, t in capture_dir("minsky").items()}
+    captures["nvidia-smi-query"] = Capture("nvidia-smi-query", 127, "", "")
+    result = facts_from_captures("minsky", captures)
+    (tmp_path / "minsky").mkdir()
+    (tmp_path / "minsky" / "nvidia-smi-query.txt").write_text("stale")
+    save_host(tmp_path, result.facts, captures)
+    assert load_host(tmp_path, "minsky") == result.facts
+    assert cached_hosts(tmp_path) == ["minsky"]
+    assert set(read_capture_dir(tmp_path / "minsky")) == {"numactl-H", "ppc64_cpu-info", "openmpi"}
+
+
+def test_missing_and_corrupt(tmp_path):
+    with pytest.raises(FactsError, match="provision probe nodeX"):
+        load_host(tmp_path, "nodeX")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(FactsError, match="bad.json: corrupt"):
+        load_host(tmp_path, "bad")
+
+
+def test_host_name_cannot_escape_the_folder(tmp_path):
+    with pytest.raises(FactsError, match="not a host name"):
+        load_host(tmp_path / "facts", "../secret")
+
+
+@pytest.mark.parametrize("name", ["/tmp/provision-test-forged", "../../x", "../x"])
+def test_save_writes_nothing_for_an_unknown_capture_name(tmp_path, name):
+    captures = {n: Capture(n, 0, t, "") for n, t in capture_dir("minsky").items()}
+    facts = facts_from_captures("minsky", captures).facts
+    captures[name] = Capture(name, 0, "forged", "")
+    with pytest.raises(FactsError, match="unknown capture name"):
+        save_host(tmp_path / "facts", facts, captures)
+    assert not (tmp_path / "facts").exists() and list(tmp_path.iterdir()) == []
+    assert not Path(f"{name}.txt").exists() and not Path("/tmp/provision-test-forged.txt").exists()
+
+
+def _saved_minsky(facts_dir):
+    captures = {n: Capture(n, 0, t, "") for n, t in capture_dir("minsky").items()}
+    save_host(facts_dir, facts_from_captures("minsky", captures).facts, captures)
+    return facts_dir / "minsky.json"
+
+
+def _edit(path, **changes):
+    data = json.loads(path.read_text())
+    for dotted, value in changes.items():
+        target = data
+        *parents, last = dotted.split("__")
+        for key in parents:
+            target = target[int(key)] if isinstance(target, list) else target[key]
+        target[last] = value
+    path.write_text(json.dumps(data))
+
+
+def test_host_field_must_match_the_file_name(tmp_path):
+    path = _saved_minsky(tmp_path)
+    _edit(path, host="other")
+    with pytest.raises(FactsError, match=r"minsky\.json: .*'other'.*file name") as caught:
+        load_host(tmp_path, "minsky")
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("host", "minsky\nrank 99=evil slot=0:0"),
+        ("hostname", "minsky\nrank 99=evil slot=0:0"),
+        ("hostname", "evil;rm -rf /"),
+        ("hostname", ""),
+        ("cpu__source", "numactl-H\n#injected"),
+        ("probed_at", "2026\rrank 0=evil"),
+        ("arch", "x86_64\u2028rank"),
+        ("openmpi__version", "4.1\n5"),
+        ("notes", ["fine", "bad\nline"]),
+        ("sources__cpu", "ok\x1b[2J"),
+    ],
+)
+def test_fields_that_reach_rank_files_cannot_carry_lines(tmp_path, field, value):
+    path = _saved_minsky(tmp_path)
+    _edit(path, **{field: value})
+    with pytest.raises(FactsError, match=r"minsky\.json: ") as caught:
+        load_host(tmp_path, "minsky")
+    assert "\n" not in str(caught.value) and "\r" not in str(caught.value)
+
+
+def test_reasons_provision_itself_saved_still_load(tmp_path):
+    """``unavailable`` holds the first line of a failed command's stderr: odd bytes there are kept."""
+    path = _saved_minsky(tmp_path)
+    _edit(path, unavailable={"nvidia-smi-query": "exit 9: \x1b[31mNVML\tfailed"})
+    assert load_host(tmp_path, "minsky").unavailable["nvidia-smi-query"].endswith("failed")
+    _edit(path, unavailable={"nvidia-smi-query": "exit 9\nrank 0=evil"})
+    with pytest.raises(FactsError, match="line break"):
+        load_host(tmp_path, "minsky")

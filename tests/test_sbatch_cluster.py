@@ -1,0 +1,59 @@
+"""`provision launch --format sbatch` run by the real Slurm cluster (tests/slurm_support.py).
+
+The script is submitted on ctl with `sbatch --wait` as user mpi. Inside the allocation OpenMPI 4's
+mpirun (Debian's openmpi-bin on the nodes) starts its daemons with srun (plm/slurm, shown by its
+verbose line) and binds by the rank file; every rank's --report-bindings line and the CPUs it may
+run on (its Cpus_allowed_list) must be the planned host and core.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import run_cli
+from provision.plans.bindings import check_bindings, parse_binding_line
+from provision.plans.dims import parse_dims
+from provision.plans.rankfile import plan_rankfile
+from provision.probe.store import load_host
+from slurm_support import NODES
+
+pytestmark = pytest.mark.cluster
+
+PROGRAM = ["sh", "-c", 'echo "cpus $OMPI_COMM_WORLD_RANK $(hostname) $(grep Cpus_allowed_list /proc/self/status | cut -f2)"']
+RANK_CPUS = re.compile(r"^cpus (\d+) (\w+) (\d+)$", re.MULTILINE)
+
+
+def test_the_sbatch_script_binds_every_rank_as_planned(slurm_cluster, tmp_path):
+    dims = "2x3x1"
+    made = run_cli(
+        "launch", dims, "--hosts", ",".join(NODES), "-i", str(slurm_cluster.inventory), "--facts-dir",
+        str(slurm_cluster.facts_dir), "--format", "sbatch", "--report-bindings", "--", *PROGRAM,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert "#SBATCH --gres=gpu:2" in made.stdout and "#SBATCH --ntasks-per-node=2" in made.stdout
+    script = tmp_path / "job.sh"
+    script.write_text(made.stdout)
+    slurm_cluster.copy_in("ctl", script, "/tmp/provision-job.sh")
+    slurm_cluster.exec("ctl", "chmod", "644", "/tmp/provision-job.sh", user="root")
+    submitted = slurm_cluster.exec(
+        "ctl", "sbatch", "--wait", "--chdir=/tmp", "--output=/tmp/provision-job-%j.out",
+        "--export=ALL,OMPI_MCA_plm_base_verbose=5", "/tmp/provision-job.sh", check=False,
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    job = re.search(r"Submitted batch job (\d+)", submitted.stdout).group(1)
+    # The output file is on the batch host (the first node): the nodes share no file system.
+    outputs = [slurm_cluster.exec(n, "cat", f"/tmp/provision-job-{job}.out", check=False) for n in NODES]
+    output = next(o.stdout for o in outputs if o.returncode == 0)
+    assert re.search(r"plm:slurm: final top-level argv:\s+srun .*orted", output), output
+    plan = plan_rankfile(parse_dims(dims), [load_host(slurm_cluster.facts_dir, n) for n in NODES])
+    bindings = {b.rank: b for b in map(parse_binding_line, output.splitlines()) if b is not None}
+    assert len(bindings) == 6 and check_bindings(plan, bindings) == [], output
+    # What the kernel says each rank may run on: the planned core's one CPU on the planned host.
+    ran = {int(rank): (name, int(cpu)) for rank, name, cpu in RANK_CPUS.findall(output)}
+    facts = {f.host: f for f in plan.facts}
+    planned = {
+        slot.rank: (slot.host, facts[slot.host].cpu.sockets[slot.socket].cores[slot.first_core].cpus[0]) for slot in plan.slots()
+    }
+    assert ran == planned, output
