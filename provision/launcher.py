@@ -74,6 +74,65 @@ def _login_uid(connection) -> str:
     return uid
 
 
+# Never a password prompt: mpirun would hang on it. The timeout is generous: on a loaded first host
+# many key exchanges at once are slow, and a slow host is not an unreachable one.
+_SSH_CHECK = "ssh -n -o BatchMode=yes -o ConnectTimeout=30"
+_SSH_AT_ONCE = 16  # checks in flight from the first host (each is a key exchange: CPU there)
+
+
+def _peer_reachability(connection, first: str, peers: list[str]) -> bool:
+    """Check that the first host reaches every other planned host by SSH without a prompt (else
+    :class:`LaunchError` naming them: mpirun would hang or fail), and whether the second reaches
+    the third: OpenMPI's tree spawn needs every node to reach every other. Returns True when it
+    does not (then mpirun must start every daemon itself). Names are inventory host names,
+    checked when the inventory was read, and quoted here anyway."""
+    others = [name for name in peers if name != first]
+    if not others:
+        return False
+    failed = _unreachable(connection, others)
+    if failed:  # once more for those: a fresh node's first connection can time out on a loaded host
+        failed = _unreachable(connection, sorted(failed, key=others.index))
+    if failed:
+        names = sorted(failed, key=others.index)
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        raise LaunchError(
+            f"cannot SSH without a prompt to {shown} (ssh -o BatchMode=yes; {names[0]}: {failed[names[0]]!r}): "
+            "mpirun would hang or fail there; set up passwordless SSH between the hosts (provision setup-cluster)"
+        )
+    if len(others) < 2:
+        return False
+    hop = f"{_SSH_CHECK} {shlex.quote(others[0])} {_SSH_CHECK} {shlex.quote(others[1])} true"
+    inner = connection.run(hop, hide=True, warn=True, in_stream=False)
+    if inner.exited == 0:
+        return False
+    why = (inner.stderr.strip().splitlines() or [f"exit {inner.exited}"])[-1][:160]
+    print(
+        f"provision: {others[0]} cannot SSH to {others[1]} ({why}): the nodes cannot reach each other, so "
+        f"mpirun starts every daemon from {first} (no tree spawn)",
+        file=sys.stderr,
+    )
+    return True
+
+
+def _unreachable(connection, others: list[str]) -> dict[str, str]:
+    """{host: the last line ssh said} for the hosts the connection's host cannot SSH to."""
+    words = " ".join(shlex.quote(name) for name in others)
+    result = connection.run(
+        f'i=0; for h in {words}; do (e=$({_SSH_CHECK} "$h" true 2>&1 </dev/null >/dev/null) || '
+        """printf '%s %s\\n' "$h" "$(printf '%s' "$e" | tail -n 1)") & """
+        f"i=$((i + 1)); [ $((i % {_SSH_AT_ONCE})) -ne 0 ] || wait; done; wait",
+        hide=True,
+        warn=True,
+        in_stream=False,
+    )
+    failed = {}  # host -> the last line ssh said (bounded: it is printed)
+    for line in result.stdout.splitlines():
+        name, _, why = line.partition(" ")
+        if name in others:
+            failed.setdefault(name, why.strip()[:160] or "no reason given")
+    return failed
+
+
 class _BindingScanner:
     """Collects ``--report-bindings`` lines from streamed output, bounded per line and per rank."""
 
@@ -144,13 +203,14 @@ def run_from_first_host(
     options: SshOptions,
     plan: RankPlan,
     files: dict[str, str],
-    argv_for: Callable[[str, frozenset[str]], list[str]],
+    argv_for: Callable[..., list[str]],
     *,
     allow_run_as_root: bool = False,
     check: bool = False,
 ) -> int:
     """Put ``files`` ({name: text}) in a fresh directory on ``host``, run ``argv_for(directory,
-    unset)`` there in a terminal (``unset``: the default ``-x`` variables not set on the host),
+    unset)`` there in a terminal (``unset``: the default ``-x`` variables not set on the host;
+    ``no_tree_spawn=True`` is added when the hosts cannot SSH to each other),
     streaming its output here; remove the directory after. ``check``: compare the reported bindings
     with ``plan``. Returns mpirun's exit status (2: refused before it ran,
     1: a host failed or bindings differ from the plan, 130: interrupted)."""
@@ -167,7 +227,8 @@ def run_from_first_host(
         unset = _unset_variables(connection, DEFAULT_EXPORTS)
         for name in sorted(unset):
             print(f"provision: {name} is not set on {host.name}: not passed with -x", file=sys.stderr)
-        argv = argv_for(run_dir, unset)
+        no_tree = _peer_reachability(connection, plan.hosts[0].host, [h.host for h in plan.hosts])
+        argv = argv_for(run_dir, unset, no_tree_spawn=no_tree) if no_tree else argv_for(run_dir, unset)
         print(f"[{host.name}] $ {quoted(argv)}", file=sys.stderr, flush=True)
         channel = connection.client.get_transport().open_session()
         size = shutil.get_terminal_size((200, 50))

@@ -177,11 +177,11 @@ def test_script_is_one_compound_command_and_uses_no_predictable_temporary_path()
 
 def test_every_step_is_a_source_declared_beside_its_parser():
     # gather assembles its steps from provision/facts/*: no name is spelled twice.
-    from provision.facts import hwloc, lscpu, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
+    from provision.facts import hwloc, lscpu, nics, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
 
     declared = {
         step.name: step
-        for module in (hwloc, lscpu, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system)
+        for module in (hwloc, lscpu, nics, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system)
         for step in vars(module).values()
         if type(step).__name__ == "Step"
     }

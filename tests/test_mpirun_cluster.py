@@ -388,3 +388,94 @@ def test_root_is_said_clearly_and_allow_run_as_root_passes_openmpis_switch(mpi_c
         # (as root in a container OpenMPI 4 also warns "failed to bind memory"; the rank runs)
         assert run.stdout.endswith(f"\n{node}\n") or run.stdout == f"{node}\n", run.stdout
         assert re.search(r"^\[\w+\] \$ mpirun -n 1 .* --allow-run-as-root ", run.stderr, re.MULTILINE)
+
+
+# What each rank prints under the per-rank wrapper: the variables it got.
+NIC_PROGRAM = [
+    "sh",
+    "-c",
+    'echo "nic $OMPI_COMM_WORLD_RANK $OMPI_COMM_WORLD_LOCAL_RANK $(hostname) cuda=$CUDA_VISIBLE_DEVICES '
+    'ucx=$UCX_NET_DEVICES hca=$NCCL_IB_HCA ifname=$NCCL_SOCKET_IFNAME"',
+]
+NIC_LINE = re.compile(r"^nic (\d+) (\d+) (\w+) cuda=(\S*) ucx=(\S*) hca=(\S*) ifname=(\S*)$", re.MULTILINE)
+
+
+@pytest.mark.parametrize("version", [4, 5])
+def test_per_rank_wrapper_gives_each_rank_its_planned_gpu_and_nic(mpi_cluster, tmp_path, version):
+    """The containers have no GPU and no RDMA device: their probed facts get the RDMA devices of a
+    real sysfs capture (hwloc's mlx4_0 dump, two copies named as a two-HCA board) and two GPU
+    entries standing in for GPUs. Everything else (hosts, cores, interfaces, OpenMPI) is probed."""
+    import dataclasses
+
+    from conftest import read_fixture
+    from provision.facts.model import Gpu
+    from provision.facts.nics import parse_sysfs_rdma
+    from provision.probe.store import load_host, save_host
+
+    cluster, common, facts_dir = mpi_cluster
+    hosts = HOSTS[version]
+    learners = min(int(cluster.docker_exec(hosts[0], "nproc")), 2)
+    (real,) = parse_sysfs_rdma(read_fixture("captures", "hwloc-32em64t-mlx4", "sysfs-rdma.txt"))
+    nic_facts = tmp_path / "facts"
+    for host in hosts:
+        facts = load_host(facts_dir, host)
+        stand_in = "stand-in GPU (none in the container)"
+        gpus = tuple(Gpu(i, stand_in, f"0000:0{i + 1}:00.0", None, None, None, None) for i in range(2))
+        rdma = (real, dataclasses.replace(real, name="mlx4_1", pci_address="0000:83:00.0"))
+        save_host(nic_facts, dataclasses.replace(facts, gpus=gpus, rdma=rdma), {})
+    dims = f"{learners}x{len(hosts)}x1"
+    done = run_cli(
+        "launch", dims, "--hosts", ",".join(hosts), *common[:2], "--facts-dir", str(nic_facts), *common[4:],
+        "--rankfile", str(tmp_path / f"{dims}.rf"), "--report-bindings", "--run", "--", *NIC_PROGRAM,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert f"all {learners * len(hosts)} ranks bound as planned" in done.stderr
+    wrapper = (tmp_path / f"{dims}.nic.sh").read_text()
+    assert "OMPI_COMM_WORLD_LOCAL_RANK" in wrapper
+    got = {int(m[0]): m[1:] for m in NIC_LINE.findall(done.stdout)}
+    assert sorted(got) == list(range(learners * len(hosts))), done.stdout
+    planned = {line.rank: line for line in parse_rankfile((tmp_path / f"{dims}.rf").read_text())}
+    for rank, (local, host, cuda, ucx, hca, ifname) in got.items():
+        learner = int(local)
+        # ties (both HCAs unknown distance to a stand-in GPU) spread: learner 0 -> mlx4_0, 1 -> mlx4_1
+        assert (host, cuda, ucx, hca, ifname) == (
+            planned[rank].host,
+            str(learner),
+            f"mlx4_{learner}:1",
+            f"=mlx4_{learner}:1",
+            "=eth0",
+        ), (rank, done.stdout)
+
+
+@contextlib.contextmanager
+def key_moved_away(cluster, node: str):
+    """The MPI user's private key on ``node`` renamed for the block (test set-up), then put back."""
+    cluster.docker_exec(node, "mv", "/home/mpi/.ssh/id_ed25519", "/home/mpi/.ssh/id_ed25519.away")
+    try:
+        yield
+    finally:
+        cluster.docker_exec(node, "mv", "/home/mpi/.ssh/id_ed25519.away", "/home/mpi/.ssh/id_ed25519")
+
+
+def test_nodes_that_cannot_ssh_each_other_get_no_tree_spawn_and_an_unreachable_host_is_named(mpi_cluster, tmp_path):
+    cluster, common, _ = mpi_cluster
+    hosts = HOSTS[5]
+    # --no-doctor: doctor's pairwise check refuses nodes that cannot SSH each other outright; this
+    # is launch's own fallback for when that check is skipped
+    args = ["launch", "1x3x1", "--hosts", ",".join(hosts), *common, "--allow-no-gpu", "--report-bindings", "--no-doctor"]
+    args += ["--rankfile", str(tmp_path / "1x3x1.rf"), "--run", "--", "true"]
+    with key_moved_away(cluster, hosts[1]):  # m52 cannot reach m53: a daemon tree through m52 would fail
+        done = run_cli(*args)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{hosts[1]} cannot SSH to {hosts[2]}" in said and "no tree spawn" in said
+    # OpenMPI 5 with 3 hosts: the routing tree is flat (radix 64), no option needed (its own
+    # plm_ssh_no_tree_spawn leaves mpirun hanging at the end, seen on 5.0.7)
+    assert "no_tree_spawn" not in said and "all 3 ranks bound as planned" in said
+    with key_moved_away(cluster, hosts[0]):  # the first host itself reaches nobody: said, not a hang
+        started = time.monotonic()
+        done = run_cli(*args)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 1 and time.monotonic() - started < 60, said
+    assert f"cannot SSH without a prompt to {hosts[1]}, {hosts[2]}" in said or f"{hosts[2]}, {hosts[1]}" in said

@@ -11,16 +11,18 @@ from rich.markup import escape
 
 from provision.cli import app, fail, options as opt, stderr
 from provision.cli.targets import resolve_targets
-from provision.errors import FactsError
+from provision.errors import FactsError, PlanError
 from provision.files import write_atomic
 from provision.inventory.model import check_host_name, open_inventory
 from provision.plans.dims import parse_dims
 from provision.plans.launch import DdlOptions, allocation_hostfile, hostfile, mpirun_argv, needs_hostfile, quoted, root_message
+from provision.plans.nics import master_address, plan_nics
 from provision.plans.picture import rich_tree, svg
 from provision.plans.rankcheck import check_rankfile, parse_rankfile
 from provision.plans.rankfile import RankPlan, plan_rankfile, render_rankfile
 from provision.plans.sbatch import sbatch_script
 from provision.plans.slurm import slurm_node_line, uneven_note
+from provision.plans.wrapper import job_settings, torchrun_lines, wrapper_script
 from provision.probe.cached import ProbeFailed, ProbeSettings, plan_facts
 from provision.probe.store import cached_hosts, load_host
 
@@ -168,7 +170,10 @@ def launch(
         False, "--allow-run-as-root", help="Pass mpirun's own --allow-run-as-root (OpenMPI refuses root without it)."
     ),
     fmt: str = typer.Option(
-        None, "--format", help="Print a hostfile instead (hostfile, horovod, deepspeed), or a Slurm batch script (sbatch)."
+        None,
+        "--format",
+        help="Print a hostfile instead (hostfile, horovod, deepspeed), a Slurm batch script (sbatch), "
+        "or one torchrun command per host (torchrun).",
     ),
     run: bool = typer.Option(
         False, "--run", help="Run it from the first host over SSH in a terminal (Ctrl-C stops mpirun), streaming its output."
@@ -189,8 +194,22 @@ def launch(
     """Print (or --run) the mpirun command for a rank file made from the facts."""
     settings = opt.probe_settings(forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config)
     plan = make_plan(dims, hosts, inventory, facts_dir, settings if probe else None, allow_no_gpu, no_gpu_affinity)
+    local = rankfile_out or Path(f"{plan.dims}.rf")
+    nic_plan = plan_nics(plan, iface)  # a PlanError (no common interface) exits 2 naming the hosts
+    for note in nic_plan.notes:
+        stderr.print(f"[yellow]note[/yellow]: {escape(note)}", highlight=False, soft_wrap=True)
+    wrapper_text = wrapper_script(plan, nic_plan) if nic_plan.per_rank else None
+    wrapper_local = local.with_name(local.stem + ".nic.sh")
     if fmt is not None and fmt != "sbatch":
+        if wrapper_text is not None:
+            _say_written("per-rank wrapper (copy it to every host)", wrapper_local, write_atomic(wrapper_local, wrapper_text))
+        if fmt == "torchrun":
+            master = master_address(list(plan.facts), nic_plan.interface)
+            typer.echo(torchrun_lines(plan, nic_plan, master, str(wrapper_local), list(command or [])), nl=False)
+            return
         typer.echo(hostfile(plan, fmt), nl=False)
+        for name, value in job_settings(nic_plan):
+            stderr.print(f"provision: set {name}={value} on every rank", highlight=False, soft_wrap=True, markup=False)
         return
     ddl = DdlOptions(ddl_mode, dev_sync, dump_iter) if ddl_mode else None
     if ddl is None and (dev_sync is not None or dump_iter is not None):
@@ -201,22 +220,23 @@ def launch(
             plan,
             render_rankfile(plan, _now()),
             lambda rf, hf: mpirun_argv(
-                plan, rf, list(command or []), hostfile_path=hf, **opts, allow_run_as_root=allow_run_as_root
+                plan, rf, list(command or []), hostfile_path=hf, **opts, allow_run_as_root=allow_run_as_root, wrapper=wrapper_text
             ),
             _now(),
             allocation_hostfile(plan, f"{plan.dims}.rf") if needs_hostfile(plan) else None,
         )
         typer.echo(script, nl=False)
         return
-    local = rankfile_out or Path(f"{plan.dims}.rf")
     local_hosts = local.with_name(local.stem + ".hosts") if needs_hostfile(plan) else None
     if local_hosts == local:  # --rankfile x.hosts: keep both
         local_hosts = local.with_name(local.name + ".hosts")
     rankfile_text = render_rankfile(plan, _now())
     hosts_text = allocation_hostfile(plan, local.name) if local_hosts else None
     remote = {f"{plan.dims}.rf": rankfile_text} | ({f"{plan.dims}.hosts": hosts_text} if hosts_text else {})
+    if wrapper_text is not None:
+        remote[f"{plan.dims}.nic.sh"] = wrapper_text
 
-    def argv_for(directory: str | None, unset: frozenset[str] = frozenset()) -> list[str]:
+    def argv_for(directory: str | None, unset: frozenset[str] = frozenset(), no_tree_spawn: bool = False) -> list[str]:
         """The mpirun command with the local files, or with the copies in ``directory`` on the first
         host (``unset``: default -x variables that are not set there)."""
         rf, hf = (
@@ -235,12 +255,16 @@ def launch(
             hostfile_path=hf if hosts_text else None,
             allow_run_as_root=allow_run_as_root,
             unset_env=unset,
+            wrapper=wrapper_text,
+            no_tree_spawn=no_tree_spawn,
         )
 
     argv = argv_for(None)  # refuses bad options before anything is written or run
     _say_written("rank file", local, write_atomic(local, rankfile_text))
     if local_hosts is not None:
         _say_written("hostfile", local_hosts, write_atomic(local_hosts, hosts_text))
+    if wrapper_text is not None:
+        _say_written("per-rank wrapper", wrapper_local, write_atomic(wrapper_local, wrapper_text))
     from provision.launcher import login_user, run_from_first_host
 
     first = open_inventory(inventory).resolve([plan.hosts[0].host])[0]
@@ -286,7 +310,14 @@ def topology(
     """Show which rank is bound to which cores, and which GPU it drives: racks → hosts → sockets."""
     settings = opt.probe_settings(forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config)
     plan = make_plan(dims, hosts, inventory, facts_dir, settings if probe else None, allow_no_gpu, no_gpu_affinity)
-    Console().print(rich_tree(plan))
+    try:
+        nic_plan = plan_nics(plan)
+    except PlanError as error:  # no common interface: the NICs are still worth drawing
+        stderr.print(f"[yellow]note[/yellow]: {escape(str(error))}", highlight=False, soft_wrap=True)
+        nic_plan = plan_nics(plan, iface="")
+    for note in nic_plan.notes:
+        stderr.print(f"[yellow]note[/yellow]: {escape(note)}", highlight=False, soft_wrap=True)
+    Console().print(rich_tree(plan, nic_plan))
     if svg_out is not None:
         _write_or_print(svg(plan), svg_out)
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from provision.errors import NotCapturedError, ParseError
-from provision.facts import hwloc, lscpu, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
-from provision.facts.model import NO_OPENMPI, Core, CpuTopology, Gpu, HostFacts, Socket
+from provision.facts import hwloc, lscpu, nic_distance, nics, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
+from provision.facts.model import NO_OPENMPI, Core, CpuTopology, Gpu, HostFacts, RdmaDevice, Socket
 
 POWER_ARCHES = ("ppc64le", "ppc64")
 
@@ -32,6 +32,7 @@ HOSTNAME, UNAME_M, MEMINFO, IP_ADDR, IP_LINK = (
 NUMA, PPC64, OPENMPI = numactl.SOURCE.name, ppc64_cpu.SOURCE.name, openmpi.SOURCE.name
 LSCPU, LSCPU_P, SYSFS_CPU, HWLOC = lscpu.SOURCE.name, lscpu.SOURCE_P.name, sysfs_cpu.SOURCE.name, hwloc.SOURCE.name
 GPU_QUERY, GPU_TOPO, GPU_SYSFS = nvidia.SOURCE_QUERY.name, nvidia.SOURCE_TOPO.name, nvidia.SOURCE_SYSFS.name
+SYSFS_RDMA, SYSFS_NET = nics.RDMA_SOURCE.name, nics.NET_SOURCE.name
 POWER_SOURCE = f"{PPC64}+{NUMA}"
 
 
@@ -263,6 +264,30 @@ def _gpus(captures: dict[str, str], topology: CpuTopology, sources: dict[str, st
     return tuple(gpus)
 
 
+def _network(
+    captures: dict[str, str], interfaces: tuple, sources: dict[str, str], notes: list[str]
+) -> tuple[tuple, tuple[RdmaDevice, ...]]:
+    """Interfaces completed from sysfs-net, and the RDMA devices; an unreadable capture is a note."""
+    rdma: tuple[RdmaDevice, ...] = ()
+    try:
+        if SYSFS_NET in captures:
+            interfaces = nics.with_sysfs(interfaces, nics.parse_sysfs_net(captures[SYSFS_NET]))
+        if SYSFS_RDMA in captures:
+            rdma = nics.parse_sysfs_rdma(captures[SYSFS_RDMA])
+            sources["rdma"] = SYSFS_RDMA
+    except ParseError as error:
+        notes.append(f"network facts incomplete: {error}")
+    for device in rdma:
+        for port in device.ports:
+            if not port.active:
+                notes.append(
+                    f"RDMA {device.name} port {port.number} is {port.state}"
+                    + (f" ({port.phys_state})" if port.phys_state else "")
+                    + ": never chosen for a rank"
+                )
+    return interfaces, rdma
+
+
 def derive_facts(
     host: str, captures: dict[str, str], unavailable: dict[str, str] | None = None, probed_at: str = ""
 ) -> HostFacts:
@@ -293,15 +318,19 @@ def derive_facts(
         if IP_ADDR in captures or IP_LINK in captures
         else ()
     )
+    gpus = _gpus(captures, topology, sources, notes)
+    interfaces, rdma = _network(captures, interfaces, sources, notes)
     return HostFacts(
         host=host,
         hostname=hostname,
         arch=arch,
         cpu=topology,
-        gpus=_gpus(captures, topology, sources, notes),
+        gpus=gpus,
         memory_mib=memory,
         openmpi=mpi,
         interfaces=interfaces,
+        rdma=rdma,
+        gpu_nics=nic_distance.gpu_nic_links(gpus, rdma, captures.get(HWLOC), captures.get(GPU_TOPO), notes),
         sources=sources,
         notes=tuple(notes),
         unavailable=dict(unavailable or {}),

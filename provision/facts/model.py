@@ -111,11 +111,87 @@ NO_OPENMPI = OpenMPI(None, (), None, "none")  # nothing installed
 
 @dataclass(frozen=True)
 class NetInterface:
-    """A network interface with its addresses."""
+    """A network interface with its addresses, and (from sysfs) what is behind it."""
 
     name: str
     up: bool
     addresses: tuple[str, ...]  # CIDR notation, IPv4 and IPv6
+    mtu: int | None = None
+    speed_mbps: int | None = None  # None: unknown (virtual, or link down)
+    pci_address: str | None = None  # the PCI device behind it, dddd:bb:dd.f; None for virtual ones
+    numa_node: int | None = None
+
+    def ipv4(self) -> tuple[str, ...]:
+        """Its IPv4 addresses, CIDR notation."""
+        return tuple(a for a in self.addresses if "." in a and ":" not in a)
+
+
+@dataclass(frozen=True)
+class RdmaGid:
+    """One non-zero entry of an RDMA port's GID table."""
+
+    index: int
+    gid: str  # 8 groups of 4 hex digits, as sysfs prints it
+    type: str | None  # "IB/RoCE v1" or "RoCE v2"; None where the kernel has no gid_attrs
+    netdev: str | None  # the network interface it belongs to (RoCE), None on InfiniBand
+
+    @property
+    def ipv4_mapped(self) -> bool:
+        """True for ``::ffff:a.b.c.d`` GIDs (a RoCE GID made from an IPv4 address)."""
+        return self.gid.lower().startswith("0000:0000:0000:0000:0000:ffff:")
+
+
+@dataclass(frozen=True)
+class RdmaPort:
+    """One port of an RDMA device (``/sys/class/infiniband/DEV/ports/N``)."""
+
+    number: int
+    state: str  # ACTIVE, DOWN, INIT, ARMED, ACTIVE_DEFER (the word after "4: ")
+    phys_state: str | None  # LinkUp, Disabled, Polling...
+    link_layer: str | None  # InfiniBand or Ethernet (RoCE)
+    rate: str | None  # e.g. "100 Gb/sec (4X EDR)"
+    gids: tuple[RdmaGid, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        """True when the port can carry traffic."""
+        return self.state == "ACTIVE"
+
+    @property
+    def roce(self) -> bool:
+        """True for an Ethernet (RoCE) port."""
+        return self.link_layer == "Ethernet"
+
+    def netdev(self) -> str | None:
+        """The interface the port's default GID (index 0) belongs to, else the first GID's."""
+        named = [gid for gid in self.gids if gid.netdev]
+        first = next((gid for gid in named if gid.index == 0), named[0] if named else None)
+        return first.netdev if first else None
+
+
+@dataclass(frozen=True)
+class RdmaDevice:
+    """An RDMA device (HCA), its PCI device and NUMA node, its ports."""
+
+    name: str  # mlx5_0
+    pci_address: str | None
+    numa_node: int | None
+    ports: tuple[RdmaPort, ...]
+
+
+@dataclass(frozen=True)
+class GpuNicLink:
+    """How far a GPU is from an RDMA device, in NVIDIA's classes (see :data:`DISTANCES`)."""
+
+    gpu: int  # GPU index
+    device: str  # RDMA device name
+    distance: str  # PIX, PXB, PHB, NODE or SYS
+    source: str  # hwloc-xml, nvidia-smi-topo or sysfs NUMA (sysfs-rdma)
+
+
+# Nearest first: one PCIe bridge (switch), several bridges, the host bridge, within the NUMA
+# node across host bridges, across the SMP interconnect (nvidia-smi topo -m's legend).
+DISTANCES = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
 
 @dataclass
@@ -130,6 +206,8 @@ class HostFacts:
     memory_mib: int | None = None
     openmpi: OpenMPI = NO_OPENMPI
     interfaces: tuple[NetInterface, ...] = ()
+    rdma: tuple[RdmaDevice, ...] = ()
+    gpu_nics: tuple[GpuNicLink, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)  # fact -> capture it came from
     notes: tuple[str, ...] = ()  # disagreements between sources, fallbacks used
     unavailable: dict[str, str] = field(default_factory=dict)  # capture -> why it is missing
@@ -169,7 +247,17 @@ class HostFacts:
             gpus=tuple(Gpu(**g) for g in data.get("gpus", [])),
             memory_mib=data.get("memory_mib"),
             openmpi=OpenMPI(**{**data["openmpi"], "packages": tuple(data["openmpi"]["packages"])}),
-            interfaces=tuple(NetInterface(i["name"], i["up"], tuple(i["addresses"])) for i in data.get("interfaces", [])),
+            interfaces=tuple(NetInterface(**{**i, "addresses": tuple(i["addresses"])}) for i in data.get("interfaces", [])),
+            rdma=tuple(
+                RdmaDevice(
+                    d["name"],
+                    d["pci_address"],
+                    d["numa_node"],
+                    tuple(RdmaPort(**{**p, "gids": tuple(RdmaGid(**g) for g in p["gids"])}) for p in d["ports"]),
+                )
+                for d in data.get("rdma", [])
+            ),
+            gpu_nics=tuple(GpuNicLink(**link) for link in data.get("gpu_nics", [])),
             sources=dict(data.get("sources", {})),
             notes=tuple(data.get("notes", [])),
             unavailable=dict(data.get("unavailable", {})),

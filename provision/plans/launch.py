@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from provision.errors import PlanError, UnsafeValueError
 from provision.facts.model import HostFacts
 from provision.plans.dims import Dims
+from provision.plans.nics import fabric_interface
 from provision.plans.rankfile import RankPlan, some_names as _some
+from provision.plans.wrapper import inline_argv
 
 DDL_MODES = {
     "b": "enhanced NCCL where possible, else ring",
@@ -97,6 +99,26 @@ def common_interface(facts_list: list[HostFacts]) -> str | None:
     return sorted(shared, key=lambda name: (not name.startswith("ib"), name))[0]
 
 
+PRRTE_RADIX = 64  # PRRTE's default routing-tree radix: up to this many daemons, mpirun starts each itself
+
+
+def _no_tree_spawn(version: tuple[int, int], hosts: int) -> list[str]:
+    """mpirun options for nodes that cannot SSH to each other.
+
+    OpenMPI 4 (ORTE): ``plm_rsh_no_tree_spawn`` (proven at 128 hosts). OpenMPI 5 (PRRTE 3): its
+    ``plm_ssh_no_tree_spawn`` runs the ranks but mpirun does not return (seen on 5.0.7 at 16
+    hosts), so nothing is added while the first host's daemons are all direct children of mpirun
+    (the tree is flat up to :data:`PRRTE_RADIX` daemons); beyond that it is refused."""
+    if version[0] < 5:
+        return ["--mca", "plm_rsh_no_tree_spawn", "1"]
+    if hosts - 1 <= PRRTE_RADIX:
+        return []
+    raise PlanError(
+        f"OpenMPI {version[0]}.{version[1]} starts {hosts} hosts' daemons through a tree (radix {PRRTE_RADIX}) whose "
+        "nodes must SSH to each other, and they cannot; set up passwordless SSH between all hosts (provision setup-cluster)"
+    )
+
+
 def mpirun_argv(
     plan: RankPlan,
     rankfile_path: str,
@@ -109,6 +131,8 @@ def mpirun_argv(
     hostfile_path: str | None = None,
     allow_run_as_root: bool = False,
     unset_env: frozenset[str] = frozenset(),
+    wrapper: str | None = None,
+    no_tree_spawn: bool = False,
 ) -> list[str]:
     """The mpirun argument vector (quote with :func:`shlex.join` to print it).
 
@@ -116,7 +140,9 @@ def mpirun_argv(
     ``allow_run_as_root`` passes mpirun's own ``--allow-run-as-root`` (never added otherwise);
     ``unset_env``: variables not set where mpirun starts, so the :data:`DEFAULT_EXPORTS` among
     them are left out (mpirun warns about each ``-x`` of an unset variable); a ``--export`` the
-    user named is always passed."""
+    user named is always passed; ``wrapper``: the per-rank wrapper's text, run inline before the
+    command (:func:`provision.plans.wrapper.inline_argv`); ``no_tree_spawn``: mpirun starts every
+    daemon itself (for nodes that cannot SSH to each other)."""
     if not command:
         raise PlanError("no command to launch: put it after --, e.g. provision launch 4x2x1 -- python train.py")
     facts_list = list(plan.facts)
@@ -134,7 +160,7 @@ def mpirun_argv(
         if not _ENV_NAME.match(name):
             raise UnsafeValueError(f"-x {name!r}: not an environment variable name")
         argv += ["-x", name]
-    chosen = iface if iface is not None else common_interface(facts_list)
+    chosen = iface if iface is not None else fabric_interface(facts_list)
     if chosen is not None:
         if not _IFACE.match(chosen):
             raise UnsafeValueError(f"--iface {chosen!r}: not an interface name")
@@ -143,9 +169,11 @@ def mpirun_argv(
             if lacking:
                 raise PlanError(f"interface {chosen} is not up on: {', '.join(lacking)}")
         argv += ["--mca", "btl_tcp_if_include", chosen]
+    if no_tree_spawn:
+        argv += _no_tree_spawn(version, len(plan.hosts))
     if report_bindings:
         argv.append("--report-bindings")
-    argv += list(command)
+    argv += inline_argv(wrapper, list(command)) if wrapper is not None else list(command)
     if ddl is not None:
         if "-ddl" in command:
             raise PlanError("the command already has -ddl; drop it or drop --ddl-mode")

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.text import Text
 from rich.tree import Tree
 
+from provision.plans.nics import NicPlan
 from provision.plans.rankfile import RankPlan, Slot
 from provision.resources import render
 
@@ -40,8 +41,9 @@ def _gpu_text(facts, slot: Slot) -> str:
     return f"GPU {slot.learner}" if any(gpu.index == slot.learner for gpu in facts.gpus) else "no GPU"
 
 
-def rich_tree(plan: RankPlan) -> Tree:
-    """The terminal picture."""
+def rich_tree(plan: RankPlan, nics: NicPlan | None = None) -> Tree:
+    """The terminal picture (with ``nics``: each rank's NIC port and its distance, beside its GPU)."""
+    nic_of = {r.rank: r for r in nics.ranks} if nics is not None else {}
     tree = Tree(
         f"[bold]{plan.dims}[/bold]: {plan.dims.learners} ranks on {plan.dims.hosts} hosts in {plan.dims.z} rack(s)",
         highlight=False,
@@ -70,6 +72,9 @@ def rich_tree(plan: RankPlan) -> Tree:
                     else:
                         label.append(f"rank {slot.rank}: cores {slot.slot_text()} -> GPU {slot.learner}")
                         label.append(f" ({gpu.name}, {gpu.bus_id})", style="dim")
+                    nic = nic_of.get(slot.rank)
+                    if nic is not None and nic.device is not None:
+                        label.append(f" · NIC {nic.hca()} ({nic.distance})")
                     socket_node.add(label)
     return tree
 

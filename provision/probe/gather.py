@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from provision import __version__
 from provision.errors import ParseError
-from provision.facts import hwloc, lscpu, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
+from provision.facts import hwloc, lscpu, nics, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
 from provision.facts.source import Step
 from provision.resources import render
 
@@ -55,6 +55,8 @@ STEPS: tuple[Step, ...] = (
     system.MEMINFO,
     system.IP_ADDR,
     system.IP_LINK,
+    nics.NET_SOURCE,
+    nics.RDMA_SOURCE,
 )
 
 CAPTURE_NAMES = tuple(step.name for step in STEPS)

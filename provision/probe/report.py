@@ -24,6 +24,30 @@ def gpu_summary(facts: HostFacts) -> str:
     return f"{label} (" + " ".join(f"s{s}:{n}" for s, n in sorted(per_socket.items())) + ")"
 
 
+def nic_summary(facts: HostFacts) -> str:
+    """``mlx5_0:1 IB 100 Gb/sec, mlx5_1:1 DOWN`` (RDMA ports), else ``-``."""
+    ports = []
+    for device in facts.rdma:
+        for port in device.ports:
+            kind = {"InfiniBand": "IB", "Ethernet": "RoCE"}.get(port.link_layer or "", "?")
+            rate = (port.rate or "").split(" (")[0]
+            ports.append(f"{device.name}:{port.number} " + (f"{kind} {rate}".strip() if port.active else port.state))
+    return ", ".join(ports) or "-"
+
+
+def gpu_nic_lines(facts: HostFacts) -> list[str]:
+    """``GPU 0: mlx5_0 PIX, mlx5_1 SYS (hwloc-xml)`` for each GPU with known NIC distances."""
+    lines = []
+    for gpu in facts.gpus:
+        links = [link for link in facts.gpu_nics if link.gpu == gpu.index]
+        if links:
+            sources = sorted({link.source for link in links})
+            lines.append(
+                f"GPU {gpu.index}: " + ", ".join(f"{link.device} {link.distance}" for link in links) + f" ({', '.join(sources)})"
+            )
+    return lines
+
+
 def openmpi_summary(facts: HostFacts) -> str:
     """``4.1.4`` (``+cuda`` when CUDA-aware), or ``-``."""
     mpi = facts.openmpi
@@ -72,19 +96,27 @@ def print_table(results: list[ProbeResult], console: Console) -> None:
         caption="S×C×T: sockets × usable cores per socket × threads per core",
         caption_justify="left",
     )
-    for column in ("host", "arch", "S×C×T", "GPUs", "memory", "OpenMPI", "status"):
+    for column in ("host", "arch", "S×C×T", "GPUs", "RDMA", "memory", "OpenMPI", "status"):
         table.add_column(column, overflow="fold")
     for result in results:
         facts = result.facts
         if facts is None:
             # The kind only: the whole message is one line per host under the table (print_failures).
-            table.add_row(escape(result.host), "", "", "", "", "", f"[red]{escape(result.error_kind or 'failed')}[/red]")
+            table.add_row(escape(result.host), "", "", "", "", "", "", f"[red]{escape(result.error_kind or 'failed')}[/red]")
             continue
         memory = f"{facts.memory_mib / 1024:.0f} GiB" if facts.memory_mib else "-"
         table.add_row(
             *(
                 escape(cell)
-                for cell in (facts.host, facts.arch, facts.cpu.shape(), gpu_summary(facts), memory, openmpi_summary(facts))
+                for cell in (
+                    facts.host,
+                    facts.arch,
+                    facts.cpu.shape(),
+                    gpu_summary(facts),
+                    nic_summary(facts),
+                    memory,
+                    openmpi_summary(facts),
+                )
             ),
             "[green]ok[/green]",
         )
@@ -120,6 +152,8 @@ def print_topology(facts: HostFacts, console: Console) -> None:
             f"CPUs {format_ranges(cpus)}, NUMA {','.join(map(str, socket.numa_nodes)) or '-'}"
             + (f", GPUs {','.join(gpus)}" if gpus else "")
         )
+    for line in gpu_nic_lines(facts):
+        console.print(f"  {escape(line)}", highlight=False)
 
 
 def results_json(results: list[ProbeResult]) -> str:

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Benchmark: `provision launch --run` with the real mpirun on N sshd containers (16/64/128...).
+
+Starts N containers of the test node image (OpenMPI 4: provision-node:test; 5: provision-node5:test)
+on their own Docker network, probes them all, then for each size runs
+``provision launch 1xNx1 --allow-no-gpu --report-bindings --run -- true`` from the first node and
+prints the wall time, whether provision's binding check passed (every rank on its planned host
+and core) and whether provision turned tree spawn off.
+
+Only the first node holds the MPI user's private key (``--mesh``: every node does), so the nodes
+cannot SSH to each other: provision must say so and start mpirun without tree spawn, or mpirun's
+daemons would try to reach each other and fail. The machine is shared: the 1-minute load average
+is printed with every figure.
+
+    python3 bench/launch_scale.py --sizes 16,64,128 --image provision-node:test
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from cluster_support import wait_for_ssh, write_ed25519  # noqa: E402
+
+PROVISION = [sys.executable, "-m", "provision"]
+
+
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.2f}"
+
+
+def start(prefix: str, count: int, image: str, work: Path, mesh: bool) -> tuple[list[str], dict[str, int]]:
+    """``count`` nodes ``<prefix>NNN`` on network ``<prefix>net``; host keys made here, so both the
+    controller's and the nodes' known_hosts are exact."""
+    key = work / "id_ed25519"
+    public = write_ed25519(key, "bench-mpi")
+    (work / "authorized_keys").write_text(public + "\n")
+    names = [f"{prefix}{i:03d}" for i in range(count)]
+    host_lines = []
+    for name in names:
+        host_key = work / name / "ssh_host_ed25519_key"
+        host_lines.append(f"{name} {write_ed25519(host_key, name)}\n")
+    (work / "ssh_known_hosts").write_text("".join(host_lines))
+    subprocess.run(["docker", "network", "create", f"{prefix}net"], check=True, capture_output=True)
+
+    def run(index_name: tuple[int, str]) -> None:
+        index, name = index_name
+        volumes = [
+            f"{work}/{name}:/cluster/host:ro",
+            f"{work}/authorized_keys:/cluster/authorized_keys:ro",
+            f"{work}/ssh_known_hosts:/cluster/ssh_known_hosts:ro",
+        ]
+        if mesh or index == 0:
+            volumes.append(f"{key}:/cluster/mpi_key:ro")
+        command = ["docker", "run", "-d", "--rm", "--init", "--name", name, "--hostname", name, "--network", f"{prefix}net"]
+        for volume in volumes:
+            command += ["-v", volume]
+        subprocess.run([*command, "-p", "127.0.0.1::22", image], check=True, capture_output=True)
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(run, enumerate(names)))
+    ports = {}
+    for name in names:
+        out = subprocess.run(["docker", "port", name, "22"], check=True, capture_output=True, text=True).stdout
+        ports[name] = int(out.splitlines()[0].rsplit(":", 1)[1])
+    wait_for_ssh(ports, timeout=600)
+    (work / "known_hosts").write_text(
+        "".join(f"[127.0.0.1]:{ports[n]} {' '.join(line.split()[1:3])}\n" for n, line in zip(names, host_lines, strict=True))
+    )
+    inventory = ["defaults:", "  user: mpi", f"  key: {key}", "hosts:"]
+    inventory += [f"  {n}: {{address: 127.0.0.1, port: {ports[n]}}}" for n in names]
+    (work / "hosts.yml").write_text("\n".join(inventory) + "\n")
+    return names, ports
+
+
+def stop(prefix: str, count: int) -> None:
+    subprocess.run(["docker", "rm", "-f", *[f"{prefix}{i:03d}" for i in range(count)]], capture_output=True)
+    subprocess.run(["docker", "network", "rm", f"{prefix}net"], capture_output=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="16,64,128")
+    parser.add_argument("--image", default="provision-node:test")
+    parser.add_argument("--mesh", action="store_true", help="every node holds the key (tree spawn possible)")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    prefix = f"ls{os.getpid()}n"
+    count = max(sizes)
+    with tempfile.TemporaryDirectory(prefix="launch-scale-") as tmp:
+        work = Path(tmp)
+        try:
+            started = time.monotonic()
+            names, _ = start(prefix, count, args.image, work, args.mesh)
+            print(f"{args.image}: {count} containers up in {time.monotonic() - started:.0f}s ({load()})", flush=True)
+            common = ["-i", str(work / "hosts.yml"), "--facts-dir", str(work / "facts")]
+            common += ["--known-hosts", str(work / "known_hosts")]
+            started = time.monotonic()
+            probed = subprocess.run([*PROVISION, "probe", *names, *common], capture_output=True, text=True, cwd=work)
+            print(f"probe of {count}: exit {probed.returncode} in {time.monotonic() - started:.1f}s ({load()})", flush=True)
+            if probed.returncode:
+                print(probed.stderr[-2000:])
+                return 1
+            for size in sizes:
+                hosts = ",".join(names[:size])
+                started = time.monotonic()
+                done = subprocess.run(
+                    [*PROVISION, "launch", f"1x{size}x1", "--hosts", hosts, *common, "--allow-no-gpu", "--report-bindings"]
+                    + ["--no-doctor"]  # launch alone: doctor's N x N pairwise check is measured by doctor
+                    + ["--rankfile", str(work / f"1x{size}x1.rf"), "--run", "--", "true"],
+                    capture_output=True,
+                    text=True,
+                    cwd=work,
+                    timeout=900,
+                )
+                took = time.monotonic() - started
+                bound = re.search(r"all (\d+) ranks bound as planned", done.stderr)
+                no_tree = "no tree spawn" in done.stderr
+                print(
+                    f"launch --run 1x{size}x1 ({size} hosts, {args.image}): exit {done.returncode}, {took:.1f}s, "
+                    f"bindings {'checked: all ' + bound.group(1) + ' as planned' if bound else 'NOT confirmed'}, "
+                    f"tree spawn {'off (nodes cannot SSH each other)' if no_tree else 'on'} ({load()})",
+                    flush=True,
+                )
+                if done.returncode or not bound:
+                    print(done.stderr[-3000:])
+            # The same job with mpirun's default tree spawn, run directly on the first node: what
+            # happens without the option provision adds (nodes that cannot SSH to each other).
+            hostfile = "".join(f"{name} slots=1\n" for name in names)
+            subprocess.run(
+                ["docker", "exec", "-i", "-u", "mpi", names[0], "sh", "-c", "cat > /tmp/all.hosts"], input=hostfile, text=True
+            )
+            started = time.monotonic()
+            raw = subprocess.run(
+                ["docker", "exec", "-u", "mpi", names[0], "timeout", "120", "mpirun", "-n", str(count)]
+                + ["--hostfile", "/tmp/all.hosts", "--map-by", "node", "true"],
+                capture_output=True,
+                text=True,
+            )
+            said = " ".join((raw.stdout + raw.stderr).split())[:300]
+            print(
+                f"plain mpirun (tree spawn on) on {count} hosts: exit {raw.returncode} in {time.monotonic() - started:.1f}s"
+                f"{' (killed by timeout 120)' if raw.returncode == 124 else ''}: {said!r} ({load()})",
+                flush=True,
+            )
+        finally:
+            stop(prefix, count)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

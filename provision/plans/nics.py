@@ -1,0 +1,193 @@
+"""Each rank's NIC and the job's fabric interface, from the plan and the hosts' facts.
+
+- Each rank (learner x drives GPU x) gets the nearest ACTIVE RDMA port to its GPU, nearest in
+  nvidia-smi's classes (PIX < PXB < PHB < NODE < SYS < unknown); among equally near ports the
+  one fewest ranks on that host use so far, then by name, so ties are spread evenly.
+- A port that is not ACTIVE is never chosen (the facts carry a note). A RoCE port is usable only
+  with a RoCE v2 GID on its own interface (its index is what NCCL_IB_GID_INDEX and
+  UCX_IB_GID_INDEX need); without one it is left out, with a note saying so.
+- The fabric interface (NCCL_SOCKET_IFNAME, OpenMPI's btl_tcp_if_include, torchrun's master
+  address) is one up with an IPv4 address on every host, never a container bridge; when every
+  host has interfaces but none is common, :class:`PlanError` names each host's interfaces.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import Counter
+from dataclasses import dataclass
+
+from provision.errors import PlanError
+from provision.facts.model import DISTANCES, HostFacts, RdmaDevice, RdmaPort
+from provision.plans.rankfile import RankPlan, some_names
+
+UNKNOWN = "?"
+_VIRTUAL = ("docker", "virbr", "veth", "br-", "cni", "flannel", "cali", "vxlan", "tun", "tap")
+
+
+@dataclass(frozen=True)
+class RankNic:
+    """The NIC port one rank uses, and the settings that say so."""
+
+    rank: int
+    host: str
+    local_rank: int
+    gpu: int | None  # the GPU index it drives (CUDA_VISIBLE_DEVICES), None without one
+    device: str | None  # RDMA device, None: no usable RDMA port on the host
+    port: int | None
+    distance: str  # PIX..SYS, or "?" when nothing tells
+    gid_index: int | None  # RoCE only: the RoCE v2 GID's index
+    link_layer: str | None
+
+    def hca(self) -> str | None:
+        """``mlx5_0:1``."""
+        return f"{self.device}:{self.port}" if self.device is not None else None
+
+
+@dataclass(frozen=True)
+class NicPlan:
+    """Every rank's NIC (in rank order), the fabric interface, and why some port was not used."""
+
+    ranks: tuple[RankNic, ...]
+    interface: str | None
+    notes: tuple[str, ...]
+
+    def of_host(self, host: str) -> list[RankNic]:
+        """The ranks on ``host``, by local rank."""
+        return sorted((r for r in self.ranks if r.host == host), key=lambda r: r.local_rank)
+
+    @property
+    def per_rank(self) -> bool:
+        """True when some rank has a GPU or NIC of its own to be told about."""
+        return any(r.gpu is not None or r.device is not None for r in self.ranks)
+
+
+def _roce_gid(device: RdmaDevice, port: RdmaPort) -> tuple[int | None, str | None]:
+    """(index of the RoCE v2 GID on the port's interface, IPv4-mapped first; why not)."""
+    netdev = port.netdev()
+    v2 = [gid for gid in port.gids if gid.type == "RoCE v2"]
+    on_netdev = [gid for gid in v2 if netdev is None or gid.netdev == netdev]
+    if not on_netdev:
+        table = ", ".join(f"{g.index}: {g.type or 'type ?'} on {g.netdev or '?'}" for g in port.gids[:8]) or "empty"
+        return None, (
+            f"{device.name} port {port.number} (RoCE) has no RoCE v2 GID on its interface {netdev or '?'} "
+            f"(GID table: {table}); not used (give {netdev or 'the interface'} an IP address, or check rdma's RoCE mode)"
+        )
+    best = sorted(on_netdev, key=lambda gid: (not gid.ipv4_mapped, gid.index))[0]
+    return best.index, None
+
+
+def _usable_ports(facts: HostFacts, notes: list[str]) -> list[tuple[RdmaDevice, RdmaPort, int | None]]:
+    usable = []
+    for device in facts.rdma:
+        for port in device.ports:
+            if not port.active:
+                notes.append(f"{facts.host}: {device.name} port {port.number} is {port.state}: not used")
+                continue
+            gid_index = None
+            if port.roce:
+                gid_index, why = _roce_gid(device, port)
+                if why:
+                    notes.append(f"{facts.host}: {why}")
+                    continue
+            usable.append((device, port, gid_index))
+    return usable
+
+
+def _distance(facts: HostFacts, gpu: int | None, device: str) -> str:
+    for link in facts.gpu_nics:
+        if link.gpu == gpu and link.device == device:
+            return link.distance
+    return UNKNOWN
+
+
+def _order(distance: str) -> int:
+    return DISTANCES.index(distance) if distance in DISTANCES else len(DISTANCES)
+
+
+def plan_nics(plan: RankPlan, iface: str | None = None) -> NicPlan:
+    """Every rank's NIC port, and the fabric interface (``iface``, else :func:`fabric_interface`)."""
+    notes: list[str] = []
+    ranks = []
+    for host_plan in sorted(plan.hosts, key=lambda h: h.index):
+        facts = plan.facts[host_plan.index]
+        usable = _usable_ports(facts, notes)
+        used: Counter = Counter()
+        gpu_indexes = {gpu.index for gpu in facts.gpus}
+        for local_rank, slot in enumerate(sorted(host_plan.slots, key=lambda s: s.rank)):
+            gpu = slot.learner if slot.learner in gpu_indexes else None
+            if not usable:
+                ranks.append(RankNic(slot.rank, facts.host, local_rank, gpu, None, None, UNKNOWN, None, None))
+                continue
+            device, port, gid_index = min(
+                usable,
+                key=lambda u: (_order(_distance(facts, gpu, u[0].name)), used[(u[0].name, u[1].number)], u[0].name, u[1].number),
+            )
+            used[(device.name, port.number)] += 1
+            ranks.append(
+                RankNic(
+                    slot.rank,
+                    facts.host,
+                    local_rank,
+                    gpu,
+                    device.name,
+                    port.number,
+                    _distance(facts, gpu, device.name),
+                    gid_index,
+                    port.link_layer,
+                )
+            )
+        if facts.rdma and not usable:
+            notes.append(f"{facts.host}: no usable RDMA port; its ranks use TCP sockets")
+    interface = iface if iface is not None else fabric_interface(list(plan.facts))
+    return NicPlan(tuple(sorted(ranks, key=lambda r: r.rank)), interface, tuple(notes))
+
+
+def _candidates(facts: HostFacts) -> set[str]:
+    return {i.name for i in facts.interfaces if i.up and i.ipv4() and i.name != "lo" and not i.name.startswith(_VIRTUAL)}
+
+
+def fabric_interface(facts_list: list[HostFacts]) -> str | None:
+    """The interface up with an IPv4 address on every host (InfiniBand/RDMA-backed first).
+
+    None when some host's facts list no interface at all (old facts, a replay without ``ip``);
+    :class:`PlanError` naming each host's interfaces when all have some but none is shared.
+    """
+    if not facts_list or any(not f.interfaces for f in facts_list):
+        return None
+    per_host = {f.host: _candidates(f) for f in facts_list}
+    shared = set.intersection(*per_host.values())
+    if not shared:
+        by_names: dict[tuple[str, ...], list[str]] = {}
+        for host, names in per_host.items():
+            by_names.setdefault(tuple(sorted(names)), []).append(host)
+        listing = "; ".join(f"{some_names(hosts)} have {', '.join(names) or 'none'}" for names, hosts in by_names.items())
+        raise PlanError(
+            f"no network interface is up with an IPv4 address on every host ({listing}); "
+            "name one with --iface, or give the hosts a common interface name"
+        )
+    rdma_backed = {i.name for f in facts_list for i in f.interfaces if i.pci_address in {d.pci_address for d in f.rdma}}
+    return sorted(shared, key=lambda name: (name not in rdma_backed, not name.startswith("ib"), name))[0]
+
+
+def master_address(facts_list: list[HostFacts], interface: str | None) -> str:
+    """An IPv4 address of the first host that every other host reaches directly (same subnet on
+    ``interface``, else on any interface); :class:`PlanError` when there is none."""
+    first, others = facts_list[0], facts_list[1:]
+
+    def networks(facts: HostFacts, name: str | None) -> list[ipaddress.IPv4Interface]:
+        return [
+            ipaddress.IPv4Interface(address)
+            for i in facts.interfaces
+            if (name is None or i.name == name) and i.up and i.name != "lo" and not i.name.startswith(_VIRTUAL)
+            for address in i.ipv4()
+        ]
+
+    for name in (interface, None):
+        for mine in networks(first, name):
+            if all(any(mine.ip in theirs.network for theirs in networks(other, name)) for other in others):
+                return str(mine.ip)
+    raise PlanError(
+        f"no address of {first.host} is in a subnet every other host has "
+        f"({', '.join(str(i) for i in networks(first, None)) or 'no IPv4 address'}): torchrun's master must be reachable"
+    )

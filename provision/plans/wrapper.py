@@ -1,0 +1,123 @@
+"""The per-rank wrapper: a POSIX sh script that sets each rank's GPU and NIC, then runs the program.
+
+It reads the rank's local rank from what the launcher sets (OpenMPI's
+``OMPI_COMM_WORLD_LOCAL_RANK``, torchrun's and DeepSpeed's ``LOCAL_RANK``, Horovod's
+``HOROVOD_LOCAL_RANK``, Slurm's ``SLURM_LOCALID``) and exports what each stack reads:
+``CUDA_VISIBLE_DEVICES`` (with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so the index means the GPU
+nvidia-smi and the facts number so), ``UCX_NET_DEVICES=mlx5_0:1``, ``NCCL_IB_HCA==mlx5_0:1``
+(NCCL's ``=`` prefix: exactly that device, never a prefix match such as ``mlx5_1`` also matching
+``mlx5_10``), on RoCE ``NCCL_IB_GID_INDEX``/``UCX_IB_GID_INDEX``, and for the whole job
+``NCCL_SOCKET_IFNAME==IFACE`` (exact: never ``eth`` matching ``eth1`` or ``docker0``-like names).
+When every host gets the same settings the table is keyed by local rank alone; otherwise by
+short host name and local rank.
+
+Every value written into the script is checked here against a strict pattern (names from the
+facts were checked when parsed; this is the last line): nothing a node sent goes into shell text
+unchecked.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from provision import __version__
+from provision.errors import UnsafeValueError
+from provision.plans.nics import NicPlan, RankNic
+from provision.plans.rankfile import RankPlan
+
+WRAPPER_NAME = "provision-rank"  # $0 of the wrapper when given inline (sh -c TEXT provision-rank ...)
+_SAFE = re.compile(r"^[A-Za-z0-9_.:=,-]{1,128}$")
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$")
+LOCAL_RANK = "${OMPI_COMM_WORLD_LOCAL_RANK:-${LOCAL_RANK:-${HOROVOD_LOCAL_RANK:-${SLURM_LOCALID:-}}}}"
+
+
+def _safe(value: str) -> str:
+    if not _SAFE.match(value):
+        raise UnsafeValueError(f"{value[:40]!r} cannot go into the per-rank wrapper")
+    return value
+
+
+def rank_settings(rank: RankNic) -> list[tuple[str, str]]:
+    """The variables one rank gets, in order."""
+    settings = []
+    if rank.gpu is not None:
+        settings += [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", str(rank.gpu))]
+    if rank.hca() is not None:
+        settings += [("UCX_NET_DEVICES", rank.hca()), ("NCCL_IB_HCA", f"={rank.hca()}")]
+    if rank.gid_index is not None:
+        settings += [("NCCL_IB_GID_INDEX", str(rank.gid_index)), ("UCX_IB_GID_INDEX", str(rank.gid_index))]
+    return settings
+
+
+def job_settings(nics: NicPlan) -> list[tuple[str, str]]:
+    """The variables every rank gets."""
+    return [("NCCL_SOCKET_IFNAME", f"={nics.interface}")] if nics.interface else []
+
+
+def _exports(settings: list[tuple[str, str]]) -> str:
+    return "export " + " ".join(f"{name}={_safe(value)}" for name, value in settings) if settings else ":"
+
+
+def _short(plan: RankPlan, host: str) -> str:
+    facts = next(f for f in plan.facts if f.host == host)
+    name = (facts.hostname or facts.host).split(".")[0]
+    if not _HOST.match(name):
+        raise UnsafeValueError(f"host name {name[:40]!r} cannot go into the per-rank wrapper")
+    return name
+
+
+def wrapper_script(plan: RankPlan, nics: NicPlan) -> str:
+    """The wrapper's text (see the module docstring); run as ``sh FILE PROGRAM ARGS...``."""
+    hosts = [h.host for h in sorted(plan.hosts, key=lambda h: h.index)]
+    tables = {host: [_exports(rank_settings(r)) for r in nics.of_host(host)] for host in hosts}
+    same = len({tuple(t) for t in tables.values()}) == 1
+    lines = [
+        "#!/bin/sh",
+        f"# provision {__version__}: each rank's GPU and NIC for {plan.dims}, from the probed facts.",
+        "# Run the program through it on every rank: mpirun ... sh THIS-FILE PROGRAM ARGS...",
+        f"r={LOCAL_RANK}",
+        'case "$r" in',
+        f"''|*[!0-9]*) echo \"{WRAPPER_NAME}: no local rank (OMPI_COMM_WORLD_LOCAL_RANK, LOCAL_RANK, "
+        'HOROVOD_LOCAL_RANK or SLURM_LOCALID)" >&2; exit 2 ;;',
+        "esac",
+        _exports(job_settings(nics)),
+    ]
+    if same:
+        key = '"$r"'
+        cases = [(str(i), line) for i, line in enumerate(tables[hosts[0]])]
+    else:
+        lines += ["h=; read -r h </proc/sys/kernel/hostname 2>/dev/null || h=$(hostname)", 'h="${h%%.*}"']
+        key = '"$h/$r"'
+        cases = [(f"{_short(plan, host)}/{i}", line) for host in hosts for i, line in enumerate(tables[host])]
+    lines.append(f"case {key} in")
+    lines += [f"{label}) {line} ;;" for label, line in cases]
+    where = "" if same else " on $h"
+    lines.append(f'*) echo "{WRAPPER_NAME}: local rank $r is not in the plan for {plan.dims}{where}" >&2; exit 2 ;;')
+    lines += ["esac", 'exec "$@"', ""]
+    return "\n".join(lines)
+
+
+def inline_argv(script: str, command: list[str]) -> list[str]:
+    """``sh -c SCRIPT provision-rank COMMAND...``: the wrapper travels with mpirun's command line,
+    so it needs no copy on the other hosts (mpirun passes each argument whole)."""
+    return ["sh", "-c", script, WRAPPER_NAME, *command]
+
+
+def torchrun_lines(plan: RankPlan, nics: NicPlan, master: str, wrapper_path: str, command: list[str], port: int = 29500) -> str:
+    """One torchrun command per host (run each on its host), the rank's settings from the wrapper."""
+    hosts = sorted(plan.hosts, key=lambda h: h.index)
+    lines = []
+    for host in hosts:
+        argv = [
+            "torchrun",
+            f"--nnodes={len(hosts)}",
+            f"--node-rank={host.index}",
+            f"--nproc-per-node={plan.dims.x}",
+            f"--master-addr={master}",
+            f"--master-port={port}",
+        ]
+        if nics.per_rank or nics.interface:
+            argv += ["--no-python", "sh", wrapper_path]
+        lines.append(f"# on {host.host}\n{shlex.join(argv + list(command))}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,205 @@
+"""Each rank's NIC, the fabric interface, the per-rank wrapper (run by a real sh) and launcher forms."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+
+import pytest
+
+from conftest import read_fixture, run_cli
+from plan_support import minsky
+from provision.errors import PlanError
+from provision.facts.model import Gpu, GpuNicLink, NetInterface, OpenMPI, RdmaDevice, RdmaPort
+from provision.facts.nics import parse_sysfs_rdma
+from provision.facts.topo_matrix import parse_gpu_nic_matrix
+from provision.plans.dims import parse_dims
+from provision.plans.launch import mpirun_argv
+from provision.plans.nics import fabric_interface, master_address, plan_nics
+from provision.plans.rankfile import plan_rankfile
+from provision.plans.wrapper import inline_argv, torchrun_lines, wrapper_script
+from provision.probe.store import save_host
+
+EPYC_TOPO = parse_gpu_nic_matrix(read_fixture("captures", "epyc-8gpu-10nic", "nvidia-smi-topo.txt"))
+IB = RdmaPort(1, "ACTIVE", "LinkUp", "InfiniBand", "200 Gb/sec (4X HDR)")
+
+
+def nic(name, ifaces=("ib0", "eth0", "docker0"), address="10.0.0.1/24"):
+    return tuple(NetInterface(i, True, (address if i != "docker0" else "172.17.0.1/16",)) for i in ifaces) + (
+        NetInterface("lo", True, ("127.0.0.1/8",)),
+    )
+
+
+def eight_gpu(name, address="10.0.0.1/24", down=(), ifaces=("ib0", "eth0", "docker0")):
+    """A 2-socket host with the 8 GPUs and 10 HCAs of the real EPYC topo -m capture."""
+    facts = minsky(name)
+    gpus = tuple(Gpu(i, "A100", f"0000:{i + 16:02x}:00.0", 40960, None, i // 4, "test") for i in range(8))
+    rdma = tuple(
+        RdmaDevice(f"mlx5_{i}", None, None, (dataclasses.replace(IB, state="DOWN") if i in down else IB,)) for i in range(10)
+    )
+    links = tuple(GpuNicLink(g, d, c, "nvidia-smi-topo") for (g, d), c in sorted(EPYC_TOPO.items()))
+    return dataclasses.replace(
+        facts,
+        gpus=gpus,
+        rdma=rdma,
+        gpu_nics=links,
+        interfaces=nic(name, ifaces, address),
+        openmpi=OpenMPI("4.1.4", ("openmpi-bin",), None, "test"),
+    )
+
+
+def test_each_gpu_gets_its_nearest_port_and_ties_spread_over_ranks():
+    plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("a"), eight_gpu("b", "10.0.0.2/24")])
+    nics = plan_nics(plan)
+    on_a = [(r.local_rank, r.gpu, r.hca(), r.distance) for r in nics.of_host("a")]
+    # GPU0 and GPU1 both have mlx5_0 and mlx5_1 at PXB: one each, not both on mlx5_0
+    assert on_a == [(i, i, f"mlx5_{i}:1", "PXB") for i in range(8)]
+    assert [r.hca() for r in nics.of_host("b")] == [f"mlx5_{i}:1" for i in range(8)]
+    assert nics.interface == "ib0" and not nics.notes
+
+
+def test_a_down_port_is_never_chosen_and_said():
+    plan = plan_rankfile(parse_dims("8x1x1"), [eight_gpu("a", down=(1,))])
+    nics = plan_nics(plan)
+    assert [r.hca() for r in nics.of_host("a")][:2] == ["mlx5_0:1", "mlx5_0:1"]  # GPU1's other PXB port
+    assert "a: mlx5_1 port 1 is DOWN: not used" in nics.notes
+
+
+def test_roce_gets_the_v2_gid_index_on_its_interface_and_a_port_without_one_is_left_out():
+    rdma = parse_sysfs_rdma(read_fixture("handwritten", "roce-2port", "sysfs-rdma.txt"))
+    facts = dataclasses.replace(minsky("r"), rdma=rdma, interfaces=nic("r"))
+    nics = plan_nics(plan_rankfile(parse_dims("2x1x1"), [facts], allow_no_gpu=True))
+    assert {(r.hca(), r.gid_index) for r in nics.ranks} == {("mlx5_0:1", 3)}  # RoCE v2, IPv4-mapped
+    assert any("mlx5_2 port 1 (RoCE) has no RoCE v2 GID on its interface ens2f0" in n for n in nics.notes)
+    assert any("mlx5_1 port 1 is DOWN" in n for n in nics.notes)
+
+
+def test_fabric_interface_is_exact_common_and_never_a_container_bridge():
+    assert fabric_interface([eight_gpu("a"), eight_gpu("b")]) == "ib0"
+    assert fabric_interface([eight_gpu("a", ifaces=("eth0", "docker0"))] * 2) == "eth0"
+    with pytest.raises(PlanError) as error:
+        fabric_interface([eight_gpu("a", ifaces=("ens1", "docker0")), eight_gpu("b", ifaces=("enp2s0",))])
+    assert str(error.value).startswith(
+        "no network interface is up with an IPv4 address on every host (a have ens1; b have enp2s0)"
+    )
+
+
+def test_master_address_is_one_every_host_reaches():
+    hosts = [eight_gpu("a", "10.0.0.1/24"), eight_gpu("b", "10.0.0.2/24")]
+    assert master_address(hosts, "ib0") == "10.0.0.1"
+    with pytest.raises(PlanError, match="no address of a is in a subnet every other host has"):
+        master_address([hosts[0], eight_gpu("b", "192.168.5.2/24")], "ib0")
+
+
+def run_wrapper(script: str, env: dict[str, str]) -> dict[str, str]:
+    done = subprocess.run(
+        ["sh", "-c", script, "provision-rank", "env"],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], **env},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+
+
+def test_wrapper_sets_each_ranks_variables_from_its_local_rank_in_a_real_sh():
+    plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("a"), eight_gpu("b", "10.0.0.2/24")])
+    script = wrapper_script(plan, plan_nics(plan))
+    assert "h=" not in script  # the same on every host: keyed by local rank alone
+    for launcher_variable in ("OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "HOROVOD_LOCAL_RANK", "SLURM_LOCALID"):
+        got = run_wrapper(script, {launcher_variable: "3"})
+        assert {k: got[k] for k in got if k.startswith(("CUDA", "UCX", "NCCL"))} == {
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            "CUDA_VISIBLE_DEVICES": "3",
+            "UCX_NET_DEVICES": "mlx5_3:1",
+            "NCCL_IB_HCA": "=mlx5_3:1",
+            "NCCL_SOCKET_IFNAME": "=ib0",
+        }
+    bad = subprocess.run(
+        ["sh", "-c", script, "provision-rank", "true"], capture_output=True, text=True, env={"PATH": os.environ["PATH"]}
+    )
+    assert bad.returncode == 2 and "no local rank" in bad.stderr
+    far = subprocess.run(
+        ["sh", "-c", script, "provision-rank", "true"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "LOCAL_RANK": "9"},
+    )
+    assert far.returncode == 2 and "local rank 9 is not in the plan for 8x2x1" in far.stderr
+
+
+def test_wrapper_keys_by_host_when_hosts_differ_and_refuses_unsafe_names():
+    plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("a"), eight_gpu("b", "10.0.0.2/24", down=(0,))])
+    script = wrapper_script(plan, plan_nics(plan))
+    assert 'case "$h/$r" in' in script and "a/0) export" in script and "b/0) export" in script
+    evil = dataclasses.replace(eight_gpu("a"), rdma=(RdmaDevice("mlx5_0;reboot", None, None, (IB,)),))
+    from provision.errors import UnsafeValueError
+
+    evil_plan = plan_rankfile(parse_dims("1x1x1"), [evil])
+    with pytest.raises(UnsafeValueError):
+        wrapper_script(evil_plan, plan_nics(evil_plan))
+
+
+def test_mpirun_runs_the_command_through_the_inline_wrapper_and_can_skip_the_tree():
+    plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("a"), eight_gpu("b", "10.0.0.2/24")])
+    script = wrapper_script(plan, plan_nics(plan))
+    argv = mpirun_argv(plan, "x.rf", ["python", "train.py"], wrapper=script, no_tree_spawn=True)
+    assert argv[-6:] == inline_argv(script, ["python", "train.py"])
+    assert argv[argv.index("btl_tcp_if_include") + 1] == "ib0"
+    assert argv[argv.index("plm_rsh_no_tree_spawn") - 1 :][:3] == ["--mca", "plm_rsh_no_tree_spawn", "1"]
+
+
+def test_no_tree_spawn_per_openmpi_version():
+    from provision.plans.launch import _no_tree_spawn
+
+    assert _no_tree_spawn((4, 1), 128) == ["--mca", "plm_rsh_no_tree_spawn", "1"]
+    assert _no_tree_spawn((5, 0), 65) == []  # PRRTE's tree is flat up to 64 daemons
+    with pytest.raises(PlanError, match="OpenMPI 5.0 starts 128 hosts' daemons through a tree"):
+        _no_tree_spawn((5, 0), 128)
+
+
+def test_torchrun_one_line_per_node_master_reachable():
+    plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("a"), eight_gpu("b", "10.0.0.2/24")])
+    text = torchrun_lines(plan, plan_nics(plan), "10.0.0.1", "8x2x1.nic.sh", ["python", "train.py"])
+    assert text.splitlines() == [
+        "# on a",
+        "torchrun --nnodes=2 --node-rank=0 --nproc-per-node=8 --master-addr=10.0.0.1 --master-port=29500 "
+        "--no-python sh 8x2x1.nic.sh python train.py",
+        "# on b",
+        "torchrun --nnodes=2 --node-rank=1 --nproc-per-node=8 --master-addr=10.0.0.1 --master-port=29500 "
+        "--no-python sh 8x2x1.nic.sh python train.py",
+    ]
+
+
+@pytest.fixture
+def facts_dir(tmp_path):
+    for name, address in (("a", "10.0.0.1/24"), ("b", "10.0.0.2/24")):
+        save_host(tmp_path / "facts", eight_gpu(name, address, down=(1,) if name == "b" else ()), {})
+    return tmp_path / "facts"
+
+
+def test_cli_launch_writes_the_wrapper_beside_the_rank_file_and_topology_draws_the_nics(facts_dir, tmp_path):
+    done = run_cli("launch", "8x2x1", "--hosts", "a,b", "--facts-dir", str(facts_dir), "--", "python", "t.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "8x2x1.nic.sh").read_text().startswith("#!/bin/sh")
+    assert "sh -c '#!/bin/sh" in done.stdout and "provision-rank python t.py" in done.stdout
+    assert "b: mlx5_1 port 1 is DOWN: not used" in " ".join(done.stderr.split())
+    shown = run_cli("topology", "8x2x1", "--hosts", "a,b", "--facts-dir", str(facts_dir), cwd=tmp_path)
+    drawn = " ".join(shown.stdout.replace("│", " ").split())  # rich wraps long labels
+    assert shown.returncode == 0 and "-> GPU 0 (A100, 0000:10:00.0) · NIC mlx5_0:1 (PXB)" in drawn
+    torch = run_cli(
+        "launch", "8x2x1", "--hosts", "a,b", "--facts-dir", str(facts_dir), "--format", "torchrun", "--", "t.py", cwd=tmp_path
+    )
+    assert torch.returncode == 0 and "--master-addr=10.0.0.1" in torch.stdout
+    horovod = run_cli("launch", "8x2x1", "--hosts", "a,b", "--facts-dir", str(facts_dir), "--format", "horovod", cwd=tmp_path)
+    assert horovod.stdout == "-H a:8,b:8\n" and "NCCL_SOCKET_IFNAME==ib0" in horovod.stderr
+
+
+def test_cli_hosts_without_a_common_interface_exit_2_naming_them(tmp_path):
+    for name, iface in (("a", "ens1"), ("b", "enp2s0")):
+        save_host(tmp_path / "facts", eight_gpu(name, ifaces=(iface,)), {})
+    done = run_cli("launch", "8x2x1", "--hosts", "a,b", "--facts-dir", str(tmp_path / "facts"), "--", "t", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "a have ens1; b have enp2s0" in " ".join(done.stderr.split())
