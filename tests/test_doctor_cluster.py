@@ -149,15 +149,21 @@ def test_the_table_and_verdict_and_strict(doctor_cluster):
 def test_launch_run_stops_on_the_fast_checks_and_no_doctor_skips_them(doctor_cluster, tmp_path):
     _, inventory, known = doctor_cluster
     common = ["-i", str(inventory), "--known-hosts", str(known), "--facts-dir", str(tmp_path / "facts"), "--probe"]
-    args = ["launch", "1x2x1", "--hosts", "d1,dkey", *common, "--allow-no-gpu", "--rankfile", str(tmp_path / "a.rf")]
-    stopped = run_cli(*args, "--run", "--", "hostname")
+    args = ["launch", "1x2x1", "--hosts", "dkey,d1", *common, "--allow-no-gpu", "--rankfile", str(tmp_path / "a.rf")]
+    stopped = run_cli(*args, "--run", "--", "hostname")  # mpirun would start on dkey, which reaches no node
     assert stopped.returncode == 1 and "$ mpirun" not in stopped.stderr
     assert "pairwise ssh" in stopped.stderr and "dkey->d1" in " ".join(stopped.stderr.split())
     assert "not launched: a doctor check failed" in stopped.stderr
-    healthy = run_cli(*[a if a != "d1,dkey" else "d1,d2" for a in args], "--run", "--", "hostname")
+    # from d1, which reaches dkey, the launch needs no SSH from dkey: it runs, and says what fails
+    spared = run_cli(*[a if a != "dkey,d1" else "d1,dkey" for a in args], "--run", "--", "hostname")
+    assert spared.returncode == 0, spared.stdout + spared.stderr
+    warning = " ".join(spared.stderr.split())
+    assert "warning: pairwise ssh" in warning and "dkey->d1" in warning and "without tree spawn" in warning
+    assert {"d1", "dkey"} <= set(spared.stdout.split())
+    healthy = run_cli(*[a if a != "dkey,d1" else "d1,d2" for a in args], "--run", "--", "hostname")
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr  # doctor passed (warnings only): mpirun ran
     assert {"d1", "d2"} <= set(healthy.stdout.split()) and "$ mpirun" in healthy.stderr
-    skipped = run_cli(*args, "--no-doctor", "--run", "--", "true")
+    skipped = run_cli(*[a if a != "dkey,d1" else "d1,dkey" for a in args], "--no-doctor", "--run", "--", "true")
     assert "pairwise ssh" not in skipped.stderr and "$ mpirun" in skipped.stderr
 
 

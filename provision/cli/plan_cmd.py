@@ -283,6 +283,9 @@ def launch(
             print_checks(results, Console(stderr=True))
             stderr.print("provision: not launched: a doctor check failed (--no-doctor to launch anyway)", markup=False)
             raise typer.Exit(1)
+        for result in results:
+            if result.name == "pairwise ssh" and result.status == "warn":  # the nodes cannot all reach each other
+                stderr.print(f"provision: warning: {result.name}: {result.detail}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(
         run_from_first_host(first, options, plan, remote, argv_for, allow_run_as_root=allow_run_as_root, check=report_bindings)
     )

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from provision.doctor import checks, pairwise, sources
-from provision.doctor.model import CheckResult, NodeReport
+from provision.doctor.model import FAIL, WARN, CheckResult, NodeReport
 from provision.errors import ParseError
 from provision.facts import nvidia
 from provision.inventory.model import Host
@@ -280,6 +280,29 @@ def doctor(hosts: list[Host], settings: DoctorSettings) -> DoctorRun:
 
 
 def fast_checks(hosts: list[Host], ssh: SshOptions, forks: int = DEFAULT_FORKS) -> list[CheckResult]:
-    """The checks `provision launch --run` makes first (1, 2, 3, 6), as the login user."""
+    """The checks `provision launch --run` makes first (1, 2, 3, 6), as the login user, judged
+    for a launch from the first host (:func:`for_launch`)."""
     settings = DoctorSettings(ssh=ssh, fast=True, forks=forks)
-    return run_checks(gather_reports(hosts, settings), settings)
+    reports = gather_reports(hosts, settings)
+    return for_launch(run_checks(reports, settings), reports, hosts[0].name if hosts else "")
+
+
+def for_launch(results: list[CheckResult], reports: list[NodeReport], first: str) -> list[CheckResult]:
+    """The checks as they bear on an mpirun started on ``first``: SSH is needed from ``first`` to
+    every node; pairs between the other nodes only matter for OpenMPI's tree spawn, which the
+    launch turns off when they fail (:mod:`provision.launcher`). So a pairwise failure that
+    spares ``first`` is a warning here, saying so; one from ``first`` still fails."""
+    origin = next((r for r in reports if r.host == first), None)
+    peers = [r.host for r in reports if r.ok and r.job_ids is not None and r.host != first]
+    if origin is None or not origin.ok or any(origin.pairwise.get(peer, "not tried") for peer in peers):
+        return results
+    judged = []
+    for result in results:
+        if result.name == "pairwise ssh" and result.status == FAIL:
+            result = replace(
+                result,
+                status=WARN,
+                detail=f"{result.detail}; {first} reaches every node, so the launch runs from it without tree spawn",
+            )
+        judged.append(result)
+    return judged
