@@ -118,3 +118,42 @@ def new_hosts_problem(inventory: Inventory, run_hosts: list[str], cache: HostCac
         f"{cache.folder or 'the cache'}) and {', '.join(outside)} outside this run would not trust "
         f"{'it' if len(new) == 1 else 'them'}: run `{command}` without --limit (or add --limit {','.join(outside)})"
     )
+
+
+def _live(run: Any) -> bool:
+    """Whether a host answered this run and may be believed (its host keys included the verified one)."""
+    return bool(run.identity()) and not run.untrusted
+
+
+def fill_hostvars(hostvars: dict, inventory: Inventory, runs: dict[str, Any], known: dict[str, dict | None]) -> None:
+    """``hostvars`` of every inventory host: live for the hosts that answered this run (over
+    their cached record), cached (or ``unknown``) for the others, so cluster-wide files never
+    shrink to the hosts of this run."""
+    for name, host in inventory.hosts.items():
+        run = runs.get(name)
+        if run is None or not _live(run):
+            hostvars[name] = cached_hostvars(name, known.get(name), host.address, host.port)
+    for name, run in runs.items():
+        if not _live(run):
+            if name not in hostvars:  # an ad-hoc host outside the inventory
+                hostvars[name] = cached_hostvars(name, None, run.host.address, run.host.port)
+            continue
+        hostvars[name] = {
+            **((known.get(name) or {}).get("registered") or {}),
+            **run.registered,
+            "facts": run.identity(),
+            "inventory_hostname": name,
+            "inventory_address": run.host.address,
+            "inventory_port": run.host.port,
+        }
+
+
+def save_records(
+    cache: HostCache, inventory: Inventory, runs: dict[str, Any], hostvars: dict, known: dict[str, dict | None], kept: set[str]
+) -> None:
+    """Keep each inventory host's record for the runs that leave it out: only hosts that
+    answered, were believed and did not fail (a failed host's claims, e.g. a name clash, are not
+    kept); ``kept``: the registered results worth keeping (never a no_log task's)."""
+    for name, run in runs.items():
+        if name in inventory.hosts and _live(run) and not run.failed:
+            cache.save(name, record_of(hostvars[name], known.get(name), kept))

@@ -4,13 +4,13 @@ by play (hosts in parallel, bounded by ``forks``; tasks in order on each host), 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from provision.engine.hostrun import HOSTINFO, NO_LOG, HostFailed, HostRun, TaskResult, unified_diff
-from provision.engine.membership import HostCache, cache_folder, cached_hostvars, record_of, verified_key_problem
+from provision.engine.membership import HostCache, cache_folder, fill_hostvars, save_records, verified_key_problem
+from provision.engine.needs import as_reader, names_in, partial_requests, reader_of
 from provision.engine.recap import RunReport, report_of
 from provision.engine.script import LOGIN_USER, Step
 from provision.engine.selection import BadInput, check_tags, outline, tag_selected, tasks_before
@@ -19,10 +19,10 @@ from provision.errors import ProvisionError
 from provision.inventory.model import Host, Inventory
 from provision.inventory.patterns import PatternError, select_hosts
 from provision.operations import OPERATIONS
-from provision.operations.base import UNKNOWN, StateKey, Write, check_path, check_user
+from provision.operations.base import UNKNOWN, StateKey, Write, check_user
 from provision.playbook.model import Play, Task
 from provision.playbook.variables import Variables
-from provision.templating import evaluate_when, render_template, render_value, template_loader, variables_in
+from provision.templating import evaluate_when, render_template, render_value, template_loader
 from provision.transport.connection import SshOptions
 from provision.transport.parallel import fan_out
 
@@ -45,14 +45,6 @@ class RunOptions:
     template_dirs: tuple = ()
     step_timeout: float | None = 300.0  # seconds each change may run on a host (--command-timeout)
     start_at_task: str | None = None
-
-
-def _names(value: Any) -> set[str]:
-    if isinstance(value, dict):
-        return set().union(*(_names(v) for v in value.values())) if value else set()
-    if isinstance(value, list):
-        return set().union(*(_names(v) for v in value)) if value else set()
-    return variables_in(value) if isinstance(value, str) else set()
 
 
 class Runner:
@@ -130,7 +122,7 @@ class Runner:
 
     def uses(self, name: str) -> bool:
         """Whether a task this run takes reads the variable ``name``."""
-        return any(name in _names([t.args, t.loop]) for play in self.plays for t in play.tasks if self.selected(t))
+        return any(name in names_in([t.args, t.loop]) for play in self.plays for t in play.tasks if self.selected(t))
 
     def _hosts_of(self, play: Play) -> list[Host]:
         hosts = self.inventory.resolve(list(play.hosts))
@@ -189,7 +181,7 @@ class Runner:
     def _prepare_task(self, play: Play, task: Task, host: Host) -> None:
         whens = task.when if isinstance(task.when, list) else [task.when]
         expressions = ["{{ " + w + " }}" for w in whens if isinstance(w, str)]
-        deferred = bool(_names([task.args, task.loop, expressions]) & self.deferred)
+        deferred = bool(names_in([task.args, task.loop, expressions]) & self.deferred)
         become = (task.become if task.become is not None else play.become) or bool(task.become_user)
         self.root[host.name] = self.root.get(host.name, False) or become
         try:
@@ -209,33 +201,11 @@ class Runner:
             except Exception as error:  # noqa: BLE001
                 if not deferred:
                     raise BadInput(f"{task.where}: task {task.name!r} on {host.name}: {error}") from None
-                keys = self._partial_requests(task, ctx)
-            keys = _as_reader(keys, _reader(task, play, ctx))
+                keys = partial_requests(task, ctx)
+            keys = as_reader(keys, reader_of(task, play, ctx))
             self.upcoming[host.name].append((task, keys))
             for key in keys:
                 self.prefetch[host.name][key] = None
-
-    def _partial_requests(self, task: Task, ctx: dict) -> list[StateKey]:
-        """Facts of a task whose arguments are only partly known yet (e.g. a path known, the
-        keys from other hosts not): enough to read its state in the first round trip."""
-        if task.op == "template":  # its file, when the path is known already (issue 8's role templates)
-            try:
-                return [StateKey("file", check_path(render_value(task.args["path"], ctx)))]
-            except Exception:  # noqa: BLE001 - not known yet
-                return []
-        if task.op not in OPERATIONS:
-            return []
-        operation = OPERATIONS[task.op]
-        args = {}
-        for name, spec in operation.args.items():
-            try:
-                args[name] = render_value(task.args[name], ctx) if name in task.args else spec.default
-            except Exception:  # noqa: BLE001 - not known yet
-                args[name] = None
-        try:
-            return operation.requests(args)
-        except Exception:  # noqa: BLE001 - its facts are read when it runs
-            return []
 
     # -- running -------------------------------------------------------------------------------
     def run(self) -> RunReport:
@@ -254,51 +224,21 @@ class Runner:
             for name, host in self.hosts.items()
         }
         self.known = {name: self.cache.load(name) for name in self.inventory.hosts}
-        self._fill_hostvars(runs)
+        fill_hostvars(self.hostvars, self.inventory, runs, self.known)
         try:
             # Threads only (workers=1): each host's session and state live across plays in this process.
             for play, hosts in zip(self.plays, self.play_hosts, strict=True):
                 fan_out(hosts, lambda h, play=play: self._play_on_host(play, runs[h.name]), self.options.forks, workers=1)
-                self._fill_hostvars(runs)
+                fill_hostvars(self.hostvars, self.inventory, runs, self.known)
             if not self.options.check:
-                self._save_cache(runs)
+                kept = {t.register for p in self.plays for t in (*p.tasks, *p.handlers) if t.register and not t.no_log}
+                save_records(self.cache, self.inventory, runs, self.hostvars, self.known, kept)
         finally:
             if not self.keep_sessions:
                 fan_out(
                     list(runs.values()), lambda r: r.session.close(), self.options.forks, on_error=lambda _r, _e: None, workers=1
                 )
         return report_of(runs)
-
-    # -- hosts outside this run (issue 15): cluster-wide files never shrink ------------------
-    def _live(self, run: HostRun) -> bool:
-        return bool(run.identity()) and not run.untrusted
-
-    def _fill_hostvars(self, runs: dict[str, HostRun]) -> None:
-        """hostvars of every inventory host: live for the hosts that answered this run (over
-        their cached record), cached (or ``unknown``) for the others."""
-        for name, host in self.inventory.hosts.items():
-            run = runs.get(name)
-            if run is None or not self._live(run):
-                self.hostvars[name] = cached_hostvars(name, self.known.get(name), host.address, host.port)
-        for name, run in runs.items():
-            if not self._live(run):
-                if name not in self.hostvars:  # an ad-hoc host outside the inventory
-                    self.hostvars[name] = cached_hostvars(name, None, run.host.address, run.host.port)
-                continue
-            self.hostvars[name] = {
-                **((self.known.get(name) or {}).get("registered") or {}),
-                **run.registered,
-                "facts": run.identity(),
-                "inventory_hostname": name,
-                "inventory_address": run.host.address,
-                "inventory_port": run.host.port,
-            }
-
-    def _save_cache(self, runs: dict[str, HostRun]) -> None:
-        kept = {t.register for p in self.plays for t in (*p.tasks, *p.handlers) if t.register and not t.no_log}
-        for name, run in runs.items():  # a failed host's claims (e.g. a name clash) are not kept
-            if name in self.inventory.hosts and self._live(run) and not run.failed:
-                self.cache.save(name, record_of(self.hostvars[name], self.known.get(name), kept))
 
     def _play_on_host(self, play: Play, run: HostRun) -> None:
         if run.failed or run.unreachable:
@@ -402,7 +342,7 @@ class Runner:
     def _facts(self, run: HostRun, keys: list[StateKey], reader: str, as_root: bool) -> tuple[dict, list[StateKey]]:
         """The facts ``keys`` as the operation names them, read as ``reader`` where that matters,
         and those unknown (--check only: a planned change may have altered them)."""
-        read = dict(zip(keys, _as_reader(keys, reader), strict=True))
+        read = dict(zip(keys, as_reader(keys, reader), strict=True))
         run.need(list(read.values()), as_root)
         view = run.view(list(read.values()))
         unknown = [key for key, real in read.items() if view[real] is UNKNOWN]
@@ -441,19 +381,3 @@ class Runner:
         """Report a final result to the caller (called by the host's run, in task order)."""
         if self.on_result:
             self.on_result(result)
-
-
-def _reader(task: Task, play: Play, ctx: dict) -> str:
-    """Who runs the task's own checks (``unless``): its become_user, root, or the login user."""
-    if task.become_user:
-        try:
-            return check_user(render_value(task.become_user, ctx))
-        except Exception:  # noqa: BLE001 - known per item only (read then)
-            return ""
-    become = task.become if task.become is not None else play.become
-    return "root" if become else LOGIN_USER
-
-
-def _as_reader(keys: list[StateKey], reader: str) -> list[StateKey]:
-    """``command`` facts run as the task's user; other facts are read as the round trip's."""
-    return [dataclasses.replace(key, user=reader) if key.kind == "command" and reader else key for key in keys]

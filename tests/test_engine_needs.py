@@ -1,0 +1,45 @@
+"""What state a task needs, and as whom (provision.engine.needs): pure, no host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from provision.engine.needs import as_reader, names_in, partial_requests, reader_of
+from provision.engine.script import LOGIN_USER
+from provision.operations.base import StateKey
+from provision.playbook.model import Play, Task
+
+
+def task(op: str, args: dict, **keywords) -> Task:
+    return Task(name="t", op=op, args=args, where="pb.yml:3", **keywords)
+
+
+def play(become: bool = False) -> Play:
+    return Play(name="p", hosts=("all",), where="pb.yml:1", base=Path("."), become=become)
+
+
+def test_names_in_walks_dicts_and_lists():
+    assert names_in({"a": "{{ x }}", "b": ["{{ y.z }}", 3], "c": "plain"}) == {"x", "y"}
+    assert names_in([]) == set() and names_in(7) == set()
+
+
+def test_only_command_state_is_read_as_the_tasks_user():
+    keys = [StateKey("command", "test -e /x"), StateKey("file", "/x")]
+    assert as_reader(keys, "alice") == [StateKey("command", "test -e /x", "alice"), StateKey("file", "/x")]
+    assert as_reader(keys, "") == keys
+
+
+def test_the_reader_is_become_user_root_or_the_login_user():
+    assert reader_of(task("command", {}, become_user="{{ who }}"), play(), {"who": "alice"}) == "alice"
+    assert reader_of(task("command", {}, become_user="{{ who }}"), play(), {"who": "a;b"}) == ""  # known per item only
+    assert reader_of(task("command", {}), play(become=True), {}) == "root"
+    assert reader_of(task("command", {}), play(), {}) == LOGIN_USER
+
+
+def test_partly_known_arguments_still_name_the_state_they_can():
+    template = task("template", {"src": "x.j2", "path": "/etc/{{ name }}"})
+    assert partial_requests(template, {"name": "motd"}) == [StateKey("file", "/etc/motd")]
+    assert partial_requests(template, {}) == []  # the path is not known yet
+    line = task("line", {"path": "/etc/hosts", "line": "{{ hostvars.other }}"})
+    assert partial_requests(line, {}) == [StateKey("file", "/etc/hosts")]
+    assert partial_requests(task("no_such_op", {}), {}) == []
