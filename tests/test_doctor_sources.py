@@ -167,3 +167,23 @@ def test_numbers_a_node_sends_are_ascii_digits_only():
     assert sources.parse_limits("memlock unlimited\nnofile 1024\nshm ３\n")[1] is None
     with pytest.raises(ParseError, match="unexpected line"):
         sources.parse_user("login alice 1000\njob ２ 1\n")
+
+
+def test_the_inventorys_anaconda_prefix_is_looked_at_first_for_real(tmp_path):
+    from provision.inventory.model import open_inventory
+    from provision.playbook.variables import Variables
+
+    prefix = tmp_path / "sw" / "anaconda3"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "conda-meta" / "python-3.12.4-h5148396_1.json").write_text("{}")
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(f"hosts:\n  n1: {{}}\nvars:\n  anaconda:\n    - {{installer: i.sh, sha256: x, prefix: {prefix}}}\n")
+    inv = open_inventory(inventory)
+    prefixes = sources.anaconda_prefixes(Variables(inv), inv.resolve(["n1"]))
+    assert prefixes == (str(prefix),)
+    software = sources.parse_software(_gather(DoctorSettings(conda_prefixes=prefixes))["doctor-software"].stdout)
+    assert software.conda_python == f"{prefix} python 3.12.4"
+    inventory.write_text("hosts:\n  n1: {}\nvars:\n  anaconda:\n    - {prefix: '/opt/a;reboot'}\n")
+    inv = open_inventory(inventory)
+    with pytest.raises(ProvisionError, match="anaconda prefix"):
+        sources.anaconda_prefixes(Variables(inv), inv.resolve(["n1"]))

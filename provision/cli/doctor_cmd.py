@@ -15,9 +15,10 @@ from provision.doctor.checks import verdict
 from provision.doctor.model import CheckResult
 from provision.doctor.pairwise import PARALLEL
 from provision.doctor.runner import DoctorSettings, doctor as run_doctor
-from provision.doctor.sources import check_dataset, check_user
+from provision.doctor.sources import anaconda_prefixes, check_dataset, check_user
 from provision.errors import ProvisionError
 from provision.inventory.model import open_inventory
+from provision.playbook.variables import Variables
 
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
 
@@ -39,7 +40,14 @@ def print_checks(results: list[CheckResult], console: Console, strict: bool = Fa
 
 
 def doctor_settings(
-    user: str | None, datasets: list[str] | None, deep: bool, fast: bool, ssh, forks: int, pairwise_fanout: int = PARALLEL
+    user: str | None,
+    datasets: list[str] | None,
+    deep: bool,
+    fast: bool,
+    ssh,
+    forks: int,
+    pairwise_fanout: int = PARALLEL,
+    conda_prefixes: tuple[str, ...] = (),
 ) -> DoctorSettings:
     """Check --user and --dataset once, here at the edge (ProvisionError: exit 2)."""
     return DoctorSettings(
@@ -50,6 +58,7 @@ def doctor_settings(
         fast=fast,
         forks=forks,
         pairwise_fanout=pairwise_fanout,
+        conda_prefixes=conda_prefixes,
     )
 
 
@@ -91,8 +100,10 @@ def doctor(
             connect_timeout=connect_timeout,
             command_timeout=command_timeout,
         )
-        settings = doctor_settings(user, dataset, deep, False, ssh, forks, pairwise_fanout)
-        targets = open_inventory(inventory).resolve(hosts or [])
+        inv = open_inventory(inventory)
+        targets = inv.resolve(hosts or [])
+        prefixes = anaconda_prefixes(Variables(inv), targets)
+        settings = doctor_settings(user, dataset, deep, False, ssh, forks, pairwise_fanout, prefixes)
     except ProvisionError as error:
         raise fail(str(error)) from None
     if not targets:

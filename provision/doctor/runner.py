@@ -43,6 +43,7 @@ class DoctorSettings:
     fast: bool = False  # only the checks launch runs first (1, 2, 3, 6)
     forks: int = DEFAULT_FORKS
     pairwise_fanout: int = pairwise.PARALLEL  # ssh clients at once on each node
+    conda_prefixes: tuple[str, ...] = ()  # the inventory's Anaconda prefixes (checked), looked at first
 
 
 def doctor_steps(fast: bool) -> tuple:
@@ -120,11 +121,13 @@ def _read_gather(host: str, captures: dict[str, Capture], settings: DoctorSettin
 
 
 def gather_command(settings: DoctorSettings) -> str:
-    """``sh -s -- USER [DATASET...]`` (checked values, quoted), with DOCTOR_DEEP for --deep."""
+    """``sh -s -- USER [DATASET...]`` (checked values, quoted), with DOCTOR_DEEP for --deep and
+    DOCTOR_CONDA for the inventory's Anaconda prefixes (each one shell word: checked)."""
     import shlex
 
     args = " ".join(shlex.quote(a) for a in (settings.user, *settings.datasets))
-    return ("DOCTOR_DEEP=1 " if settings.deep else "") + f"sh -s -- {args}"
+    conda = f"DOCTOR_CONDA={shlex.quote(' '.join(settings.conda_prefixes))} " if settings.conda_prefixes else ""
+    return conda + ("DOCTOR_DEEP=1 " if settings.deep else "") + f"sh -s -- {args}"
 
 
 def _gather_host(host: Host, settings: DoctorSettings, sessions: dict[str, _Session]) -> NodeReport:

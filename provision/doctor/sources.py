@@ -9,6 +9,7 @@ libraries without running anything; the dataset manifest is one ``find | sort | 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from provision.doctor.model import GpuHealth, IbPort, Limits, Manifest, Software
 from provision.errors import ParseError, ProvisionError
@@ -33,7 +34,8 @@ LIMITS = Step(
     'df -Pk /dev/shm 2>/dev/null | { read -r _; read -r _ size _; echo "shm ${size:-none}"; }',
     "this session's memlock and open-file limits, the size of /dev/shm",
 )
-# Versions from file names and /proc: nothing runs. Conventional prefixes, first that exists.
+# Versions from file names and /proc: nothing runs. The inventory's Anaconda prefixes, then the
+# conventional ones: the first that exists.
 SOFTWARE = Step(
     "doctor-software",
     (),
@@ -42,7 +44,8 @@ SOFTWARE = Step(
     '[ -e "$f" ] && echo "cudart ${f##*/}"; done; '
     "for f in /usr/lib/*-linux-gnu/libnccl.so.* /usr/lib64/libnccl.so.* /usr/local/cuda/lib64/libnccl.so.* "
     '/usr/local/nccl/lib/libnccl.so.*; do [ -e "$f" ] && echo "nccl ${f##*/}"; done; '
-    "for p in /opt/anaconda3 /opt/anaconda2 /opt/anaconda /opt/miniconda3 /opt/miniforge3 /opt/conda; do "
+    # $DOCTOR_CONDA: the inventory's prefixes (checked: letters, digits, ._/+- only), first.
+    "for p in $DOCTOR_CONDA /opt/anaconda3 /opt/anaconda2 /opt/anaconda /opt/miniconda3 /opt/miniforge3 /opt/conda; do "
     'for f in "$p"/conda-meta/python-[0-9]*.json; do [ -e "$f" ] && { echo "conda $p ${f##*/}"; break 2; }; done; done; true',
     "NVIDIA driver, CUDA runtime, NCCL, the first Anaconda prefix's Python",
 )
@@ -88,6 +91,20 @@ DATASET = Step(
 STEPS: tuple[Step, ...] = (USER, LIMITS, SOFTWARE, RDMA, MTU, GPU_HEALTH, XID, DATASET)
 
 _PATH = re.compile(r"^/[A-Za-z0-9._/+@%=:,~ -]{0,1000}$")
+
+
+def anaconda_prefixes(variables: Any, hosts: list) -> tuple[str, ...]:
+    """The prefixes of the inventory's ``anaconda`` variable (setup-cluster's Anaconda role) for
+    ``hosts``, in order, each checked as the role checks it (an unsafe one: ProvisionError naming it)."""
+    from provision.operations.conda import check_prefix
+
+    seen: dict[str, None] = {}
+    for host in hosts:
+        entries = variables.for_host(host).get("anaconda") or []
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and entry.get("prefix"):
+                seen[check_prefix(entry["prefix"], "anaconda prefix (inventory)")] = None
+    return tuple(seen)
 
 
 def check_user(user: str) -> str:
