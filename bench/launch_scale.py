@@ -3,7 +3,7 @@
 
 Starts N containers of the test node image (OpenMPI 4: provision-node:test; 5: provision-node5:test)
 on their own Docker network, probes them all, then for each size runs
-``provision launch 1xNx1 --allow-no-gpu --report-bindings --run -- true`` from the first node and
+``provision launch 1xNx1 --allow-no-gpu --report-bindings --run -- sleep 1`` from the first node and
 prints the wall time, whether provision's binding check passed (every rank on its planned host
 and core) and whether provision turned tree spawn off.
 
@@ -11,6 +11,10 @@ Only the first node holds the MPI user's private key (``--mesh``: every node doe
 cannot SSH to each other: provision must say so and start mpirun without tree spawn, or mpirun's
 daemons would try to reach each other and fail. The machine is shared: the 1-minute load average
 is printed with every figure.
+
+Each rank runs ``sleep 1`` (the second is in every figure): PRRTE 3.0 (OpenMPI 5.0.7) can miss the
+exit of a rank that ends within milliseconds of its start, and its mpirun then never returns
+(one daemon in a few dozen per run; see provision.plans.launch._no_tree_spawn).
 
     python3 bench/launch_scale.py --sizes 16,64,128 --image provision-node:test
 """
@@ -33,6 +37,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from cluster_support import wait_for_ssh, write_ed25519  # noqa: E402
 
 PROVISION = [sys.executable, "-m", "provision"]
+RANK_PROGRAM = ["sleep", "1"]  # outlives PRRTE 3.0's race on a rank that exits at once
 
 
 def load() -> str:
@@ -117,7 +122,7 @@ def main() -> int:
                 done = subprocess.run(
                     [*PROVISION, "launch", f"1x{size}x1", "--hosts", hosts, *common, "--allow-no-gpu", "--report-bindings"]
                     + ["--no-doctor"]  # launch alone: doctor's N x N pairwise check is measured by doctor
-                    + ["--rankfile", str(work / f"1x{size}x1.rf"), "--run", "--", "true"],
+                    + ["--rankfile", str(work / f"1x{size}x1.rf"), "--run", "--", *RANK_PROGRAM],
                     capture_output=True,
                     text=True,
                     cwd=work,
@@ -143,7 +148,7 @@ def main() -> int:
             started = time.monotonic()
             raw = subprocess.run(
                 ["docker", "exec", "-u", "mpi", names[0], "timeout", "120", "mpirun", "-n", str(count)]
-                + ["--hostfile", "/tmp/all.hosts", "--map-by", "node", "true"],
+                + ["--hostfile", "/tmp/all.hosts", "--map-by", "node", *RANK_PROGRAM],
                 capture_output=True,
                 text=True,
             )
