@@ -3,7 +3,7 @@
 
 Starts N containers of the test node image (OpenMPI 4: provision-node:test; 5: provision-node5:test)
 on their own Docker network, probes them all, then for each size runs
-``provision launch 1xNx1 --allow-no-gpu --report-bindings --run -- true`` from the first node and
+``provision launch 1xNx1 --allow-no-gpu --report-bindings --run -- sleep 1`` from the first node and
 prints the wall time, whether provision's binding check passed (every rank on its planned host
 and core) and whether provision turned tree spawn off.
 
@@ -11,6 +11,10 @@ Only the first node holds the MPI user's private key (``--mesh``: every node doe
 cannot SSH to each other: provision must say so and start mpirun without tree spawn, or mpirun's
 daemons would try to reach each other and fail. The machine is shared: the 1-minute load average
 is printed with every figure.
+
+Each rank runs ``sleep 1`` (the second is in every figure): PRRTE 3.0 (OpenMPI 5.0.7) can miss the
+exit of a rank that ends within milliseconds of its start, and its mpirun then never returns
+(one daemon in a few dozen per run; see provision.plans.launch._no_tree_spawn).
 
     python3 bench/launch_scale.py --sizes 16,64,128 --image provision-node:test
 """
@@ -24,68 +28,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from cluster_support import wait_for_ssh, write_ed25519  # noqa: E402
+from mpi_nodes import start_mpi_nodes, stop_mpi_nodes  # noqa: E402
 
 PROVISION = [sys.executable, "-m", "provision"]
+RANK_PROGRAM = ["sleep", "1"]  # outlives PRRTE 3.0's race on a rank that exits at once
 
 
 def load() -> str:
     return f"load {os.getloadavg()[0]:.2f}"
-
-
-def start(prefix: str, count: int, image: str, work: Path, mesh: bool) -> tuple[list[str], dict[str, int]]:
-    """``count`` nodes ``<prefix>NNN`` on network ``<prefix>net``; host keys made here, so both the
-    controller's and the nodes' known_hosts are exact."""
-    key = work / "id_ed25519"
-    public = write_ed25519(key, "bench-mpi")
-    (work / "authorized_keys").write_text(public + "\n")
-    names = [f"{prefix}{i:03d}" for i in range(count)]
-    host_lines = []
-    for name in names:
-        host_key = work / name / "ssh_host_ed25519_key"
-        host_lines.append(f"{name} {write_ed25519(host_key, name)}\n")
-    (work / "ssh_known_hosts").write_text("".join(host_lines))
-    subprocess.run(["docker", "network", "create", f"{prefix}net"], check=True, capture_output=True)
-
-    def run(index_name: tuple[int, str]) -> None:
-        index, name = index_name
-        volumes = [
-            f"{work}/{name}:/cluster/host:ro",
-            f"{work}/authorized_keys:/cluster/authorized_keys:ro",
-            f"{work}/ssh_known_hosts:/cluster/ssh_known_hosts:ro",
-        ]
-        if mesh or index == 0:
-            volumes.append(f"{key}:/cluster/mpi_key:ro")
-        command = ["docker", "run", "-d", "--rm", "--init", "--name", name, "--hostname", name, "--network", f"{prefix}net"]
-        for volume in volumes:
-            command += ["-v", volume]
-        subprocess.run([*command, "-p", "127.0.0.1::22", image], check=True, capture_output=True)
-
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(run, enumerate(names)))
-    ports = {}
-    for name in names:
-        out = subprocess.run(["docker", "port", name, "22"], check=True, capture_output=True, text=True).stdout
-        ports[name] = int(out.splitlines()[0].rsplit(":", 1)[1])
-    wait_for_ssh(ports, timeout=600)
-    (work / "known_hosts").write_text(
-        "".join(f"[127.0.0.1]:{ports[n]} {' '.join(line.split()[1:3])}\n" for n, line in zip(names, host_lines, strict=True))
-    )
-    inventory = ["defaults:", "  user: mpi", f"  key: {key}", "hosts:"]
-    inventory += [f"  {n}: {{address: 127.0.0.1, port: {ports[n]}}}" for n in names]
-    (work / "hosts.yml").write_text("\n".join(inventory) + "\n")
-    return names, ports
-
-
-def stop(prefix: str, count: int) -> None:
-    subprocess.run(["docker", "rm", "-f", *[f"{prefix}{i:03d}" for i in range(count)]], capture_output=True)
-    subprocess.run(["docker", "network", "rm", f"{prefix}net"], capture_output=True)
 
 
 def main() -> int:
@@ -101,7 +56,7 @@ def main() -> int:
         work = Path(tmp)
         try:
             started = time.monotonic()
-            names, _ = start(prefix, count, args.image, work, args.mesh)
+            names, _ = start_mpi_nodes(prefix, count, args.image, work, args.mesh)
             print(f"{args.image}: {count} containers up in {time.monotonic() - started:.0f}s ({load()})", flush=True)
             common = ["-i", str(work / "hosts.yml"), "--facts-dir", str(work / "facts")]
             common += ["--known-hosts", str(work / "known_hosts")]
@@ -117,7 +72,7 @@ def main() -> int:
                 done = subprocess.run(
                     [*PROVISION, "launch", f"1x{size}x1", "--hosts", hosts, *common, "--allow-no-gpu", "--report-bindings"]
                     + ["--no-doctor"]  # launch alone: doctor's N x N pairwise check is measured by doctor
-                    + ["--rankfile", str(work / f"1x{size}x1.rf"), "--run", "--", "true"],
+                    + ["--rankfile", str(work / f"1x{size}x1.rf"), "--run", "--", *RANK_PROGRAM],
                     capture_output=True,
                     text=True,
                     cwd=work,
@@ -143,7 +98,7 @@ def main() -> int:
             started = time.monotonic()
             raw = subprocess.run(
                 ["docker", "exec", "-u", "mpi", names[0], "timeout", "120", "mpirun", "-n", str(count)]
-                + ["--hostfile", "/tmp/all.hosts", "--map-by", "node", "true"],
+                + ["--hostfile", "/tmp/all.hosts", "--map-by", "node", *RANK_PROGRAM],
                 capture_output=True,
                 text=True,
             )
@@ -154,7 +109,7 @@ def main() -> int:
                 flush=True,
             )
         finally:
-            stop(prefix, count)
+            stop_mpi_nodes(prefix, count)
     return 0
 
 
