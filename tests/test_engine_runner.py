@@ -1,8 +1,11 @@
 """The engine on several "hosts" that run locally (each in its own folder): idempotence, one
 round trip when converged, --check, a failing host alone, handlers, register, bad input first."""
 
+from dataclasses import replace
+
 import pytest
 
+from provision.engine.recap import RunReport
 from provision.engine.runner import BadInput, Runner, RunOptions
 from provision.inventory.model import load_inventory
 from provision.playbook.model import load_playbook
@@ -358,3 +361,30 @@ def test_results_say_what_ran_and_diffs_name_the_host(tmp_path):
     assert by_task["secret command"].commands == ["(no_log)"] and by_task["secret command"].output == []
     failed = by_task["fails loudly"]
     assert failed.status == "failed" and failed.output[0].startswith("1\n2\n") and failed.output[0].endswith("the-real-cause")
+
+
+IDLE = """
+- name: roles
+  hosts: all
+  tasks:
+    - name: a role's task over its unset variable
+      file: {path: "{{ root }}/{{ item }}", content: "x"}
+      loop: "{{ things | default([]) }}"
+      tags: [things]
+    - name: a role's task that does not apply here
+      file: {path: "{{ root }}/skipped", content: "x"}
+      when: false
+      tags: [things]
+    - name: a role that works
+      file: {path: "{{ root }}/made", content: "x"}
+      tags: [made]
+"""
+
+
+def test_tags_whose_tasks_did_nothing_on_any_host_are_named(tmp_path):
+    runner = make(tmp_path, IDLE, tags=frozenset({"things", "made"}))
+    report = runner.run()
+    assert recap(report)["h1"][1] == 1 and runner.idle_tags(report) == ["things"]
+    assert make(tmp_path, IDLE).idle_tags(report) == []  # no --tags: nothing was asked by name
+    stopped = RunReport(results=report.results, recap=[replace(r, unreachable=1) for r in report.recap])
+    assert runner.idle_tags(stopped) == []  # no host got through: nothing to say of the tags

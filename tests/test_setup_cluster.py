@@ -259,3 +259,12 @@ def test_group_vars_users_made_and_verified_with_patterns_verbose_and_host_named
     assert "BatchMode SSH: 4/4 ordered pairs connect" in out  # dave and erin, s1 <-> s2
     assert "erin:x:2202:" in setup_cluster.docker_exec("s2", "getent", "passwd", "erin")
     assert "erin" not in setup_cluster.docker_exec("s3", "sh", "-c", "getent passwd erin; true")
+
+
+def test_a_role_asked_by_tag_that_has_nothing_to_do_says_so(setup_cluster, files):
+    # no anaconda: variable in the inventory: the role's tasks are all skipped on every node
+    done = setup(files, "--tags", "anaconda,users", "--no-verify")
+    assert done.returncode == 0, done.stdout + done.stderr
+    warning = " ".join(done.stderr.split())
+    assert "--tags anaconda: its tasks did nothing on any host (all skipped)" in warning
+    assert "--tags users" not in warning  # users were made or were there: that tag did its work

@@ -255,6 +255,8 @@ def setup_cluster(
     finally:
         if live.live:
             live.live.stop()
+    for tag in runner.idle_tags(report):
+        warn(f"--tags {tag}: its tasks did nothing on any host (all skipped): are the variables it reads set?")
     pairs, summary = [], []
     try:
         selected = runner.tags_taken()  # the pair check and each role's summary only for what this run did

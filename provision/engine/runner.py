@@ -120,6 +120,20 @@ class Runner:
         """The tags of the tasks this run takes (after --tags, --skip-tags, --start-at-task)."""
         return frozenset(tag for play in self.plays for task in play.tasks if self.selected(task) for tag in task.tags)
 
+    def idle_tags(self, report: RunReport) -> list[str]:
+        """The tags named in --tags whose tasks did nothing on any host: every result skipped, or
+        a loop over nothing (a role whose variables are not set). Ansible is silent there; this
+        is said, so a typo'd variable file is not taken for a converged cluster."""
+        if not self.options.tags or not any(not r.failed and not r.unreachable for r in report.recap):
+            return []  # no host ran its tasks to the end: nothing to say of the tags
+        acted = {(r.play, r.task) for r in report.results if r.status != "skipped"}
+        idle = []
+        for tag in sorted(self.options.tags - {"all", "tagged", "untagged", "always"}):
+            tasks = {(p.name, t.name) for p in self.plays for t in p.tasks if tag in t.tags and self.selected(t)}
+            if tasks and not tasks & acted:
+                idle.append(tag)
+        return idle
+
     def uses(self, name: str) -> bool:
         """Whether a task this run takes reads the variable ``name``."""
         return any(name in names_in([t.args, t.loop]) for play in self.plays for t in play.tasks if self.selected(t))
