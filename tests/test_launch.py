@@ -120,8 +120,7 @@ def test_interface_choice():
 
 def test_hostfiles():
     p = plan(host("a"), host("b"))
-    assert hostfile(p, "hostfile") == "a slots=4\nb slots=4\n" == hostfile(p, "deepspeed")
-    assert hostfile(p, "horovod") == "-H a:4,b:4\n"
+    assert hostfile(p) == "a slots=4\nb slots=4\n"
 
 
 def test_exports_once_each_in_order():

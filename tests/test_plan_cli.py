@@ -82,7 +82,7 @@ def test_launch_refuses_without_openmpi_and_prints_hostfiles(facts_dir, tmp_path
         "OpenMPI is not installed on: epyc7451",
     )
     done = run_cli(
-        "launch", "2x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir), "--allow-no-gpu", "--format", "deepspeed"
+        "launch", "2x1x1", "--hosts", "minsky", "--facts-dir", str(facts_dir), "--allow-no-gpu", "--format", "hostfile"
     )
     assert done.stdout == "minsky slots=2\n"
 

@@ -18,7 +18,7 @@ from provision.plans.dims import parse_dims
 from provision.plans.launch import mpirun_argv
 from provision.plans.nics import fabric_interface, master_address, plan_nics
 from provision.plans.rankfile import plan_rankfile
-from provision.plans.wrapper import inline_argv, torchrun_lines, wrapper_script
+from provision.plans.wrapper import inline_argv, wrapper_script
 from provision.probe.store import save_host
 
 EPYC_TOPO = parse_gpu_nic_matrix(read_fixture("captures", "epyc-8gpu-10nic", "nvidia-smi-topo.txt"))
@@ -130,6 +130,18 @@ def test_wrapper_sets_each_ranks_variables_from_its_local_rank_in_a_real_sh():
     assert far.returncode == 2 and "local rank 9 is not in the plan for 8x2x1" in far.stderr
 
 
+def test_wrapper_gives_torch_distributed_its_env_names_under_mpirun_only():
+    plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("a"), eight_gpu("b", "10.0.0.2/24")])
+    script = wrapper_script(plan, plan_nics(plan))
+    mpi = {"OMPI_COMM_WORLD_RANK": "9", "OMPI_COMM_WORLD_SIZE": "16", "OMPI_COMM_WORLD_LOCAL_RANK": "1", "RANK": "0"}
+    got = run_wrapper(script, mpi)
+    # OpenMPI's numbers win over a RANK the launching shell happened to export
+    assert (got["RANK"], got["WORLD_SIZE"], got["LOCAL_RANK"]) == ("9", "16", "1")
+    assert (got["GLOO_SOCKET_IFNAME"], got["NCCL_SOCKET_IFNAME"]) == ("ib0", "=ib0")
+    torchrun = run_wrapper(script, {"LOCAL_RANK": "1", "RANK": "5", "WORLD_SIZE": "16"})
+    assert (torchrun["RANK"], torchrun["LOCAL_RANK"], torchrun["CUDA_VISIBLE_DEVICES"]) == ("5", "1", "1")
+
+
 def test_wrapper_keys_by_host_when_hosts_differ_and_refuses_unsafe_names():
     plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("a"), eight_gpu("b", "10.0.0.2/24", down=(0,))])
     script = wrapper_script(plan, plan_nics(plan))
@@ -159,19 +171,6 @@ def test_no_tree_spawn_per_openmpi_version():
     assert _no_tree_spawn((5, 0)) == ["--prtemca", "plm_ssh_no_tree_spawn", "1"]
 
 
-def test_torchrun_one_line_per_node_master_reachable():
-    plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("a"), eight_gpu("b", "10.0.0.2/24")])
-    text = torchrun_lines(plan, plan_nics(plan), "10.0.0.1", "8x2x1.nic.sh", ["python", "train.py"])
-    assert text.splitlines() == [
-        "# on a",
-        "torchrun --nnodes=2 --node-rank=0 --nproc-per-node=8 --master-addr=10.0.0.1 --master-port=29500 "
-        "--no-python sh 8x2x1.nic.sh python train.py",
-        "# on b",
-        "torchrun --nnodes=2 --node-rank=1 --nproc-per-node=8 --master-addr=10.0.0.1 --master-port=29500 "
-        "--no-python sh 8x2x1.nic.sh python train.py",
-    ]
-
-
 @pytest.fixture
 def facts_dir(tmp_path):
     for name, address in (("a", "10.0.0.1/24"), ("b", "10.0.0.2/24")):
@@ -192,8 +191,8 @@ def test_cli_launch_writes_the_wrapper_beside_the_rank_file_and_topology_draws_t
         "launch", "8x2x1", "--hosts", "a,b", "--facts-dir", str(facts_dir), "--format", "torchrun", "--", "t.py", cwd=tmp_path
     )
     assert torch.returncode == 0 and "--master-addr=10.0.0.1" in torch.stdout
-    horovod = run_cli("launch", "8x2x1", "--hosts", "a,b", "--facts-dir", str(facts_dir), "--format", "horovod", cwd=tmp_path)
-    assert horovod.stdout == "-H a:8,b:8\n" and "NCCL_SOCKET_IFNAME==ib0" in horovod.stderr
+    listed = run_cli("launch", "8x2x1", "--hosts", "a,b", "--facts-dir", str(facts_dir), "--format", "hostfile", cwd=tmp_path)
+    assert listed.stdout == "a slots=8\nb slots=8\n" and "NCCL_SOCKET_IFNAME==ib0" in listed.stderr
 
 
 def test_cli_hosts_without_a_common_interface_exit_2_naming_them(tmp_path):

@@ -15,14 +15,15 @@ from provision.errors import FactsError, PlanError
 from provision.files import write_atomic
 from provision.inventory.model import check_host_name, open_inventory
 from provision.plans.dims import parse_dims
-from provision.plans.launch import DdlOptions, allocation_hostfile, hostfile, mpirun_argv, needs_hostfile, quoted, root_message
-from provision.plans.nics import master_address, plan_nics
+from provision.plans.launch import DdlOptions, allocation_hostfile, mpirun_argv, needs_hostfile, quoted, root_message
+from provision.plans.launchers import launch_form
+from provision.plans.nics import plan_nics
 from provision.plans.picture import rich_tree, svg
 from provision.plans.rankcheck import check_rankfile, parse_rankfile
 from provision.plans.rankfile import RankPlan, plan_rankfile, render_rankfile
 from provision.plans.sbatch import sbatch_script
 from provision.plans.slurm import slurm_node_line, uneven_note
-from provision.plans.wrapper import job_settings, torchrun_lines, wrapper_script
+from provision.plans.wrapper import wrapper_script
 from provision.probe.cached import ProbeFailed, ProbeSettings, plan_facts
 from provision.probe.store import cached_hosts, load_host
 
@@ -145,7 +146,7 @@ def rankfile(
 
 @app.command(
     epilog="Examples:\n\n  provision launch 4x2x1 --ddl-mode n --dev-sync 1 -- caffe train -solver s.prototxt -gpu 0 -bvlc\n\n"
-    "  provision launch 4x2x1 --format horovod\n\n  provision launch 2x2x1 --allow-no-gpu --run -- hostname"
+    "  provision launch 4x2x1 --format horovod -- python train.py\n\n  provision launch 2x2x1 --allow-no-gpu --run -- hostname"
 )
 def launch(
     dims: str = typer.Argument(..., help="XxYxZ."),
@@ -172,8 +173,9 @@ def launch(
     fmt: str = typer.Option(
         None,
         "--format",
-        help="Print a hostfile instead (hostfile, horovod, deepspeed), a Slurm batch script (sbatch), "
-        "or one torchrun command per host (torchrun).",
+        help="Print another launcher's command instead, with the same settings in its own form: horovod "
+        "(horovodrun), deepspeed (DeepSpeed's openmpi launcher), torchrun (one command per host); a Slurm batch "
+        "script (sbatch); or the host list alone (hostfile).",
     ),
     run: bool = typer.Option(
         False, "--run", help="Run it from the first host over SSH in a terminal (Ctrl-C stops mpirun), streaming its output."
@@ -198,19 +200,30 @@ def launch(
     nic_plan = plan_nics(plan, iface)  # a PlanError (no common interface) exits 2 naming the hosts
     for note in nic_plan.notes:
         stderr.print(f"[yellow]note[/yellow]: {escape(note)}", highlight=False, soft_wrap=True)
+    if run and fmt is not None:
+        raise fail(f"--run starts mpirun itself; with --format {fmt}, run the printed command (on the first host)")
+    if fmt is not None and fmt != "sbatch":
+        if ddl_mode or dev_sync is not None or dump_iter is not None:
+            raise fail(f"--ddl-mode, --dev-sync and --dump-iter are DDL's (mpirun -ddl): --format {fmt} has no DDL")
+        form = launch_form(
+            fmt,
+            plan,
+            nic_plan,
+            str(local),
+            render_rankfile(plan, _now()),
+            list(command or []),
+            export=export,
+            allow_run_as_root=allow_run_as_root,
+            report_bindings=report_bindings,
+        )
+        for file in form.files:
+            _say_written(file.what, Path(file.path), write_atomic(Path(file.path), file.text))
+        for note in form.notes:
+            stderr.print(f"provision: {note}", highlight=False, soft_wrap=True, markup=False)
+        typer.echo(form.command, nl=False)
+        return
     wrapper_text = wrapper_script(plan, nic_plan) if nic_plan.per_rank else None
     wrapper_local = local.with_name(local.stem + ".nic.sh")
-    if fmt is not None and fmt != "sbatch":
-        if wrapper_text is not None:
-            _say_written("per-rank wrapper (copy it to every host)", wrapper_local, write_atomic(wrapper_local, wrapper_text))
-        if fmt == "torchrun":
-            master = master_address(list(plan.facts), nic_plan.interface)
-            typer.echo(torchrun_lines(plan, nic_plan, master, str(wrapper_local), list(command or [])), nl=False)
-            return
-        typer.echo(hostfile(plan, fmt), nl=False)
-        for name, value in job_settings(nic_plan):
-            stderr.print(f"provision: set {name}={value} on every rank", highlight=False, soft_wrap=True, markup=False)
-        return
     ddl = DdlOptions(ddl_mode, dev_sync, dump_iter) if ddl_mode else None
     if ddl is None and (dev_sync is not None or dump_iter is not None):
         raise fail("--dev-sync and --dump-iter need --ddl-mode")

@@ -72,6 +72,13 @@ def openmpi_version(facts_list: list[HostFacts]) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def check_export(name: str) -> str:
+    """``name`` when it is an environment variable's name (for ``-x NAME``); else :class:`UnsafeValueError`."""
+    if not _ENV_NAME.match(name):
+        raise UnsafeValueError(f"-x {name!r}: not an environment variable name")
+    return name
+
+
 def rankfile_option(version: tuple[int, int], path: str) -> list[str]:
     """``-rf FILE`` up to OpenMPI 4; ``--map-by rankfile:file=FILE`` from 5 on."""
     return ["--map-by", f"rankfile:file={path}"] if version[0] >= 5 else ["-rf", path]
@@ -151,9 +158,7 @@ def mpirun_argv(
     for name in dict.fromkeys([*DEFAULT_EXPORTS, *export]):  # in order, once each
         if name in unset_env and name not in export:
             continue
-        if not _ENV_NAME.match(name):
-            raise UnsafeValueError(f"-x {name!r}: not an environment variable name")
-        argv += ["-x", name]
+        argv += ["-x", check_export(name)]
     chosen = iface if iface is not None else fabric_interface(facts_list)
     if chosen is not None:
         if not _IFACE.match(chosen):
@@ -176,22 +181,14 @@ def mpirun_argv(
     return argv
 
 
-def hostfile(plan: RankPlan, style: str) -> str:
-    """Host lists for other launchers: ``hostfile`` (OpenMPI), ``deepspeed``, ``horovod``."""
-    hosts = [host.host for host in sorted(plan.hosts, key=lambda h: h.index)]
-    slots = plan.dims.x
-    if style in ("hostfile", "deepspeed"):
-        return "".join(f"{host} slots={slots}\n" for host in hosts)
-    if style == "horovod":
-        return "-H " + ",".join(f"{host}:{slots}" for host in hosts) + "\n"
-    raise PlanError(f"--format {style!r}: one of hostfile, horovod, deepspeed, sbatch")
+def hostfile(plan: RankPlan) -> str:
+    """The planned hosts, ``host slots=X`` a line (OpenMPI's hostfile, also DeepSpeed's)."""
+    return "".join(f"{host.host} slots={plan.dims.x}\n" for host in sorted(plan.hosts, key=lambda h: h.index))
 
 
 def allocation_hostfile(plan: RankPlan, rankfile_name: str) -> str:
     """The OpenMPI hostfile that allocates exactly the planned hosts, X slots each (one a line)."""
-    return f"# provision: the hosts and slots of {rankfile_name} (OpenMPI 5 maps a rank file only onto these)\n" + hostfile(
-        plan, "hostfile"
-    )
+    return f"# provision: the hosts and slots of {rankfile_name} (OpenMPI 5 maps a rank file only onto these)\n" + hostfile(plan)
 
 
 ROOT_ADVICE = (

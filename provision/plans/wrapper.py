@@ -7,7 +7,12 @@ It reads the rank's local rank from what the launcher sets (OpenMPI's
 nvidia-smi and the facts number so), ``UCX_NET_DEVICES=mlx5_0:1``, ``NCCL_IB_HCA==mlx5_0:1``
 (NCCL's ``=`` prefix: exactly that device, never a prefix match such as ``mlx5_1`` also matching
 ``mlx5_10``), on RoCE ``NCCL_IB_GID_INDEX``/``UCX_IB_GID_INDEX``, and for the whole job
-``NCCL_SOCKET_IFNAME==IFACE`` (exact: never ``eth`` matching ``eth1`` or ``docker0``-like names).
+``NCCL_SOCKET_IFNAME==IFACE`` (exact: never ``eth`` matching ``eth1`` or ``docker0``-like names)
+with ``GLOO_SOCKET_IFNAME=IFACE`` (torch.distributed's Gloo backend, which takes a plain name).
+Under mpirun it also exports torch.distributed's ``env://`` names from OpenMPI's
+(``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``): with ``MASTER_ADDR``/``MASTER_PORT`` set, a PyTorch or
+DeepSpeed program then rendezvous at the planned master instead of guessing one (DeepSpeed's own
+MPI discovery takes the first address ``hostname -I`` prints on rank 0, which can be a bridge's).
 When every host gets the same settings the table is keyed by local rank alone; otherwise by
 short host name and local rank.
 
@@ -19,7 +24,6 @@ unchecked.
 from __future__ import annotations
 
 import re
-import shlex
 
 from provision import __version__
 from provision.errors import UnsafeValueError
@@ -32,7 +36,8 @@ _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$")
 LOCAL_RANK = "${OMPI_COMM_WORLD_LOCAL_RANK:-${LOCAL_RANK:-${HOROVOD_LOCAL_RANK:-${SLURM_LOCALID:-}}}}"
 
 
-def _safe(value: str) -> str:
+def checked_value(value: str) -> str:
+    """``value`` when it is safe in the wrapper's or an env file's text; else :class:`UnsafeValueError`."""
     if not _SAFE.match(value):
         raise UnsafeValueError(f"{value[:40]!r} cannot go into the per-rank wrapper")
     return value
@@ -52,11 +57,20 @@ def rank_settings(rank: RankNic) -> list[tuple[str, str]]:
 
 def job_settings(nics: NicPlan) -> list[tuple[str, str]]:
     """The variables every rank gets."""
-    return [("NCCL_SOCKET_IFNAME", f"={nics.interface}")] if nics.interface else []
+    if not nics.interface:
+        return []
+    return [("NCCL_SOCKET_IFNAME", f"={nics.interface}"), ("GLOO_SOCKET_IFNAME", nics.interface)]
+
+
+# torch.distributed's env:// names from OpenMPI's, under mpirun only (torchrun sets them itself).
+ENV_NAMES_FROM_MPI = (
+    'if [ -n "${OMPI_COMM_WORLD_RANK:-}" ]; then export RANK="$OMPI_COMM_WORLD_RANK" '
+    'WORLD_SIZE="$OMPI_COMM_WORLD_SIZE" LOCAL_RANK="$OMPI_COMM_WORLD_LOCAL_RANK"; fi'
+)
 
 
 def _exports(settings: list[tuple[str, str]]) -> str:
-    return "export " + " ".join(f"{name}={_safe(value)}" for name, value in settings) if settings else ":"
+    return "export " + " ".join(f"{name}={checked_value(value)}" for name, value in settings) if settings else ":"
 
 
 def _short(plan: RankPlan, host: str) -> str:
@@ -82,6 +96,7 @@ def wrapper_script(plan: RankPlan, nics: NicPlan) -> str:
         'HOROVOD_LOCAL_RANK or SLURM_LOCALID)" >&2; exit 2 ;;',
         "esac",
         _exports(job_settings(nics)),
+        ENV_NAMES_FROM_MPI,
     ]
     if same:
         key = '"$r"'
@@ -102,22 +117,3 @@ def inline_argv(script: str, command: list[str]) -> list[str]:
     """``sh -c SCRIPT provision-rank COMMAND...``: the wrapper travels with mpirun's command line,
     so it needs no copy on the other hosts (mpirun passes each argument whole)."""
     return ["sh", "-c", script, WRAPPER_NAME, *command]
-
-
-def torchrun_lines(plan: RankPlan, nics: NicPlan, master: str, wrapper_path: str, command: list[str], port: int = 29500) -> str:
-    """One torchrun command per host (run each on its host), the rank's settings from the wrapper."""
-    hosts = sorted(plan.hosts, key=lambda h: h.index)
-    lines = []
-    for host in hosts:
-        argv = [
-            "torchrun",
-            f"--nnodes={len(hosts)}",
-            f"--node-rank={host.index}",
-            f"--nproc-per-node={plan.dims.x}",
-            f"--master-addr={master}",
-            f"--master-port={port}",
-        ]
-        if nics.per_rank or nics.interface:
-            argv += ["--no-python", "sh", wrapper_path]
-        lines.append(f"# on {host.host}\n{shlex.join(argv + list(command))}")
-    return "\n".join(lines) + "\n"
