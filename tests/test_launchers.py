@@ -11,7 +11,7 @@ import dataclasses
 import shlex
 
 import pytest
-from test_plan_nics import eight_gpu
+from test_plan_nics import eight_gpu, run_wrapper
 
 from conftest import run_cli
 from plan_support import minsky
@@ -21,6 +21,7 @@ from provision.plans.dims import parse_dims
 from provision.plans.launchers import deepspeed_env, launch_form, sibling, torchrun_lines
 from provision.plans.nics import plan_nics
 from provision.plans.rankfile import plan_rankfile
+from provision.plans.wrapper import wrapper_script
 from provision.probe.store import save_host
 
 HOSTS = [eight_gpu("a"), eight_gpu("b", "10.0.0.2/24")]
@@ -45,6 +46,14 @@ HOROVOD_CASES = [
         "horovodrun -np 16 -H a:8,b:8 --mpi '--binding-args=--map-by rankfile:file=8x2x1.rf --report-bindings' "
         "--network-interfaces ib0 '--mpi-args=-x NCCL_SOCKET_IFNAME==ib0 -x GLOO_SOCKET_IFNAME=ib0' "
         "sh 8x2x1.nic.sh python train.py",
+    ),
+    (
+        "one host: no --network-interfaces (Horovod wants it to hold 127.0.0.1 there)",
+        HOSTS[:1],
+        "8x1x1",
+        False,
+        "horovodrun -np 8 -H a:8 --mpi '--binding-args=-rf 8x1x1.rf' "
+        "'--mpi-args=-x NCCL_SOCKET_IFNAME==ib0 -x GLOO_SOCKET_IFNAME=ib0' sh 8x1x1.nic.sh python train.py",
     ),
     (
         "no GPU, no RDMA: no wrapper",
@@ -97,15 +106,59 @@ def test_deepspeed_form_files_command_and_env_file():
         ("DeepSpeed env file", "8x2x1.deepspeed_env"),
     ]
     assert form.command == (
-        "env DS_ENV_FILE=8x2x1.deepspeed_env deepspeed --hostfile 8x2x1.hosts --launcher openmpi "
+        "env DS_ENV_FILE=8x2x1.deepspeed_env deepspeed --hostfile 8x2x1.hosts --launcher openmpi --force_multi "
         "'--launcher_args=-rf 8x2x1.rf --mca btl_tcp_if_include ib0 --allow-run-as-root -x PATH -x LD_LIBRARY_PATH "
         "-x NCCL_DEBUG' --master_addr 10.0.0.1 --master_port 29500 --no_python sh 8x2x1.nic.sh python train.py\n"
     )
     files = {f.path: f.text for f in form.files}
     assert files["8x2x1.hosts"].splitlines()[1:] == ["a slots=8", "b slots=8"]
     assert files["8x2x1.deepspeed_env"] == (
-        "NCCL_SOCKET_IFNAME==ib0\nGLOO_SOCKET_IFNAME=ib0\nMASTER_ADDR=10.0.0.1\nMASTER_PORT=29500\n"
+        "NCCL_SOCKET_IFNAME==ib0\nGLOO_SOCKET_IFNAME=ib0\nMASTER_ADDR=10.0.0.1\nMASTER_PORT=29500\nUCX_TLS=all\n"
     )
+
+
+@pytest.mark.parametrize("fmt", ["horovod", "deepspeed", "torchrun"])
+def test_frameworks_ranks_see_their_hosts_gpus_in_local_rank_order_in_a_real_sh(fmt):
+    """They pick cuda:LOCAL_RANK (DeepSpeed's set_device(local_rank), Horovod's
+    set_device(hvd.local_rank())): device LOCAL_RANK of what each rank sees is its planned GPU."""
+    plan = plan_of(HOSTS, "8x2x1")
+    nics = plan_nics(plan)
+    form = launch_form(fmt, plan, nics, "8x2x1.rf", "RF", ["python", "t.py"])
+    script = next(f.text for f in form.files if f.what == WRAPPER)
+    for rank in nics.ranks:
+        # under mpirun (horovod, deepspeed) OpenMPI's numbers; torchrun sets LOCAL_RANK itself
+        launched = {"LOCAL_RANK": str(rank.local_rank)} if fmt == "torchrun" else {
+            "OMPI_COMM_WORLD_LOCAL_RANK": str(rank.local_rank), "OMPI_COMM_WORLD_RANK": str(rank.rank),
+            "OMPI_COMM_WORLD_SIZE": "16",
+        }  # fmt: skip
+        got = run_wrapper(script, launched)
+        assert got["LOCAL_RANK"] == str(rank.local_rank)
+        assert got["CUDA_VISIBLE_DEVICES"].split(",")[rank.local_rank] == str(rank.gpu), (fmt, rank)
+        assert got["NCCL_IB_HCA"] == f"={rank.hca()}"
+    # mpirun's own wrapper (no framework): each rank sees its GPU alone, as device 0
+    alone = run_wrapper(wrapper_script(plan, nics), {"OMPI_COMM_WORLD_LOCAL_RANK": "3"})
+    assert alone["CUDA_VISIBLE_DEVICES"] == "3"
+
+
+def test_options_a_form_has_no_use_for_are_named():
+    plan = plan_of(HOSTS, "8x2x1")
+    nics = plan_nics(plan)
+    horovod = launch_form("horovod", plan, nics, "x.rf", "RF", ["t"], export=["NCCL_DEBUG"], allow_run_as_root=True)
+    assert any("horovodrun passes its whole environment" in note for note in horovod.notes)
+    torchrun = launch_form("torchrun", plan, nics, "x.rf", "RF", ["t"], report_bindings=True)
+    assert torchrun.notes == ("torchrun runs no mpirun: --report-bindings not used",)
+    deepspeed = launch_form("deepspeed", plan, nics, "runs/x.rf", "RF", ["t"])
+    assert deepspeed.notes == (
+        "run it on a in the folder holding these files (runs), with x.nic.sh at the same path on every host",
+    )
+
+
+def test_an_unsafe_or_absent_iface_is_refused_before_any_form():
+    plan = plan_of(HOSTS, "8x2x1")
+    with pytest.raises(UnsafeValueError, match="not an interface name"):
+        plan_nics(plan, "eth9;id>/tmp/x")
+    with pytest.raises(PlanError, match="interface eth9 is not up on: a, b"):
+        plan_nics(plan, "eth9")
 
 
 def test_deepspeed_env_file_reads_the_way_deepspeeds_runner_reads_it():

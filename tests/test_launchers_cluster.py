@@ -72,7 +72,8 @@ WHOLE_NODE = re.compile(r"\[(\w+):\d+\] MCW rank (\d+) is not bound \(or bound t
 
 @pytest.fixture(scope="module")
 def ml_nodes(tmp_path_factory):
-    """Two ML-image nodes, probed; their facts with a real RDMA capture and stand-in GPUs."""
+    """Two ML-image nodes, probed: (names, options with their facts given a real RDMA capture and
+    stand-in GPUs, options with their facts as probed)."""
     subprocess.run(["bash", str(HERE / "cluster" / "ensure-ml-image.sh")], check=True, timeout=1800)
     work = tmp_path_factory.mktemp("ml")
     stop_mpi_nodes(PREFIX, NODES)  # a run that was killed may have left them
@@ -88,7 +89,7 @@ def ml_nodes(tmp_path_factory):
             gpus = tuple(Gpu(i, stand_in, f"0000:0{i + 1}:00.0", None, None, None, None) for i in range(2))
             rdma = (real, dataclasses.replace(real, name="mlx4_1", pci_address="0000:83:00.0"))
             save_host(work / "nic-facts", dataclasses.replace(facts, gpus=gpus, rdma=rdma), {})
-        yield names, [*common, "--facts-dir", str(work / "nic-facts")]
+        yield names, [*common, "--facts-dir", str(work / "nic-facts")], [*common, "--facts-dir", str(work / "facts")]
     finally:
         stop_mpi_nodes(PREFIX, NODES)
 
@@ -132,8 +133,11 @@ def check_job(names: list[str], folder: Path, dims: str, done: subprocess.Comple
         # the allreduce of every rank: the job formed across the nodes
         assert (int(size), float(total)) == (ranks, float(sum(range(ranks)))), (rank, output)
         assert host == planned[rank].host, (rank, output)
-        # ties (both HCAs at unknown distance to a stand-in GPU) spread: learner 0 -> mlx4_0, 1 -> mlx4_1
-        assert (cuda, ucx, hca, ifname, gloo) == (str(learner), f"mlx4_{learner}:1", f"=mlx4_{learner}:1", "=eth0", "eth0")
+        # ties (both HCAs at unknown distance to a stand-in GPU) spread: learner 0 -> mlx4_0, 1 -> mlx4_1;
+        # each rank sees its host's GPUs in local-rank order, its own at index LOCAL_RANK
+        per_host = sum(1 for line in planned.values() if line.host == host)
+        assert cuda == ",".join(str(gpu) for gpu in range(per_host)) and cuda.split(",")[learner] == str(learner)
+        assert (ucx, hca, ifname, gloo) == (f"mlx4_{learner}:1", f"=mlx4_{learner}:1", "=eth0", "eth0")
         if master is not None:
             assert got_master == master, (rank, output)
         assert bound[rank] == (planned[rank].host, [(planned[rank].socket, c) for c in planned[rank].cores]), (rank, output)
@@ -141,7 +145,7 @@ def check_job(names: list[str], folder: Path, dims: str, done: subprocess.Comple
 
 
 def test_horovodrun_as_printed_runs_every_rank_where_planned(ml_nodes, tmp_path):
-    names, common = ml_nodes
+    names, common, _ = ml_nodes
     dims = f"1x{NODES}x1"  # one rank a node: see the module docstring
     done = run_cli(
         "launch", dims, "--hosts", ",".join(names), *common, "--format", "horovod", "--report-bindings",
@@ -156,8 +160,24 @@ def test_horovodrun_as_printed_runs_every_rank_where_planned(ml_nodes, tmp_path)
     check_job(names, tmp_path, dims, ran, None)
 
 
+def test_horovodrun_without_a_wrapper_gets_the_exact_interface_from_mpi_args(ml_nodes, tmp_path):
+    """No GPU, no RDMA in the facts: no wrapper, so NCCL_SOCKET_IFNAME can come only from the
+    command: Horovod's own ``-x NCCL_SOCKET_IFNAME=eth0`` (a prefix) is overridden by the exact one."""
+    names, _, as_probed = ml_nodes
+    dims = f"1x{NODES}x1"
+    done = run_cli(
+        "launch", dims, "--hosts", ",".join(names), *as_probed, "--allow-no-gpu", "--format", "horovod",
+        "--", "sh", "-c", 'echo "ifname=$NCCL_SOCKET_IFNAME rank=$OMPI_COMM_WORLD_RANK"; sleep 1', cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert " sh -c " in done.stdout and ".nic.sh" not in done.stdout
+    ran = run_as_printed(names, tmp_path, done.stdout.strip())
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert sorted(re.findall(r"ifname=(\S+) rank=(\d)", ran.stdout)) == [("=eth0", "0"), ("=eth0", "1")], ran.stdout
+
+
 def test_deepspeed_as_printed_runs_every_rank_where_planned_on_the_planned_master(ml_nodes, tmp_path):
-    names, common = ml_nodes
+    names, common, _ = ml_nodes
     dims = f"2x{NODES}x1"
     done = run_cli(
         "launch", dims, "--hosts", ",".join(names), *common, "--format", "deepspeed", "--report-bindings",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from provision.errors import PlanError, UnsafeValueError
 from provision.facts.model import HostFacts
 from provision.plans.dims import Dims
-from provision.plans.nics import fabric_interface
+from provision.plans.nics import check_interface, fabric_interface
 from provision.plans.rankfile import RankPlan, some_names as _some
 from provision.plans.wrapper import inline_argv
 
@@ -23,7 +23,6 @@ DDL_MODES = {
 }
 DEFAULT_EXPORTS = ("PATH", "LD_LIBRARY_PATH")  # the seed's -x PATH -x LD_LIBRARY_PATH
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_IFACE = re.compile(r"^[A-Za-z0-9._:-]{1,15}$")
 
 
 @dataclass(frozen=True)
@@ -159,14 +158,8 @@ def mpirun_argv(
         if name in unset_env and name not in export:
             continue
         argv += ["-x", check_export(name)]
-    chosen = iface if iface is not None else fabric_interface(facts_list)
+    chosen = check_interface(iface, facts_list) if iface is not None else fabric_interface(facts_list)
     if chosen is not None:
-        if not _IFACE.match(chosen):
-            raise UnsafeValueError(f"--iface {chosen!r}: not an interface name")
-        if iface is not None:
-            lacking = [f.host for f in facts_list if f.interfaces and chosen not in {i.name for i in f.interfaces if i.up}]
-            if lacking:
-                raise PlanError(f"interface {chosen} is not up on: {', '.join(lacking)}")
         argv += ["--mca", "btl_tcp_if_include", chosen]
     if no_tree_spawn:
         argv += _no_tree_spawn(version)

@@ -6,9 +6,11 @@ name (written beside the rank file):
 - **horovodrun** (MPI controller): ``-np``/``-H host:slots``, ``--network-interfaces IFACE``
   (Horovod turns it into ``btl_tcp_if_include`` and ``NCCL_SOCKET_IFNAME=IFACE``, a prefix
   match, so ``--mpi-args`` passes the exact ``==IFACE`` after it: mpirun's last ``-x`` wins),
-  ``--binding-args`` the rank file in place of Horovod's ``-bind-to none -map-by slot``.
+  ``--binding-args`` the rank file in place of Horovod's ``-bind-to none -map-by slot``. On one
+  host no ``--network-interfaces`` (Horovod then wants the interface to hold 127.0.0.1).
 - **deepspeed** (its ``openmpi`` launcher: one mpirun, nothing of DeepSpeed's on the workers but
-  the program): ``--hostfile`` (``host slots=N``), ``--launcher_args`` the rank file and
+  the program; ``--force_multi``, else on one host it skips its launcher, the rank file and the env
+  file): ``--hostfile`` (``host slots=N``), ``--launcher_args`` the rank file and
   ``btl_tcp_if_include`` (without it DeepSpeed passes ``eth0``), ``--master_addr``, and the job's
   variables in DeepSpeed's env file (``DS_ENV_FILE``: ``NAME=VALUE`` lines, no comments, which
   its runner passes as ``-x``), ``MASTER_ADDR``/``MASTER_PORT`` among them so that with the
@@ -16,6 +18,10 @@ name (written beside the rank file):
   discovery.
 - **torchrun**: one command per host, ``--nnodes/--node-rank/--master-addr``, the master an
   address of the first host in a subnet every other host has.
+
+The three run the program through the per-rank wrapper with each rank's ``CUDA_VISIBLE_DEVICES``
+its host's GPUs in local-rank order, since they (and the scripts written for them) pick
+``cuda:LOCAL_RANK``: one GPU alone would leave local rank 3 no device 3.
 
 Horovod and DeepSpeed parse a value that begins with ``--`` as an option, so those values are
 passed as ``--option=VALUE``. Their values are shell text to the launcher (Horovod runs mpirun
@@ -64,8 +70,14 @@ def sibling(rankfile_path: str, suffix: str) -> str:
 
 def deepspeed_env(nics: NicPlan, master: str, port: int = MASTER_PORT) -> str:
     """DeepSpeed's env file: ``NAME=VALUE`` lines (its runner splits each at the first ``=`` and
-    fails on any other line, so it has no comment)."""
+    fails on any other line, so it has no comment).
+
+    Where ranks get an RDMA port, ``UCX_TLS=all`` (UCX's own default) undoes the ``UCX_TLS=tcp``
+    DeepSpeed's openmpi launcher exports: with the wrapper's ``UCX_NET_DEVICES=mlx5_0:1`` it
+    would leave UCX (MPI's own traffic, mpi4py) no device at all."""
     settings = [*job_settings(nics), ("MASTER_ADDR", master), ("MASTER_PORT", str(port))]
+    if any(rank.device is not None for rank in nics.ranks):
+        settings.append(("UCX_TLS", "all"))
     return "".join(f"{name}={checked_value(value)}\n" for name, value in settings)
 
 
@@ -79,7 +91,8 @@ def horovodrun_argv(
     binding = rankfile_option(version, rankfile_path) + (["--report-bindings"] if report_bindings else [])
     argv.append("--binding-args=" + shlex.join(binding))
     if nics.interface:
-        argv += ["--network-interfaces", nics.interface]
+        if len(plan.hosts) > 1:  # on one host Horovod wants the named interface to hold 127.0.0.1
+            argv += ["--network-interfaces", nics.interface]
         exact = [arg for name, value in job_settings(nics) for arg in ("-x", f"{name}={value}")]
         argv.append("--mpi-args=" + shlex.join(exact))
     return argv + (["sh", wrapper_path] if wrapper_path else []) + list(command)
@@ -119,6 +132,7 @@ def deepspeed_argv(
         hostfile_path,
         "--launcher",
         "openmpi",
+        "--force_multi",
         "--launcher_args=" + shlex.join(launcher_args),
         "--master_addr",
         master,
@@ -162,6 +176,22 @@ def _distinct(files: list[LaunchFile]) -> tuple[LaunchFile, ...]:
     return tuple(files)
 
 
+def _ignored(fmt: str, export: list[str], allow_run_as_root: bool, report_bindings: bool) -> list[str]:
+    """Notes for the options ``fmt`` has no use for (named so, not dropped without a word)."""
+    for name in export:
+        check_export(name)
+    if fmt == "horovod" and (export or allow_run_as_root):
+        return [
+            "horovodrun passes its whole environment to every rank and --allow-run-as-root to mpirun itself: "
+            "--export and --allow-run-as-root add nothing"
+        ]
+    if fmt == "torchrun":
+        named = [opt for opt, given in (("--export", export), ("--allow-run-as-root", allow_run_as_root),
+                                         ("--report-bindings", report_bindings)) if given]  # fmt: skip
+        return [f"torchrun runs no mpirun: {', '.join(named)} not used"] if named else []
+    return []
+
+
 def launch_form(
     fmt: str,
     plan: RankPlan,
@@ -178,23 +208,32 @@ def launch_form(
     if fmt not in FORMATS:
         raise PlanError(f"--format {fmt!r}: one of {', '.join(FORMATS)}, sbatch")
     wrapper_path = sibling(rankfile_path, ".nic.sh")
-    # DeepSpeed needs the wrapper for the env:// names even where no rank has a GPU or NIC of its own.
-    wrapper = wrapper_script(plan, nics) if nics.per_rank or fmt == "deepspeed" else None
+    # DeepSpeed needs the wrapper for the env:// names even where no rank has a GPU or NIC of its own;
+    # the frameworks pick cuda:LOCAL_RANK, so their ranks see the host's GPUs in local-rank order.
+    wrapper = None
+    if nics.per_rank or fmt == "deepspeed":
+        wrapper = wrapper_script(plan, nics, by_local_rank=fmt in ("horovod", "deepspeed", "torchrun"))
     files = [LaunchFile("per-rank wrapper (copy it to every host, same path)", wrapper_path, wrapper)] if wrapper else []
     if fmt == "hostfile":
         notes = [f"set {name}={value} on every rank" for name, value in job_settings(nics)]
         return LaunchForm(tuple(files), hostfile(plan), tuple(notes))
     if not command:
         raise PlanError(f"--format {fmt}: no command to launch: put it after --, e.g. --format {fmt} -- python train.py")
+    notes = _ignored(fmt, list(export), allow_run_as_root, report_bindings)
     if fmt == "torchrun":
         master = master_address(list(plan.facts), nics.interface)
-        return LaunchForm(tuple(files), torchrun_lines(plan, nics, master, wrapper_path, command), ())
+        return LaunchForm(tuple(files), torchrun_lines(plan, nics, master, wrapper_path, command), tuple(notes))
     files.insert(0, LaunchFile("rank file", rankfile_path, rankfile_text))
+    folder = str(PurePath(rankfile_path).parent)
+    notes.append(
+        f"run it on {plan.hosts[0].host} in the folder holding these files ({folder})"
+        + (f", with {PurePath(wrapper_path).name} at the same path on every host" if wrapper else "")
+    )
     if fmt == "horovod":
         argv = horovodrun_argv(
             plan, nics, rankfile_path, command, wrapper_path=wrapper_path if wrapper else None, report_bindings=report_bindings
         )
-        return LaunchForm(_distinct(files), shlex.join(argv) + "\n", ())
+        return LaunchForm(_distinct(files), shlex.join(argv) + "\n", tuple(notes))
     master = master_address(list(plan.facts), nics.interface)
     hosts_path, env_path = sibling(rankfile_path, ".hosts"), sibling(rankfile_path, ".deepspeed_env")
     files.append(LaunchFile("hostfile", hosts_path, allocation_hostfile(plan, PurePath(rankfile_path).name)))
@@ -212,4 +251,4 @@ def launch_form(
         allow_run_as_root=allow_run_as_root,
         report_bindings=report_bindings,
     )
-    return LaunchForm(_distinct(files), shlex.join(argv) + "\n", ())
+    return LaunchForm(_distinct(files), shlex.join(argv) + "\n", tuple(notes))

@@ -14,14 +14,16 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections import Counter
 from dataclasses import dataclass
 
-from provision.errors import PlanError
+from provision.errors import PlanError, UnsafeValueError
 from provision.facts.model import DISTANCES, HostFacts, RdmaDevice, RdmaPort
 from provision.plans.rankfile import RankPlan, some_names
 
 UNKNOWN = "?"
+_IFACE = re.compile(r"^[A-Za-z0-9._:-]{1,15}$")
 _VIRTUAL = ("docker", "virbr", "veth", "br-", "cni", "flannel", "cali", "vxlan", "tun", "tap")
 
 
@@ -139,8 +141,19 @@ def plan_nics(plan: RankPlan, iface: str | None = None) -> NicPlan:
             )
         if facts.rdma and not usable:
             notes.append(f"{facts.host}: no usable RDMA port; its ranks use TCP sockets")
-    interface = iface if iface is not None else fabric_interface(list(plan.facts))
+    interface = check_interface(iface, list(plan.facts)) if iface is not None else fabric_interface(list(plan.facts))
     return NicPlan(tuple(sorted(ranks, key=lambda r: r.rank)), interface, tuple(notes))
+
+
+def check_interface(name: str, facts_list: list[HostFacts]) -> str:
+    """``name`` (``--iface``) when it is an interface name and up on every host whose facts list
+    interfaces; :class:`UnsafeValueError` / :class:`PlanError` naming the hosts otherwise."""
+    if not _IFACE.match(name):
+        raise UnsafeValueError(f"--iface {name[:40]!r}: not an interface name")
+    lacking = [f.host for f in facts_list if f.interfaces and name not in {i.name for i in f.interfaces if i.up}]
+    if lacking:
+        raise PlanError(f"interface {name} is not up on: {', '.join(lacking)}")
+    return name
 
 
 def _candidates(facts: HostFacts) -> set[str]:
@@ -189,5 +202,6 @@ def master_address(facts_list: list[HostFacts], interface: str | None) -> str:
                 return str(mine.ip)
     raise PlanError(
         f"no address of {first.host} is in a subnet every other host has "
-        f"({', '.join(str(i) for i in networks(first, None)) or 'no IPv4 address'}): torchrun's master must be reachable"
+        f"({', '.join(str(i) for i in networks(first, None)) or 'no IPv4 address'}): "
+        "the job's master (torchrun's, DeepSpeed's) must be reachable from every host"
     )

@@ -4,7 +4,8 @@ It reads the rank's local rank from what the launcher sets (OpenMPI's
 ``OMPI_COMM_WORLD_LOCAL_RANK``, torchrun's and DeepSpeed's ``LOCAL_RANK``, Horovod's
 ``HOROVOD_LOCAL_RANK``, Slurm's ``SLURM_LOCALID``) and exports what each stack reads:
 ``CUDA_VISIBLE_DEVICES`` (with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so the index means the GPU
-nvidia-smi and the facts number so), ``UCX_NET_DEVICES=mlx5_0:1``, ``NCCL_IB_HCA==mlx5_0:1``
+nvidia-smi and the facts number so; the rank's GPU alone, or for frameworks that pick
+``cuda:LOCAL_RANK`` its host's GPUs in local-rank order), ``UCX_NET_DEVICES=mlx5_0:1``, ``NCCL_IB_HCA==mlx5_0:1``
 (NCCL's ``=`` prefix: exactly that device, never a prefix match such as ``mlx5_1`` also matching
 ``mlx5_10``), on RoCE ``NCCL_IB_GID_INDEX``/``UCX_IB_GID_INDEX``, and for the whole job
 ``NCCL_SOCKET_IFNAME==IFACE`` (exact: never ``eth`` matching ``eth1`` or ``docker0``-like names)
@@ -43,11 +44,12 @@ def checked_value(value: str) -> str:
     return value
 
 
-def rank_settings(rank: RankNic) -> list[tuple[str, str]]:
-    """The variables one rank gets, in order."""
+def rank_settings(rank: RankNic, visible: str | None = None) -> list[tuple[str, str]]:
+    """The variables one rank gets, in order; ``visible``: its ``CUDA_VISIBLE_DEVICES`` when not
+    its GPU alone (see :func:`host_devices`)."""
     settings = []
     if rank.gpu is not None:
-        settings += [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", str(rank.gpu))]
+        settings += [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", visible or str(rank.gpu))]
     if rank.hca() is not None:
         settings += [("UCX_NET_DEVICES", rank.hca()), ("NCCL_IB_HCA", f"={rank.hca()}")]
     if rank.gid_index is not None:
@@ -81,15 +83,40 @@ def _short(plan: RankPlan, host: str) -> str:
     return name
 
 
-def wrapper_script(plan: RankPlan, nics: NicPlan) -> str:
-    """The wrapper's text (see the module docstring); run as ``sh FILE PROGRAM ARGS...``."""
+def host_devices(ranks: list[RankNic]) -> str | None:
+    """One host's GPUs in local-rank order (``3,2,1,0``), so that a program picking
+    ``cuda:LOCAL_RANK`` (DeepSpeed, Horovod's ``set_device(hvd.local_rank())``, torchrun scripts)
+    gets its planned GPU; None when some rank has no GPU or two share one (then each rank sees
+    its own alone)."""
+    gpus = [r.gpu for r in ranks]
+    if not gpus or None in gpus or len(set(gpus)) != len(gpus):
+        return None
+    return ",".join(str(gpu) for gpu in gpus)
+
+
+def wrapper_script(plan: RankPlan, nics: NicPlan, *, by_local_rank: bool = False) -> str:
+    """The wrapper's text (see the module docstring); run as ``sh FILE PROGRAM ARGS...``.
+
+    By default each rank sees its one GPU (``CUDA_VISIBLE_DEVICES=3``: device 0 to the program,
+    as a plain mpirun program or DDL expects). ``by_local_rank``: each sees its host's GPUs in
+    local-rank order (:func:`host_devices`), for frameworks that pick ``cuda:LOCAL_RANK``."""
     hosts = [h.host for h in sorted(plan.hosts, key=lambda h: h.index)]
-    tables = {host: [_exports(rank_settings(r)) for r in nics.of_host(host)] for host in hosts}
+    tables = {}
+    for host in hosts:
+        ranks = nics.of_host(host)
+        visible = host_devices(ranks) if by_local_rank else None
+        tables[host] = [_exports(rank_settings(r, visible)) for r in ranks]
     same = len({tuple(t) for t in tables.values()}) == 1
+    devices = (
+        "the host's GPUs in local-rank order: the program picks cuda:LOCAL_RANK"
+        if by_local_rank
+        else "its GPU alone: cuda:0 to the program"
+    )
     lines = [
         "#!/bin/sh",
         f"# provision {__version__}: each rank's GPU and NIC for {plan.dims}, from the probed facts.",
         "# Run the program through it on every rank: mpirun ... sh THIS-FILE PROGRAM ARGS...",
+        f"# CUDA_VISIBLE_DEVICES: {devices}.",
         f"r={LOCAL_RANK}",
         'case "$r" in',
         f"''|*[!0-9]*) echo \"{WRAPPER_NAME}: no local rank (OMPI_COMM_WORLD_LOCAL_RANK, LOCAL_RANK, "
