@@ -181,6 +181,13 @@ def test_deepspeed_writes_the_wrapper_even_without_gpus_for_the_env_names():
     assert "--no_python sh 2x2x1.nic.sh python t.py" in form.command
 
 
+def test_torchrun_without_gpus_still_gets_the_wrapper_it_names_for_the_interface():
+    plan = plan_of(NO_GPU, "2x2x1")
+    form = launch_form("torchrun", plan, plan_nics(plan), "2x2x1.rf", "RF", ["t.py"])
+    assert "--no-python sh 2x2x1.nic.sh t.py" in form.command
+    assert [f.path for f in form.files] == ["2x2x1.nic.sh"]
+
+
 def test_torchrun_one_line_per_node_master_reachable():
     plan = plan_of(HOSTS, "8x2x1")
     text = torchrun_lines(plan, plan_nics(plan), "10.0.0.1", "8x2x1.nic.sh", ["python", "train.py"])

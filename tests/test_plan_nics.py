@@ -130,16 +130,19 @@ def test_wrapper_sets_each_ranks_variables_from_its_local_rank_in_a_real_sh():
     assert far.returncode == 2 and "local rank 9 is not in the plan for 8x2x1" in far.stderr
 
 
-def test_wrapper_gives_torch_distributed_its_env_names_under_mpirun_only():
+def test_frameworks_wrapper_gives_torch_distributed_its_env_names_under_mpirun_only():
     plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("a"), eight_gpu("b", "10.0.0.2/24")])
-    script = wrapper_script(plan, plan_nics(plan))
+    script = wrapper_script(plan, plan_nics(plan), by_local_rank=True)
     mpi = {"OMPI_COMM_WORLD_RANK": "9", "OMPI_COMM_WORLD_SIZE": "16", "OMPI_COMM_WORLD_LOCAL_RANK": "1", "RANK": "0"}
     got = run_wrapper(script, mpi)
     # OpenMPI's numbers win over a RANK the launching shell happened to export
     assert (got["RANK"], got["WORLD_SIZE"], got["LOCAL_RANK"]) == ("9", "16", "1")
     assert (got["GLOO_SOCKET_IFNAME"], got["NCCL_SOCKET_IFNAME"]) == ("ib0", "=ib0")
     torchrun = run_wrapper(script, {"LOCAL_RANK": "1", "RANK": "5", "WORLD_SIZE": "16"})
-    assert (torchrun["RANK"], torchrun["LOCAL_RANK"], torchrun["CUDA_VISIBLE_DEVICES"]) == ("5", "1", "1")
+    assert (torchrun["RANK"], torchrun["LOCAL_RANK"], torchrun["CUDA_VISIBLE_DEVICES"]) == ("5", "1", "0,1,2,3,4,5,6,7")
+    # mpirun's own wrapper: the rank sees its GPU alone, so it is told no LOCAL_RANK it has no device for
+    alone = run_wrapper(wrapper_script(plan, plan_nics(plan)), mpi)
+    assert (alone["CUDA_VISIBLE_DEVICES"], alone["RANK"]) == ("1", "0") and "LOCAL_RANK" not in alone
 
 
 def test_wrapper_keys_by_host_when_hosts_differ_and_refuses_unsafe_names():

@@ -208,10 +208,11 @@ def launch_form(
     if fmt not in FORMATS:
         raise PlanError(f"--format {fmt!r}: one of {', '.join(FORMATS)}, sbatch")
     wrapper_path = sibling(rankfile_path, ".nic.sh")
-    # DeepSpeed needs the wrapper for the env:// names even where no rank has a GPU or NIC of its own;
-    # the frameworks pick cuda:LOCAL_RANK, so their ranks see the host's GPUs in local-rank order.
+    # DeepSpeed needs the wrapper for the env:// names even where no rank has a GPU or NIC of its own,
+    # torchrun for the job's interface (it has no option for it); the frameworks pick cuda:LOCAL_RANK,
+    # so their ranks see the host's GPUs in local-rank order.
     wrapper = None
-    if nics.per_rank or fmt == "deepspeed":
+    if nics.per_rank or fmt == "deepspeed" or (fmt == "torchrun" and nics.interface):
         wrapper = wrapper_script(plan, nics, by_local_rank=fmt in ("horovod", "deepspeed", "torchrun"))
     files = [LaunchFile("per-rank wrapper (copy it to every host, same path)", wrapper_path, wrapper)] if wrapper else []
     if fmt == "hostfile":

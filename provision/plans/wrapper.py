@@ -10,7 +10,8 @@ nvidia-smi and the facts number so; the rank's GPU alone, or for frameworks that
 ``mlx5_10``), on RoCE ``NCCL_IB_GID_INDEX``/``UCX_IB_GID_INDEX``, and for the whole job
 ``NCCL_SOCKET_IFNAME==IFACE`` (exact: never ``eth`` matching ``eth1`` or ``docker0``-like names)
 with ``GLOO_SOCKET_IFNAME=IFACE`` (torch.distributed's Gloo backend, which takes a plain name).
-Under mpirun it also exports torch.distributed's ``env://`` names from OpenMPI's
+In the frameworks' form (GPUs in local-rank order) it also exports, under mpirun,
+torch.distributed's ``env://`` names from OpenMPI's
 (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``): with ``MASTER_ADDR``/``MASTER_PORT`` set, a PyTorch or
 DeepSpeed program then rendezvous at the planned master instead of guessing one (DeepSpeed's own
 MPI discovery takes the first address ``hostname -I`` prints on rank 0, which can be a bridge's).
@@ -64,7 +65,8 @@ def job_settings(nics: NicPlan) -> list[tuple[str, str]]:
     return [("NCCL_SOCKET_IFNAME", f"={nics.interface}"), ("GLOO_SOCKET_IFNAME", nics.interface)]
 
 
-# torch.distributed's env:// names from OpenMPI's, under mpirun only (torchrun sets them itself).
+# torch.distributed's env:// names from OpenMPI's, under mpirun only (torchrun sets them itself);
+# in the frameworks' wrapper only, where device LOCAL_RANK is the rank's GPU.
 ENV_NAMES_FROM_MPI = (
     'if [ -n "${OMPI_COMM_WORLD_RANK:-}" ]; then export RANK="$OMPI_COMM_WORLD_RANK" '
     'WORLD_SIZE="$OMPI_COMM_WORLD_SIZE" LOCAL_RANK="$OMPI_COMM_WORLD_LOCAL_RANK"; fi'
@@ -123,8 +125,9 @@ def wrapper_script(plan: RankPlan, nics: NicPlan, *, by_local_rank: bool = False
         'HOROVOD_LOCAL_RANK or SLURM_LOCALID)" >&2; exit 2 ;;',
         "esac",
         _exports(job_settings(nics)),
-        ENV_NAMES_FROM_MPI,
     ]
+    if by_local_rank:  # a rank seeing its GPU alone must not be told LOCAL_RANK=3 (it has no device 3)
+        lines.append(ENV_NAMES_FROM_MPI)
     if same:
         key = '"$r"'
         cases = [(str(i), line) for i, line in enumerate(tables[hosts[0]])]
