@@ -159,6 +159,10 @@ def test_an_unsafe_or_absent_iface_is_refused_before_any_form():
         plan_nics(plan, "eth9;id>/tmp/x")
     with pytest.raises(PlanError, match="interface eth9 is not up on: a, b"):
         plan_nics(plan, "eth9")
+    # the same for one the nodes themselves name (`ip` output is hostile input)
+    hostile = [eight_gpu(n, ifaces=("e;reboot",)) for n in "ab"]
+    with pytest.raises(UnsafeValueError, match="not an interface name"):
+        plan_nics(plan_of(hostile, "8x2x1"))
 
 
 def test_deepspeed_env_file_reads_the_way_deepspeeds_runner_reads_it():

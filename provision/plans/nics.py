@@ -180,7 +180,10 @@ def fabric_interface(facts_list: list[HostFacts]) -> str | None:
             "name one with --iface, or give the hosts a common interface name"
         )
     rdma_backed = {i.name for f in facts_list for i in f.interfaces if i.pci_address in {d.pci_address for d in f.rdma}}
-    return sorted(shared, key=lambda name: (name not in rdma_backed, not name.startswith("ib"), name))[0]
+    chosen = sorted(shared, key=lambda name: (name not in rdma_backed, not name.startswith("ib"), name))[0]
+    if not _IFACE.match(chosen):  # a node's `ip` may name anything: it goes into launchers' shell text
+        raise UnsafeValueError(f"interface {chosen[:40]!r} (on every host) is not an interface name that can be passed on")
+    return chosen
 
 
 def master_address(facts_list: list[HostFacts], interface: str | None) -> str:
