@@ -149,15 +149,18 @@ def check_job(names: list[str], folder: Path, dims: str, done: subprocess.Comple
     assert {planned[r].host for r in planned} == set(names)
 
 
+def printed(names: list[str], options: list[str], dims: str, folder: Path, *args: str) -> str:
+    """The command ``provision launch DIMS --hosts NAMES OPTIONS ARGS`` prints, run in ``folder``."""
+    done = run_cli("launch", dims, "--hosts", ",".join(names), *options, *args, cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 def test_horovodrun_as_printed_runs_every_rank_where_planned(ml_nodes, tmp_path):
     names, common, _ = ml_nodes
     dims = f"1x{NODES}x1"  # one rank a node: see the module docstring
-    done = run_cli(
-        "launch", dims, "--hosts", ",".join(names), *common, "--format", "horovod", "--report-bindings",
-        "--", "python", "rank.py", "horovod", cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    command = done.stdout.strip()
+    args = ("--format", "horovod", "--report-bindings", "--", "python", "rank.py", "horovod")
+    command = printed(names, common, dims, tmp_path, *args)
     assert command.startswith(f"horovodrun -np {NODES} -H {names[0]}:1,{names[1]}:1 --mpi '--binding-args=-rf {dims}.rf")
     started = time.monotonic()
     ran = run_as_printed(names, tmp_path, command)
@@ -170,13 +173,10 @@ def test_horovodrun_without_a_wrapper_gets_the_exact_interface_from_mpi_args(ml_
     command: Horovod's own ``-x NCCL_SOCKET_IFNAME=eth0`` (a prefix) is overridden by the exact one."""
     names, _, as_probed = ml_nodes
     dims = f"1x{NODES}x1"
-    done = run_cli(
-        "launch", dims, "--hosts", ",".join(names), *as_probed, "--allow-no-gpu", "--format", "horovod",
-        "--", "sh", "-c", 'echo "ifname=$NCCL_SOCKET_IFNAME rank=$OMPI_COMM_WORLD_RANK"; sleep 1', cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert " sh -c " in done.stdout and ".nic.sh" not in done.stdout
-    ran = run_as_printed(names, tmp_path, done.stdout.strip())
+    program = ("sh", "-c", 'echo "ifname=$NCCL_SOCKET_IFNAME rank=$OMPI_COMM_WORLD_RANK"; sleep 1')
+    command = printed(names, as_probed, dims, tmp_path, "--allow-no-gpu", "--format", "horovod", "--", *program)
+    assert " sh -c " in command and ".nic.sh" not in command
+    ran = run_as_printed(names, tmp_path, command)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert sorted(re.findall(r"ifname=(\S+) rank=(\d)", ran.stdout)) == [("=eth0", "0"), ("=eth0", "1")], ran.stdout
 
@@ -184,12 +184,8 @@ def test_horovodrun_without_a_wrapper_gets_the_exact_interface_from_mpi_args(ml_
 def test_deepspeed_as_printed_runs_every_rank_where_planned_on_the_planned_master(ml_nodes, tmp_path):
     names, common, _ = ml_nodes
     dims = f"2x{NODES}x1"
-    done = run_cli(
-        "launch", dims, "--hosts", ",".join(names), *common, "--format", "deepspeed", "--report-bindings",
-        "--", "python", "rank.py", "deepspeed", cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    command = done.stdout.strip()
+    args = ("--format", "deepspeed", "--report-bindings", "--", "python", "rank.py", "deepspeed")
+    command = printed(names, common, dims, tmp_path, *args)
     env_file = dict(line.split("=", 1) for line in (tmp_path / f"{dims}.deepspeed_env").read_text().splitlines())
     master = env_file["MASTER_ADDR"]
     assert f"--master_addr {master} " in command and env_file["NCCL_SOCKET_IFNAME"] == "=eth0"

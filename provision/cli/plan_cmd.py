@@ -16,7 +16,7 @@ from provision.files import write_atomic
 from provision.inventory.model import check_host_name, open_inventory
 from provision.plans.dims import parse_dims
 from provision.plans.launch import DdlOptions, allocation_hostfile, mpirun_argv, needs_hostfile, quoted, root_message
-from provision.plans.launchers import launch_form
+from provision.plans.launchers import launch_form, sibling
 from provision.plans.nics import plan_nics
 from provision.plans.picture import rich_tree, svg
 from provision.plans.rankcheck import check_rankfile, parse_rankfile
@@ -223,7 +223,7 @@ def launch(
         typer.echo(form.command, nl=False)
         return
     wrapper_text = wrapper_script(plan, nic_plan) if nic_plan.per_rank else None
-    wrapper_local = local.with_name(local.stem + ".nic.sh")
+    wrapper_local = Path(sibling(str(local), ".nic.sh"))
     ddl = DdlOptions(ddl_mode, dev_sync, dump_iter) if ddl_mode else None
     if ddl is None and (dev_sync is not None or dump_iter is not None):
         raise fail("--dev-sync and --dump-iter need --ddl-mode")
@@ -240,7 +240,7 @@ def launch(
         )
         typer.echo(script, nl=False)
         return
-    local_hosts = local.with_name(local.stem + ".hosts") if needs_hostfile(plan) else None
+    local_hosts = Path(sibling(str(local), ".hosts")) if needs_hostfile(plan) else None
     if local_hosts == local:  # --rankfile x.hosts: keep both
         local_hosts = local.with_name(local.name + ".hosts")
     rankfile_text = render_rankfile(plan, _now())
