@@ -3,13 +3,15 @@
 #   1. the system tools the Docker cluster tests need, from Debian's packages (if missing);
 #   2. provision's wheel, built from this checkout;
 #   3. a FRESH virtualenv (no system site-packages) with the wheel installed as a user installs it,
-#      WITH its dependencies (never --no-deps), plus the test extra;
-#   4. ruff (lint and format check), then pytest from that venv, against the installed package:
+#      WITH its dependencies (never --no-deps), plus the test and docs extras;
+#   4. ruff (lint and format check), the documentation site (`mkdocs build --strict` into
+#      build/site: its reference pages are generated from the installed package by
+#      docs/hooks/reference.py), then pytest from that venv, against the installed package:
 #      the venv's bin/ comes first on PATH (the CLI tests run its `provision`), and pytest is started
 #      as .venv/bin/pytest, not `python -m pytest`, so the checkout's provision/ is not on sys.path
 #      (tests/test_install.py checks this through PROVISION_TEST_VENV).
 # Arguments go to pytest (.ci/run passes -q). The exit status is pytest's (5, "no tests ran", fails
-# too), else ruff's: both always run, so one failure does not hide the other.
+# too), else ruff's, else mkdocs': all three always run, so one failure does not hide another.
 # The pytest session itself starts dockerd and builds the node image (tests/cluster/ensure-docker.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +33,7 @@ rm -rf "$work"
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip wheel -q --no-deps -w "$work/dist" .
 wheel="$(echo "$work"/dist/provision-*.whl)"
-"$venv/bin/python" -m pip install -q "$wheel[test]"
+"$venv/bin/python" -m pip install -q "$wheel[test,docs]"
 
 export PROVISION_TEST_VENV="$venv" PROVISION_TEST_WHEEL="$wheel" PATH="$venv/bin:$PATH"
 unset PYTHONPATH
@@ -39,8 +41,12 @@ unset PYTHONPATH
 lint=0
 "$venv/bin/ruff" check . || lint=$?
 "$venv/bin/ruff" format --check . || lint=$?
+docs=0
+NO_MKDOCS_2_WARNING=1 "$venv/bin/mkdocs" build --strict --quiet || docs=$?
 tests=0
 "$venv/bin/pytest" "$@" || tests=$?
 if [ "$lint" -ne 0 ]; then echo "tests/run.sh: ruff found problems (see above)" >&2; fi
+if [ "$docs" -ne 0 ]; then echo "tests/run.sh: mkdocs build --strict failed (see above)" >&2; fi
 if [ "$tests" -ne 0 ]; then exit "$tests"; fi
-exit "$lint"
+if [ "$lint" -ne 0 ]; then exit "$lint"; fi
+exit "$docs"

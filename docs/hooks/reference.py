@@ -163,8 +163,8 @@ def config_markdown() -> str:
         option, help_text = options.get(setting.env, ("", ""))
         default = "" if setting.default is None else str(setting.default)
         help_text = re.sub(r"\s*\[env var:.*\]$", "", help_text)
-        row = f"| {code(key)} | {cell(setting.kind.__name__)} | {code(setting.env)} | {code(option)} | {code(default)} | {cell(help_text)} |"
-        lines.append(row)
+        cells = (code(key), cell(setting.kind.__name__), code(setting.env), code(option), code(default), cell(help_text))
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

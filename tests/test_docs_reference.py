@@ -1,0 +1,119 @@
+"""The documentation site builds (``mkdocs build --strict``) and its reference pages, generated from the
+code by docs/hooks/reference.py, name every command, option, operation, role variable, capture and
+config key the code declares. The expected names are read here from the code itself."""
+
+from __future__ import annotations
+
+import html
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from provision.cli import app
+from provision.cli.config import SETTINGS
+from provision.operations import OPERATIONS
+from provision.playbook.role_variables import load_roles
+from provision.probe.gather import STEPS
+
+pytest.importorskip("mkdocs", reason="the docs extra (pip install '.[docs]') is not installed")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site, built strictly (a broken link, anchor or snippet fails) into a temporary folder."""
+    target = tmp_path_factory.mktemp("site")
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "-d", str(target)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return target
+
+
+def sections(page: Path) -> dict[str, str]:
+    """Each ``<h2 id=...>`` section of a built page as plain text (tags dropped, entities decoded)."""
+    text = page.read_text()
+    parts = re.split(r'<h2 id="([^"]+)"', text)
+    return {parts[i]: html.unescape(re.sub(r"<[^>]+>", " ", parts[i + 1])) for i in range(1, len(parts), 2)}
+
+
+def has_word(text: str, word: str) -> bool:
+    """``word`` in ``text`` as a whole (``--force`` is not found in ``--force-x``)."""
+    return re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text) is not None
+
+
+def commands():
+    """(path, command) of every command, through click's public API (a lazily loaded command is loaded)."""
+    group = typer.main.get_command(app)
+
+    def walk(group, ctx):
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            sub = typer.Context(command, info_name=name, parent=ctx)
+            if hasattr(command, "list_commands"):
+                yield from walk(command, sub)
+            elif not command.hidden:
+                yield sub.command_path, command
+
+    return list(walk(group, typer.Context(group, info_name="provision")))
+
+
+def test_every_command_and_option_is_in_the_cli_reference(site):
+    found = sections(site / "reference" / "cli" / "index.html")
+    listed = commands()
+    assert len(listed) >= 13  # inventory show/example/import, probe, ... (a walk that finds nothing fails)
+    for path, command in listed:
+        anchor = path.replace(" ", "-")
+        assert anchor in found, f"{path}: no section in the CLI reference"
+        for param in command.params:
+            if getattr(param, "hidden", False):
+                continue
+            names = [*param.opts, *param.secondary_opts] if param.param_type_name == "option" else [param.name.upper()]
+            for name in names:
+                assert has_word(found[anchor], name), f"{path}: {name} missing from the CLI reference"
+
+
+def test_every_operation_and_argument_is_in_the_operations_reference(site):
+    found = sections(site / "reference" / "operations" / "index.html")
+    for name, operation in OPERATIONS.items():
+        assert name in found, f"operation {name}: no section"
+        assert " ".join(operation.doc.split()) in " ".join(found[name].split()), name
+        for arg in operation.args:
+            assert has_word(found[name], arg), f"operation {name}: argument {arg} missing"
+
+
+def test_every_role_variable_is_in_the_role_reference(site):
+    found = sections(site / "reference" / "role-variables" / "index.html")
+    for role in load_roles().values():
+        assert role.name in found, f"role {role.name}: no section"
+        text = " ".join(found[role.name].split())
+        for variable in role.variables.values():
+            assert has_word(text, variable.name), f"role {role.name}: {variable.name} missing"
+            assert " ".join(variable.effect.split()) in text, f"role {role.name}: {variable.name}'s effect missing"
+
+
+def test_every_capture_and_config_key_is_in_the_reference(site):
+    capture = html.unescape(re.sub(r"<[^>]+>", " ", (site / "reference" / "capture-format" / "index.html").read_text()))
+    for step in STEPS:
+        assert has_word(capture, step.name), f"capture {step.name} missing"
+    config = html.unescape(re.sub(r"<[^>]+>", " ", (site / "reference" / "config" / "index.html").read_text()))
+    for key, setting in SETTINGS.items():
+        assert has_word(config, key) and has_word(config, setting.env), f"config key {key} missing"
+
+
+def test_the_drafts_in_docs_notes_are_not_published(site):
+    """Engineers' notes (docs/notes/<branch>.md) are folded into the pages by hand at merge, never
+    built as pages of their own (and never fail the strict build)."""
+    from mkdocs.config import load_config
+
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    assert config.exclude_docs.match_file("notes/nccl.md") and not config.exclude_docs.match_file("how-to/doctor.md")
+    assert not (site / "notes").exists()
