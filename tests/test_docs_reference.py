@@ -15,7 +15,7 @@ import typer
 
 from provision.cli import app
 from provision.cli.config import SETTINGS
-from provision.operations import OPERATIONS
+from provision.playbook.model import operation_args, operation_doc, operation_names
 from provision.playbook.role_variables import load_roles
 from provision.probe.gather import STEPS
 
@@ -83,11 +83,15 @@ def test_every_command_and_option_is_in_the_cli_reference(site):
 
 def test_every_operation_and_argument_is_in_the_operations_reference(site):
     found = sections(site / "reference" / "operations" / "index.html")
-    for name, operation in OPERATIONS.items():
+    names = operation_names()
+    assert {"file", "template", "command", "nfs_mount"} <= set(names)
+    for name in names:
         assert name in found, f"operation {name}: no section"
-        assert " ".join(operation.doc.split()) in " ".join(found[name].split()), name
-        for arg in operation.args:
-            assert has_word(found[name], arg), f"operation {name}: argument {arg} missing"
+        assert " ".join(operation_doc(name).split()) in " ".join(found[name].split()), name
+        for arg, spec in operation_args(name).items():
+            assert spec.help, f"operation {name}: argument {arg} has no help"
+            section = " ".join(found[name].split())
+            assert has_word(section, arg) and " ".join(spec.help.split()) in section, f"{name}: {arg} missing"
 
 
 def test_every_role_variable_is_in_the_role_reference(site):

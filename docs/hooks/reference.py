@@ -6,8 +6,9 @@ A page under ``docs/reference/`` holds its prose and a marker such as ``<!-- ref
 - ``cli``: every command of the Typer app, walked through click's public API (``list_commands`` /
   ``get_command``, which also loads a command that is registered lazily), with its usage, help,
   arguments and options as ``--help`` shows them;
-- ``operations``: every playbook operation of :data:`provision.operations.OPERATIONS`, its doc and
-  each argument's type, default and help;
+- ``operations``: every operation a playbook task may name
+  (:func:`provision.playbook.model.operation_names`, ``template`` included), its doc and each
+  argument's type, default and help;
 - ``role-variables``: every role of ``playbooks/role-variables.yml``
   (:func:`provision.playbook.role_variables.load_roles`);
 - ``capture-steps``: the probe's gather steps (:data:`provision.probe.gather.STEPS`);
@@ -106,13 +107,13 @@ def _types(types) -> str:
 
 
 def operations_markdown() -> str:
-    from provision.operations import OPERATIONS
+    from provision.playbook.model import operation_args, operation_doc, operation_names
 
     lines = []
-    for name, operation in OPERATIONS.items():
-        lines += [f"## {name}", "", (operation.doc or "").strip() + ".", ""]
+    for name in operation_names():
+        lines += [f"## {name}", "", operation_doc(name).strip() + ".", ""]
         lines += ["| argument | type | required | default | what it is |", "| --- | --- | --- | --- | --- |"]
-        for arg, spec in operation.args.items():
+        for arg, spec in operation_args(name).items():
             default = "" if spec.required or spec.default is None else repr(spec.default)
             required = "yes" if spec.required else ""
             lines.append(f"| {code(arg)} | {cell(_types(spec.types))} | {required} | {code(default)} | {cell(spec.help)} |")

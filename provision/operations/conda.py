@@ -291,11 +291,11 @@ OPERATIONS = {
         "conda_install",
         {
             "installer": Arg((str,), True, help="controller path or URL"),
-            "sha256": Arg((str,)),
-            "md5": Arg((str,)),
-            "prefix": Arg((str,), True),
-            "min_free_mb": Arg((int,)),
-            "base_dir": Arg((str,)),
+            "sha256": Arg((str,), help="the installer's sha256 (this or md5 is required)"),
+            "md5": Arg((str,), help="the installer's md5"),
+            "prefix": Arg((str,), True, help="install folder; one holding anything else is refused"),
+            "min_free_mb": Arg((int,), help="free space needed (default 3x the installer)"),
+            "base_dir": Arg((str,), help="folder a relative installer path is read from (the inventory's)"),
             "channels": Arg((list,), help="the channels of the prefix's .condarc (checked here)"),
             "timeout": Arg((int,), help=f"seconds the installer may run (default {INSTALL_TIMEOUT})"),
         },
@@ -305,7 +305,10 @@ OPERATIONS = {
     ),
     "conda_clone": Operation(
         "conda_clone",
-        {"user": Arg((str,), True), "prefixes": Arg((list,), True)},
+        {
+            "user": Arg((str,), True, help="whose clones (~USER/.conda/envs/NAME)"),
+            "prefixes": Arg((list,), True, help="the shared prefixes to clone"),
+        },
         _clone_requests,
         plan_clone,
         doc="a user's clone of a shared conda prefix (run it with become_user)",

@@ -254,8 +254,8 @@ _PATH = {"path": Arg((str,), True, help="remote path (absolute or ~user/...)")}
 _BLOCK_ARGS = {
     **_PATH,
     **_OWNERSHIP,
-    "block": Arg((str,), True),
-    "marker": Arg((str,), default="# {mark} provision managed block"),
+    "block": Arg((str,), True, help="the lines between the markers"),
+    "marker": Arg((str,), default="# {mark} provision managed block", help="marker line; {mark} becomes BEGIN and END"),
     "create": Arg((bool,), default=True, help="create the file when it is missing (false: refuse)"),
 }
 
@@ -265,7 +265,14 @@ OPERATIONS = {
     ),
     "file": Operation(
         "file",
-        {**_PATH, **_OWNERSHIP, "content": Arg((str,), True), "secret": Arg((bool,), default=False)},
+        {
+            **_PATH,
+            **_OWNERSHIP,
+            "content": Arg((str,), True, help="the whole file"),
+            "secret": Arg(
+                (bool,), default=False, help="a new file is 0600 unless mode says otherwise; --diff does not show its content"
+            ),
+        },
         _file_request,
         plan_file,
         doc="a file with exactly this content",
@@ -275,10 +282,10 @@ OPERATIONS = {
         {
             **_PATH,
             **_OWNERSHIP,
-            "line": Arg((str,), True),
-            "regexp": Arg((str,)),
-            "state": Arg((str,), default="present"),
-            "create": Arg((bool,), default=False),
+            "line": Arg((str,), True, help="the line, exactly"),
+            "regexp": Arg((str,), help="the last line matching it is replaced by line; with state absent, matching lines go"),
+            "state": Arg((str,), default="present", help="present or absent"),
+            "create": Arg((bool,), default=False, help="create the file when it is missing (false: refuse)"),
         },
         _file_request,
         plan_line,
@@ -294,7 +301,12 @@ OPERATIONS = {
     ),
     "download": Operation(
         "download",
-        {**_PATH, **_OWNERSHIP, "url": Arg((str,), True), "sha256": Arg((str,), True)},
+        {
+            **_PATH,
+            **_OWNERSHIP,
+            "url": Arg((str,), True, help="http(s) URL, fetched by the node"),
+            "sha256": Arg((str,), True, help="required: the file's sha256, checked before it is kept"),
+        },
         _file_request,
         plan_download,
         doc="a file fetched from a URL, checked by sha256",

@@ -219,14 +219,22 @@ def result_mount(args: dict, current: Mapping[StateKey, Any]) -> dict:
 OPERATIONS = {
     "nfs_check": Operation(
         "nfs_check",
-        {"exports": Arg((list,), True), "server": Arg((str,)), "hosts": Arg((list,)), "clients": Arg((list,))},
+        {
+            "exports": Arg((list,), True, help="nfs_exports: [{path, mode}]"),
+            "server": Arg((str,), help="nfs_server: an inventory host"),
+            "hosts": Arg((list,), help="the inventory's hosts (the server must be one)"),
+            "clients": Arg((list,), help="nfs_clients (* refused)"),
+        },
         _check_requests,
         lambda args, current: [],
         doc="the NFS variables checked before any host is touched",
     ),
     "nfs_server_kind": Operation(
         "nfs_server_kind",
-        {"server": Arg((str,), default="auto"), "clients": Arg((list,), True)},
+        {
+            "server": Arg((str,), default="auto", help="auto, kernel or ganesha"),
+            "clients": Arg((list,), True, help="addresses the exports are given to"),
+        },
         _kind_requests,
         plan_kind,
         result=result_kind,
@@ -235,14 +243,22 @@ OPERATIONS = {
     ),
     "nfs_dataset": Operation(
         "nfs_dataset",
-        {"path": Arg((str,), True), "create": Arg((bool,), default=False)},
+        {
+            "path": Arg((str,), True, help="the exported folder"),
+            "create": Arg((bool,), default=False, help="create it when missing (else the host fails)"),
+        },
         _dataset_requests,
         plan_dataset,
         doc="an exported folder exists (or is created on request)",
     ),
     "nfs_mount": Operation(
         "nfs_mount",
-        {"server": Arg((str,), True), "path": Arg((str,), True), "mode": Arg((str,), default="ro"), "options": Arg((str,))},
+        {
+            "server": Arg((str,), True, help="the address the client mounts from"),
+            "path": Arg((str,), True, help="export path, and the mount point (the same path)"),
+            "mode": Arg((str,), default="ro", help="ro or rw"),
+            "options": Arg((str,), help="fstab options (default from mode: ro,_netdev,nofail,vers=4)"),
+        },
         _mount_requests,
         plan_mount,
         result=result_mount,

@@ -278,7 +278,11 @@ def plan_known_hosts(args: dict, current: Mapping[StateKey, Any]) -> list:
 OPERATIONS = {
     "ssh_keypair": Operation(
         "ssh_keypair",
-        {"user": Arg((str,), True), "path": Arg((str,)), "rotate": Arg((bool,), default=False, help="replace the key pair")},
+        {
+            "user": Arg((str,), True, help="whose key pair (made as that user, on the node)"),
+            "path": Arg((str,), help="private key path (default ~USER/.ssh/id_ed25519)"),
+            "rotate": Arg((bool,), default=False, help="replace the key pair"),
+        },
         _keypair_requests,
         plan_keypair,
         result=keypair_result,
@@ -288,10 +292,10 @@ OPERATIONS = {
     "authorized_key": Operation(
         "authorized_key",
         {
-            "user": Arg((str,), True),
+            "user": Arg((str,), True, help="whose authorized_keys (changed as that user)"),
             "keys": Arg((str, list), help="keys to add (kept when the user removes none)"),
             "node_keys": Arg((dict,), help="{inventory host: [keys] or null}: the lines provision manages per node"),
-            "path": Arg((str,)),
+            "path": Arg((str,), help="the file (default ~USER/.ssh/authorized_keys)"),
         },
         _auth_requests,
         plan_authorized_key,
@@ -299,7 +303,10 @@ OPERATIONS = {
     ),
     "known_hosts": Operation(
         "known_hosts",
-        {"entries": Arg((list,), True), "path": Arg((str,), default="/etc/ssh/ssh_known_hosts")},
+        {
+            "entries": Arg((list,), True, help="known_hosts lines: every inventory node's host keys under its names"),
+            "path": Arg((str,), default="/etc/ssh/ssh_known_hosts", help="the file that gets the managed block"),
+        },
         lambda a: [StateKey("file", check_path(a["path"]))],
         plan_known_hosts,
         doc="host keys in a managed block of known_hosts",

@@ -200,8 +200,8 @@ OPERATIONS = {
         "package",
         {
             "name": Arg((str, list, dict), True, help="packages, or per OS family: {debian: [...], rhel: [...]}"),
-            "state": Arg((str,), default="present"),
-            "update": Arg((bool,), default=False),
+            "state": Arg((str,), default="present", help="present or absent"),
+            "update": Arg((bool,), default=False, help="refresh the package index first, however fresh"),
             "cache_valid_time": Arg((int,), help="seconds an index stays fresh (default a day)"),
         },
         _package_requests,
@@ -210,7 +210,11 @@ OPERATIONS = {
     ),
     "command": Operation(
         "command",
-        {"cmd": Arg((str,), True), "creates": Arg((str,)), "unless": Arg((str,))},
+        {
+            "cmd": Arg((str,), True, help="shell command; each {{ }} in it is one quoted word"),
+            "creates": Arg((str,), help="skipped when this path exists (read at the task's turn)"),
+            "unless": Arg((str,), help="skipped when this command succeeds (run as the task's user, at its turn)"),
+        },
         _command_requests,
         plan_command,
         doc="a shell command, skipped by creates/unless",
@@ -219,8 +223,8 @@ OPERATIONS = {
         "service",
         {
             "name": Arg((str, dict), True, help="a unit, or one per OS family"),
-            "state": Arg((str,), default="started"),
-            "enabled": Arg((bool,)),
+            "state": Arg((str,), default="started", help="started, stopped, restarted or reloaded"),
+            "enabled": Arg((bool,), help="enabled at boot (unset: left as it is)"),
         },
         _service_requests,
         plan_service,

@@ -154,7 +154,11 @@ def plan_user(args: dict, current: Mapping[StateKey, Any]) -> list:
 OPERATIONS = {
     "group": Operation(
         "group",
-        {"name": Arg((str,), True), "gid": Arg((int,), True), "state": Arg((str,), default="present")},
+        {
+            "name": Arg((str,), True, help="group name"),
+            "gid": Arg((int,), True, help="the gid; a group with another gid fails the host, never changed"),
+            "state": Arg((str,), default="present", help="present or absent"),
+        },
         _group_requests,
         plan_group,
         doc="a group with a fixed gid",
@@ -162,12 +166,12 @@ OPERATIONS = {
     "user": Operation(
         "user",
         {
-            "name": Arg((str,), True),
-            "uid": Arg((int,), True),
+            "name": Arg((str,), True, help="user name"),
+            "uid": Arg((int,), True, help="the uid; a user with another uid fails the host, never changed"),
             "group": Arg((str,), help="primary group (default: name)"),
             "groups": Arg((list, str), help="supplementary groups"),
-            "shell": Arg((str,), default="/bin/bash"),
-            "home": Arg((str,)),
+            "shell": Arg((str,), default="/bin/bash", help="login shell"),
+            "home": Arg((str,), help="home folder (default /home/NAME)"),
             "state": Arg((str,), default="present", help="present or absent"),
             "remove_home": Arg((bool,), default=False, help="with state absent: remove the home too"),
             "create_home": Arg((bool,), default=True, help="make the home (false: another node makes it)"),

@@ -33,13 +33,14 @@ from provision.operations.base import Arg
 from provision.templating import TemplateError, compile_expression
 from provision.yaml_lines import load_yaml_with_lines
 
+TEMPLATE_DOC = "a Jinja2 template rendered on the controller with the host's variables, written as a file"
 TEMPLATE_ARGS = {
-    "src": Arg((str,), True),
-    "path": Arg((str,), True),
-    "owner": Arg((str,)),
-    "group": Arg((str,)),
-    "mode": Arg((str, int)),
-    "secret": Arg((bool,), default=False),
+    "src": Arg((str,), True, help="template name: --templates DIR, templates/ beside the playbook, then the built-in ones"),
+    "path": Arg((str,), True, help="remote path (absolute or ~user/...)"),
+    "owner": Arg((str,), help="user that owns it"),
+    "group": Arg((str,), help="group that owns it"),
+    "mode": Arg((str, int), help="octal mode, e.g. '0644'"),
+    "secret": Arg((bool,), default=False, help="a new file is 0600 unless mode says otherwise; --diff does not show its content"),
 }
 TASK_KEYWORDS = ("name", "when", "loop", "tags", "become", "become_user", "notify", "register", "no_log")
 PLAY_KEYWORDS = ("name", "hosts", "become", "vars", "tasks", "handlers", "tags")
@@ -58,6 +59,11 @@ def operation_names() -> list[str]:
 def operation_args(op: str) -> dict:
     """The argument spec of operation ``op``."""
     return TEMPLATE_ARGS if op == "template" else dict(OPERATIONS[op].args)
+
+
+def operation_doc(op: str) -> str:
+    """What operation ``op`` makes true on the host, in one line."""
+    return TEMPLATE_DOC if op == "template" else OPERATIONS[op].doc
 
 
 @dataclass(frozen=True)
