@@ -29,12 +29,15 @@ _CODE = re.compile(r"`([^`]+)`")
 
 
 def cell(text: str) -> str:
-    """``text`` safe inside a Markdown table cell: HTML-escaped, one line, no pipe, no emphasis;
-    back-quoted parts become ``<code>``."""
+    """``text`` safe inside a Markdown table cell: HTML-escaped, one line, no character Markdown
+    or its extensions would take (pipe, emphasis, ``{attribute list}``, ``[link]``); back-quoted
+    parts become ``<code>``."""
     parts = _CODE.split(" ".join(str(text).split()))
     out = []
     for index, part in enumerate(parts):
-        escaped = html.escape(part).replace("|", "&#124;").replace("*", "&#42;").replace("_", "&#95;")
+        escaped = html.escape(part)
+        for char in "|*_{}[]":  # table cells, emphasis, attribute lists and links keep them as text
+            escaped = escaped.replace(char, f"&#{ord(char)};")
         out.append(f"<code>{escaped}</code>" if index % 2 else escaped)
     return "".join(out)
 
