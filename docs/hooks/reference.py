@@ -75,7 +75,15 @@ def walk_commands(group, ctx):
 
 
 def _epilog(text: str) -> str:
-    return "\n".join(line for line in text.replace("\b\n", "").splitlines())
+    """An epilog as ``--help`` prints it: click's no-rewrap marks dropped, and no blank line between
+    two example lines (the source separates them as paragraphs)."""
+    lines = text.replace("\b\n", "").splitlines()
+    kept = []
+    for index, line in enumerate(lines):
+        between = 0 < index < len(lines) - 1 and lines[index - 1].startswith(" ") and lines[index + 1].startswith(" ")
+        if line.strip() or not between:
+            kept.append(line)
+    return "\n".join(kept)
 
 
 def cli_markdown() -> str:
