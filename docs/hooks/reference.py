@@ -48,14 +48,22 @@ def code(text: str) -> str:
 
 
 # -- the command line ----------------------------------------------------------------------------
+def _help_ready(command) -> None:
+    """provision's own ``--help`` touches (metavars such as PATH, N), where the CLI has them."""
+    import provision.cli
+
+    ready = getattr(provision.cli, "help_ready", None)
+    if ready is not None:
+        ready(command)
+
+
 def cli_root():
-    """The click group of provision's Typer app, with the metavars ``--help`` shows."""
+    """The click group of provision's Typer app, as ``provision.cli.main`` builds it."""
     import typer
 
-    from provision.cli import app, help_ready
+    from provision.cli import app
 
     group = typer.main.get_command(app)
-    help_ready(group)
     return group, typer.Context(group, info_name="provision")
 
 
@@ -67,6 +75,7 @@ def walk_commands(group, ctx):
         command = group.get_command(ctx, name)  # loads a lazily registered command
         if command is None or command.hidden:
             continue
+        _help_ready(command)
         sub = typer.Context(command, info_name=name, parent=ctx)
         if hasattr(command, "list_commands"):
             yield from walk_commands(command, sub)
