@@ -28,7 +28,9 @@ def site(tmp_path_factory) -> Path:
     """The site, built strictly (a broken link, anchor or snippet fails) into a temporary folder."""
     target = tmp_path_factory.mktemp("site")
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "-d", str(target)],
+        # the console script, not `python -m mkdocs`: -m would put the checkout (cwd) first on sys.path and
+        # the hook would describe the checkout's provision instead of the installed one under test
+        [str(Path(sys.executable).parent / "mkdocs"), "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "-d", str(target)],
         cwd=ROOT,
         capture_output=True,
         text=True,
