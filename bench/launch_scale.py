@@ -14,7 +14,7 @@ is printed with every figure.
 
 Each rank runs ``sleep 1`` (the second is in every figure): PRRTE 3.0 (OpenMPI 5.0.7) can miss the
 exit of a rank that ends within milliseconds of its start, and its mpirun then never returns
-(one daemon in a few dozen per run; see provision.plans.launch._no_tree_spawn).
+(one daemon in a few dozen per run; see provision.launch.mpirun._no_tree_spawn).
 
     python3 bench/launch_scale.py --sizes 16,64,128 --image provision-node:test
 """

@@ -5,7 +5,7 @@ import dataclasses
 from hypothesis import given, strategies as st
 
 from plan_support import minsky
-from provision.plans.bindings import Binding, check_bindings, parse_binding_line
+from provision.launch.bindings import Binding, check_bindings, parse_binding_line
 from provision.plans.dims import parse_dims
 from provision.plans.rankfile import plan_rankfile
 

@@ -10,21 +10,7 @@ from pathlib import Path
 import provision
 
 ROOT = Path(provision.__file__).resolve().parent
-# Lowest first: a module may import from its own layer and the layers before it.
-LAYERS = [
-    {"provision", "provision.errors", "provision.resources", "provision.yaml_lines", "provision.files"},
-    {"provision.inventory"},
-    {"provision.transport"},
-    {"provision.facts"},
-    {"provision.probe"},
-    {"provision.plans"},
-    {"provision.templating"},
-    {"provision.operations"},
-    {"provision.playbook"},
-    {"provision.engine"},
-    {"provision.checks", "provision.launcher", "provision.doctor"},
-    {"provision.cli", "provision.__main__"},
-]
+LAYERS = provision.LAYERS  # stated once, in provision/__init__.py
 
 
 def module_name(path: Path) -> str:

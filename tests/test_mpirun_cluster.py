@@ -34,7 +34,7 @@ CORE_4 = re.compile(r"socket (\d+)\[core (\d+)")
 BINDING_5 = re.compile(r"\[(\w+):\d+\] Rank (\d+) bound to package\[(\d+)\]\[core:(\d+)(?:-(\d+))?\]")
 # What each rank prints (the MPI program is `sh -c ...`): rank, host, Cpus_allowed_list.
 # Each rank lives a moment: PRRTE 3.0 (OpenMPI 5.0.x) can miss the exit of a rank that ends within
-# milliseconds of its start and then never returns (openpmix/prrte#1839; see plans/launch.py).
+# milliseconds of its start and then never returns (openpmix/prrte#1839; see launch/mpirun.py).
 RANK_PROGRAM = [
     "sh",
     "-c",
@@ -474,7 +474,7 @@ def test_nodes_that_cannot_ssh_each_other_get_no_tree_spawn_and_an_unreachable_h
     # is launch's own fallback for when that check is skipped
     args = ["launch", "1x3x1", "--hosts", ",".join(hosts), *common, "--allow-no-gpu", "--report-bindings", "--no-doctor"]
     # sleep 1, not true: PRRTE 3.0 can miss a rank's exit within milliseconds of its start and
-    # never return (its bug, not the tree's; provision.plans.launch._no_tree_spawn)
+    # never return (its bug, not the tree's; provision.launch.mpirun._no_tree_spawn)
     args += ["--rankfile", str(tmp_path / "1x3x1.rf"), "--run", "--", "sleep", "1"]
     with key_moved_away(cluster, hosts[1]):  # m52 cannot reach m53: a daemon tree through m52 would fail
         done = run_cli(*args)

@@ -14,11 +14,11 @@ from provision.errors import PlanError
 from provision.facts.model import Gpu, GpuNicLink, NetInterface, OpenMPI, RdmaDevice, RdmaPort
 from provision.facts.nics import parse_sysfs_rdma
 from provision.facts.topo_matrix import parse_gpu_nic_matrix
+from provision.launch.mpirun import mpirun_argv
+from provision.launch.wrapper import inline_argv, wrapper_script
 from provision.plans.dims import parse_dims
-from provision.plans.launch import mpirun_argv
 from provision.plans.nics import fabric_interface, master_address, plan_nics
 from provision.plans.rankfile import plan_rankfile
-from provision.plans.wrapper import inline_argv, wrapper_script
 from provision.probe.store import save_host
 
 EPYC_TOPO = parse_gpu_nic_matrix(read_fixture("captures", "epyc-8gpu-10nic", "nvidia-smi-topo.txt"))
@@ -167,7 +167,7 @@ def test_mpirun_runs_the_command_through_the_inline_wrapper_and_can_skip_the_tre
 
 
 def test_no_tree_spawn_per_openmpi_version():
-    from provision.plans.launch import _no_tree_spawn
+    from provision.launch.mpirun import _no_tree_spawn
 
     # the parameter names each version's own info tool lists (ompi_info 4.1, prte_info 3.0)
     assert _no_tree_spawn((4, 1)) == ["--mca", "plm_rsh_no_tree_spawn", "1"]

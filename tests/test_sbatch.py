@@ -1,4 +1,4 @@
-"""`provision launch --format sbatch` (provision.plans.sbatch): the batch script, run by a real sh.
+"""`provision launch --format sbatch` (provision.launch.sbatch): the batch script, run by a real sh.
 
 The script is run here with sh, a TEST STAND-IN `mpirun` first on PATH that keeps its arguments
 and the rank file it was given: the here-documents must write the rank file byte for byte and
@@ -13,12 +13,12 @@ import re
 import subprocess
 
 import pytest
-from test_launch import host, plan
+from test_launch_mpirun import host, plan
 
+from provision.launch.mpirun import allocation_hostfile, mpirun_argv
+from provision.launch.sbatch import sbatch_script
 from provision.plans.dims import parse_dims
-from provision.plans.launch import allocation_hostfile, mpirun_argv
 from provision.plans.rankfile import plan_rankfile, render_rankfile
-from provision.plans.sbatch import sbatch_script
 
 STAND_IN = """#!/bin/sh
 # TEST STAND-IN for mpirun (tests/test_sbatch.py): records its arguments and the files they name.

@@ -13,7 +13,7 @@ import re
 import pytest
 
 from conftest import run_cli
-from provision.plans.bindings import check_bindings, parse_binding_line
+from provision.launch.bindings import check_bindings, parse_binding_line
 from provision.plans.dims import parse_dims
 from provision.plans.rankfile import plan_rankfile
 from provision.probe.store import load_host

@@ -14,16 +14,16 @@ from provision.cli.targets import resolve_targets
 from provision.errors import FactsError, PlanError
 from provision.files import write_atomic
 from provision.inventory.model import check_host_name, open_inventory
+from provision.launch.forms import launch_form, sibling
+from provision.launch.mpirun import DdlOptions, allocation_hostfile, mpirun_argv, needs_hostfile, quoted, root_message
+from provision.launch.sbatch import sbatch_script
+from provision.launch.wrapper import wrapper_script
 from provision.plans.dims import parse_dims
-from provision.plans.launch import DdlOptions, allocation_hostfile, mpirun_argv, needs_hostfile, quoted, root_message
-from provision.plans.launchers import launch_form, sibling
 from provision.plans.nics import plan_nics
 from provision.plans.picture import rich_tree, svg
 from provision.plans.rankcheck import check_rankfile, parse_rankfile
 from provision.plans.rankfile import RankPlan, plan_rankfile, render_rankfile
-from provision.plans.sbatch import sbatch_script
 from provision.plans.slurm import slurm_node_line, uneven_note
-from provision.plans.wrapper import wrapper_script
 from provision.probe.cached import ProbeFailed, ProbeSettings, plan_facts
 from provision.probe.store import cached_hosts, load_host
 
@@ -278,7 +278,7 @@ def launch(
         _say_written("hostfile", local_hosts, write_atomic(local_hosts, hosts_text))
     if wrapper_text is not None:
         _say_written("per-rank wrapper", wrapper_local, write_atomic(wrapper_local, wrapper_text))
-    from provision.launcher import login_user, run_from_first_host
+    from provision.launch.runner import login_user, run_from_first_host
 
     first = open_inventory(inventory).resolve([plan.hosts[0].host])[0]
     options = settings.ssh

@@ -293,7 +293,7 @@ def fast_checks(hosts: list[Host], ssh: SshOptions, forks: int = DEFAULT_FORKS) 
 def for_launch(results: list[CheckResult], reports: list[NodeReport], first: str) -> list[CheckResult]:
     """The checks as they bear on an mpirun started on ``first``: SSH is needed from ``first`` to
     every node; pairs between the other nodes only matter for OpenMPI's tree spawn, which the
-    launch turns off when they fail (:mod:`provision.launcher`). So a pairwise failure that
+    launch turns off when they fail (:mod:`provision.launch.runner`). So a pairwise failure that
     spares ``first`` is a warning here, saying so; one from ``first`` still fails."""
     origin = next((r for r in reports if r.host == first), None)
     peers = [r.host for r in reports if r.ok and r.job_ids is not None and r.host != first]

@@ -18,7 +18,7 @@ from jinja2 import meta
 from jinja2.sandbox import SandboxedEnvironment
 
 from provision.errors import TemplateError
-from provision.resources import resource_dir
+from provision.resources import jinja_environment, resource_dir
 from provision.templating.filters import FILTERS
 from provision.templating.shell import VALUES_END, VARIABLE, place_values
 
@@ -30,7 +30,7 @@ def _quote(value: Any) -> str:
 
 
 def _environment(**extra) -> SandboxedEnvironment:
-    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False, **extra)
+    env = jinja_environment(**extra)
     env.filters["quote"] = _quote
     env.filters.update(FILTERS)
     return env

@@ -7,8 +7,7 @@ import pytest
 from plan_support import minsky
 from provision.errors import PlanError, UnsafeValueError
 from provision.facts.model import NetInterface, OpenMPI
-from provision.plans.dims import parse_dims
-from provision.plans.launch import (
+from provision.launch.mpirun import (
     DdlOptions,
     allocation_hostfile,
     check_ddl,
@@ -19,6 +18,7 @@ from provision.plans.launch import (
     quoted,
     root_message,
 )
+from provision.plans.dims import parse_dims
 from provision.plans.rankfile import plan_rankfile
 
 

@@ -17,11 +17,11 @@ from conftest import run_cli
 from plan_support import minsky
 from provision.errors import PlanError, UnsafeValueError
 from provision.facts.model import OpenMPI
+from provision.launch.forms import deepspeed_env, launch_form, sibling, torchrun_lines
+from provision.launch.wrapper import wrapper_script
 from provision.plans.dims import parse_dims
-from provision.plans.launchers import deepspeed_env, launch_form, sibling, torchrun_lines
 from provision.plans.nics import plan_nics
 from provision.plans.rankfile import plan_rankfile
-from provision.plans.wrapper import wrapper_script
 from provision.probe.store import save_host
 
 HOSTS = [eight_gpu("a"), eight_gpu("b", "10.0.0.2/24")]

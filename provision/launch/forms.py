@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from provision.errors import PlanError
-from provision.plans.launch import DEFAULT_EXPORTS, allocation_hostfile, check_export, hostfile, openmpi_version, rankfile_option
+from provision.launch.mpirun import DEFAULT_EXPORTS, allocation_hostfile, check_export, hostfile, openmpi_version, rankfile_option
+from provision.launch.wrapper import checked_value, job_settings, wrapper_script
 from provision.plans.nics import NicPlan, master_address
 from provision.plans.rankfile import RankPlan
-from provision.plans.wrapper import checked_value, job_settings, wrapper_script
 
 FORMATS = ("hostfile", "horovod", "deepspeed", "torchrun")
 MASTER_PORT = 29500  # torch.distributed's default

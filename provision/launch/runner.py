@@ -22,8 +22,8 @@ import threading
 from collections.abc import Callable
 
 from provision.inventory.model import Host
-from provision.plans.bindings import Binding, check_bindings, parse_binding_line
-from provision.plans.launch import DEFAULT_EXPORTS, quoted, root_message
+from provision.launch.bindings import Binding, check_bindings, parse_binding_line
+from provision.launch.mpirun import DEFAULT_EXPORTS, quoted, root_message
 from provision.plans.rankfile import RankPlan
 from provision.transport.connection import SshOptions, describe_failure, open_connection
 

@@ -1,7 +1,7 @@
 """The launcher's output scanning (the SSH side is proven on real OpenMPI in test_mpirun_cluster.py)."""
 
-from provision.launcher import MAX_LINE, _BindingScanner
-from provision.plans.bindings import Binding
+from provision.launch.bindings import Binding
+from provision.launch.runner import MAX_LINE, _BindingScanner
 
 
 def test_binding_lines_split_across_chunks_are_read():

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from provision.errors import PlanError, UnsafeValueError
 from provision.facts.model import HostFacts
+from provision.launch.wrapper import inline_argv
 from provision.plans.dims import Dims
 from provision.plans.nics import check_interface, fabric_interface
 from provision.plans.rankfile import RankPlan, some_names as _some
-from provision.plans.wrapper import inline_argv
 
 DDL_MODES = {
     "b": "enhanced NCCL where possible, else ring",
@@ -141,7 +141,7 @@ def mpirun_argv(
     ``unset_env``: variables not set where mpirun starts, so the :data:`DEFAULT_EXPORTS` among
     them are left out (mpirun warns about each ``-x`` of an unset variable); a ``--export`` the
     user named is always passed; ``wrapper``: the per-rank wrapper's text, run inline before the
-    command (:func:`provision.plans.wrapper.inline_argv`); ``no_tree_spawn``: mpirun starts every
+    command (:func:`provision.launch.wrapper.inline_argv`); ``no_tree_spawn``: mpirun starts every
     daemon itself (for nodes that cannot SSH to each other)."""
     if not command:
         raise PlanError("no command to launch: put it after --, e.g. provision launch 4x2x1 -- python train.py")
