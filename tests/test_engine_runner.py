@@ -223,8 +223,8 @@ def test_check_predicts_unknown_facts_and_matches_the_real_run(tmp_path):
     (tmp_path / "h1" / "existing").write_text("first\n")
     checked = make(tmp_path, STALE, hosts=("h1",), check=True).run()
     assert recap(checked)["h1"][2] == 0  # the line task does not fail: its file is unknown, not absent
-    sure = {r.task: r.status for r in checked.results if "predicted" not in r.message}
-    unsure = {r.task for r in checked.results if "predicted" in r.message}
+    sure = {r.task: r.status for r in checked.results if "predicted" not in r.message + r.detail}
+    unsure = {r.task for r in checked.results if "predicted" in r.message + r.detail}
     # `unless` reads a file an earlier task writes, the line's file an earlier command may change:
     # neither can be known without applying, and both say so.
     assert unsure == {"append unless the marker is there", "a line in a file that existed before the run"}
