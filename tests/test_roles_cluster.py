@@ -138,7 +138,10 @@ def test_roles_check_converge_idempotent_and_work(roles_cluster, tmp_path):
         "jupyter_server_config.py",
     ):
         assert path in diffs, path
-    assert "jupyter_server_config.py\n+++ " in diffs and "(content hidden: secret)" in diffs  # the whole config hidden
+    # Issue 26: the config shown with the hash's line masked (it was "(content hidden: secret)" whole).
+    assert "jupyter_server_config.py\n@@ " in diffs and "(content hidden: secret)" not in diffs
+    assert "\n+c.ServerApp.port = 8888\n" in diffs
+    assert "\n+c.PasswordIdentityProvider.hashed_password = (hidden, fingerprint " in diffs
     assert PASSWORD not in checked.stdout + checked.stderr and "argon2:" not in checked.stdout + checked.stderr
 
     first = setup(files)

@@ -44,6 +44,15 @@ FORKS = _setting(
     help="Hosts probed at once (in all, over every worker process).",
     show_default=str(DEFAULT_FORKS),
 )
+RUN_FORKS = _setting(
+    "forks",
+    "--forks",
+    min=1,
+    max=1024,
+    help="Hosts that run the command (or receive the copy) at once: one SSH connection each; "
+    "lower it to spare a login node or a file server.",
+    show_default=str(DEFAULT_FORKS),
+)
 SETUP_FORKS = _setting("forks", "--forks", min=1, max=1024, help="Hosts worked on at once.", show_default=str(DEFAULT_FORKS))
 WORKERS = typer.Option(
     0,

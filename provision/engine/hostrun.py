@@ -45,15 +45,17 @@ def unified_diff(change: Write, host: str | None = None) -> str:
     """The unified diff of a file change, secrets masked (or hidden entirely for secret files);
     the headers name ``host`` (``--- w1:/etc/hosts (before)``) when given."""
     path = f"{host}:{change.path}" if host else change.path
-    if change.secret:
+    if change.secret and change.mask is None:
         return f"--- {path}\n+++ {path}\n(content hidden: secret)\n"
+    shown = change.mask or (lambda text: text)  # a secret file with a mask: its secret lines hidden, the rest shown
     try:
-        old = (change.old or b"").decode().splitlines(keepends=True)
-        new = change.content.decode().splitlines(keepends=True)
+        old = shown((change.old or b"").decode()).splitlines(keepends=True)
+        new = shown(change.content.decode()).splitlines(keepends=True)
     except UnicodeDecodeError:
         return f"--- {path}\n+++ {path}\n(binary content differs)\n"
     lines = difflib.unified_diff(old, new, f"{path} (before)" if change.old is not None else "/dev/null", path)
-    return mask_secrets("".join(line if line.endswith("\n") else line + "\n" for line in lines))
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    return text if change.mask else mask_secrets(text)  # a file's own mask knows its secret lines
 
 
 ITEM_NAMES = ("name", "path", "prefix", "user", "dest")  # the first a loop item has labels it in output
