@@ -195,7 +195,8 @@ LIMIT_FIXES = {
     "memlock": "Fix: the line `*  -  memlock  unlimited` in /etc/security/limits.d/99-memlock.conf on those nodes "
     "(sshd with UsePAM yes; a new SSH session sees it)",
     "open files": f"Fix: the line `*  -  nofile  {NOFILE_MIN}` in /etc/security/limits.d/99-nofile.conf on those nodes",
-    "/dev/shm": "Fix: mount -o remount,size=<N>G /dev/shm (and its size= in /etc/fstab; a container: --shm-size)",
+    "/dev/shm": "Fix: remount it bigger (mount -o remount,size=<N>G) and set that size= in its fstab line "
+    "(a container: --shm-size)",
 }
 
 
