@@ -234,15 +234,14 @@ class Runner:
         """The error of a task's arguments, named where the user wrote the values it refused
         (``hosts.yml:12 (nfs_server)``), and at the task's file:line unless that is provision's
         own playbook (a path inside the install says nothing to a user)."""
-        text = str(error) if isinstance(error, ProvisionError) else f"{type(error).__name__}: {error}"
         names = sorted(names_in([task.args, task.loop])) if isinstance(error, ArgumentError) else []
-        named = [name for name in names if re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w/.-])", text)] or names
+        named = [name for name in names if re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w/.-])", str(error))] or names
         origins = [f"{where} ({name})" for name in named if (where := self.variables.origin(host, name))]
+        if not origins:
+            return BadInput(f"{task.where}: task {task.name!r} on {host.name}: {error}")
         builtin = Path(task.where.rsplit(":", 1)[0]).parent == resource_dir("playbooks")
-        at = f"task {task.name!r}" + ("" if builtin and origins else f" at {task.where}") + f", host {host.name}"
-        return BadInput(
-            f"{'; '.join(origins)}: {text} ({at})" if origins else f"{task.where}: {text} (task {task.name!r}, host {host.name})"
-        )
+        at = f"task {task.name!r}" + ("" if builtin else f" at {task.where}") + f", host {host.name}"
+        return BadInput(f"{'; '.join(origins)}: {error} ({at})")
 
     # -- running -------------------------------------------------------------------------------
     def run(self) -> RunReport:
