@@ -102,7 +102,7 @@ def _server_addresses(export: Export, reports: list[NodeReport]) -> set[str]:
 
 
 def mounted_from(mount: Mount | None, export: Export, addresses: set[str], path: str) -> str:
-    """ "" when ``mount`` serves ``path`` from the export on the server, else what it is instead."""
+    """What ``mount`` is instead of the export from the server (empty when it serves ``path`` from it)."""
     if mount is None:
         return "no mount information"
     if not mount.fstype.startswith("nfs"):
