@@ -41,6 +41,15 @@ def test_jupyter_tunnel_or_url():
     assert "ssh -N -L 8888:localhost:8888 alice@s1" in line.text and "https://localhost:8888/" in line.text
     [line] = jupyter_lines("s1", "s1", users, "all")
     assert "https://s1:8888/" in line.text
+    # Issue 26: the exact tunnel to the node's address and port, and her systemd unit.
+    conda = [{"prefix": "/opt/anaconda3"}]
+    [line] = jupyter_lines("s1", "10.0.0.73", [{"name": "alice", "jupyter_port": 8888}], "localhost", conda, 2222)
+    assert line.text == (
+        "alice: ssh -N -L 8888:localhost:8888 -p 2222 alice@10.0.0.73  then open https://localhost:8888/; "
+        "her server: systemd unit provision-jupyter-alice (start it: sudo systemctl start provision-jupyter-alice)"
+    )
+    [line] = jupyter_lines("s1", "s1", [{"name": "bob", "jupyter_port": 8889, "jupyter_service": True}], "localhost", conda)
+    assert "ssh -N -L 8889:localhost:8889 bob@s1 " in line.text and line.text.endswith("(enabled: runs at boot)")
 
 
 def test_failed_nfs_server_is_said_not_hidden():

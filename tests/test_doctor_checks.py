@@ -101,7 +101,8 @@ def test_pairs_and_names_not_tried_are_not_a_pass():
 
 def test_shm_on_a_node_without_gpus_names_no_gpu_count():
     result = checks.check_limits([node("n1", shm_kib=64 * 1024)])
-    assert result.status == "warn" and result.detail == "/dev/shm small: 64 MiB (< 512 MiB) on n1"
+    assert result.status == "warn"
+    assert result.detail.startswith("/dev/shm small: 64 MiB (< 512 MiB) on n1. Fix: remount it bigger")
 
 
 def test_network_needs_a_common_subnet_and_one_mtu():
@@ -199,3 +200,24 @@ def test_for_launch_a_pair_that_spares_the_first_host_is_a_warning():
     assert for_launch([failing, other], reports, "n3") == [failing, other]  # mpirun would start where SSH fails
     reports[0] = node("n1", pairwise={"n2": "", "n3": "Connection refused"})
     assert for_launch([failing], reports, "n1") == [failing]
+
+
+def test_gpus_on_pci_without_nvidia_smi_warn_and_say_what_to_do():
+    # Issue 26: "gpu health: pass — no nvidia-smi on any node" on a GPU cluster.
+    result = checks.check_gpu_health([node("n1", gpu_health=None, pci_gpus=4), node("n2", gpu_health=None, pci_gpus=0)])
+    assert result.status == "warn" and result.hosts == ("n1",)
+    assert result.detail.startswith("no nvidia-smi on n1 although PCI shows NVIDIA GPUs there: install the NVIDIA driver")
+    plain = checks.check_gpu_health([node("n2", gpu_health=None, pci_gpus=0)])
+    assert plain.status == "pass" and plain.detail == "no NVIDIA GPU on any node (no nvidia-smi, none on PCI)"
+    mixed = checks.check_gpu_health(
+        [node("n1", gpu_health=_health("tesla-p100.xml"), pci_gpus=1, xids=()), node("n3", pci_gpus=2)]
+    )
+    assert mixed.hosts == ("n1", "n3") and "no nvidia-smi on n3" in mixed.detail
+
+
+def test_limit_warnings_say_the_limits_conf_line():
+    result = checks.check_limits([node("n1", own_limits=Limits(8192, 1024))])
+    assert (
+        "memlock not unlimited: 8 MiB on n1. Fix: the line `*  -  memlock  unlimited` in /etc/security/limits.d/" in result.detail
+    )
+    assert "Fix: the line `*  -  nofile  4096`" in result.detail

@@ -188,7 +188,10 @@ def test_diff_and_json_never_show_the_jupyter_hash_or_any_word_of_a_secret(tmp_p
 """
     report = make(tmp_path, playbook=playbook, hosts=("h1",), check=True, diff=True).run()
     shown = "".join(d for r in report.results for d in r.diff) + json.dumps([r.as_dict() for r in report.results])
-    assert str(config) in shown and "(content hidden: secret)" in shown and "password: ********" in shown
+    assert str(config) in shown and "password: ********" in shown
+    # Issue 26: the config is shown, its hash's line masked (it was hidden whole).
+    assert "-c.PasswordIdentityProvider.hashed_password = (hidden, fingerprint " in shown
+    assert "+c.ServerApp.port = 8888" in shown
     for hidden in ("argon2", old_hash.split("$")[-1], "secret phrase", "phrase", "horse", "battery", "staple"):
         assert hidden not in shown, hidden
 
@@ -223,8 +226,8 @@ def test_check_predicts_unknown_facts_and_matches_the_real_run(tmp_path):
     (tmp_path / "h1" / "existing").write_text("first\n")
     checked = make(tmp_path, STALE, hosts=("h1",), check=True).run()
     assert recap(checked)["h1"][2] == 0  # the line task does not fail: its file is unknown, not absent
-    sure = {r.task: r.status for r in checked.results if "predicted" not in r.message}
-    unsure = {r.task for r in checked.results if "predicted" in r.message}
+    sure = {r.task: r.status for r in checked.results if "predicted" not in r.message + r.detail}
+    unsure = {r.task for r in checked.results if "predicted" in r.message + r.detail}
     # `unless` reads a file an earlier task writes, the line's file an earlier command may change:
     # neither can be known without applying, and both say so.
     assert unsure == {"append unless the marker is there", "a line in a file that existed before the run"}

@@ -7,7 +7,7 @@ import pytest
 from provision.engine.hostrun import unified_diff
 from provision.operations import OPERATIONS
 from provision.operations.base import ArgumentError, FileState, OperationError, StateKey, UserEntry, Write
-from provision.operations.jupyter import existing_hash, hash_matches, hash_password, read_password
+from provision.operations.jupyter import existing_hash, hash_matches, hash_password, mask_config, read_password
 
 SECRET = "correct horse battery staple"
 
@@ -56,9 +56,23 @@ def test_config_written_0600_with_hash_and_secure_defaults(password_file):
     assert "c.ServerApp.port = 8888" in text and "c.ServerApp.certfile" in text
     assert hash_matches(existing_hash(write.content), SECRET)
     assert SECRET not in text and SECRET not in write.describe
-    assert write.secret  # --diff/--json hide the whole file, not only what a masking regex matches
+    assert write.secret
+    # Issue 26: --diff showed only "(content hidden: secret)"; now the hash's line is masked, the rest shown.
     diff = unified_diff(write)
-    assert "argon2" not in diff and "(content hidden: secret)" in diff
+    assert "argon2" not in diff and existing_hash(write.content) not in diff and "(content hidden" not in diff
+    assert "+c.ServerApp.port = 8888\n" in diff and "+c.PasswordIdentityProvider.hashed_password = (hidden, fingerprint " in diff
+    assert '+c.IdentityProvider.token = ""\n' in diff  # an empty token says nothing secret
+    # A changed port on a converged host: one line each way, the unchanged hash's line not in the diff.
+    old = FileState("f", 0o600, "alice", "alice", "0" * 64, write.content)
+    [rewrite] = plan("jupyter_config", {**config_args(password_file), "port": 8899}, {key: old})
+    changed = unified_diff(rewrite)
+    assert "-c.ServerApp.port = 8888\n" in changed and "+c.ServerApp.port = 8899\n" in changed
+    assert "hashed_password" not in changed and "argon2" not in changed
+
+
+def test_a_template_that_names_the_hash_otherwise_is_hidden_whole():
+    assert mask_config('c.X.hash = "argon2:abc"\n', hashes=("argon2:abc",)) == "(content hidden: secret)\n"
+    assert mask_config("c.X.passwd = 'argon2:abc'\n", hashes=("argon2:abc",)).startswith("c.X.passwd = (hidden, fingerprint ")
 
 
 def test_existing_valid_hash_is_kept_so_a_converged_host_is_ok(password_file):

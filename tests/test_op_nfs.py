@@ -137,8 +137,18 @@ def test_clients_never_star_never_empty(clients):
     "args,message",
     [
         ({"exports": [{"path": "/d", "mode": "rwx"}], "server": "n1", "hosts": ["n1"]}, "mode must be ro or rw"),
-        ({"exports": [{"path": "/d", "colour": 1}], "server": "n1", "hosts": ["n1"]}, r"expected \{path, mode\?\}"),
-        ({"exports": [{"path": "/d"}], "server": "n9", "hosts": ["n1"]}, "nfs_server 'n9' is not a host of the inventory"),
+        (
+            {"exports": [{"path": "/d", "colour": 1}], "server": "n1", "hosts": ["n1"]},
+            r"expected \{path: /folder, mode: ro\|rw\}",
+        ),
+        (
+            {"exports": [{"path": "/d"}], "server": "n9", "hosts": ["n1"]},
+            r"nfs_server n9 is not a host of the inventory \(hosts: n1\)",
+        ),
+        # Issue 26: a server with no exports (or nfs_export:, a typo) crashed later on the server's
+        # tasks (UndefinedError: 'dict object' has no attribute 'server'); exports with no server said "None".
+        ({"exports": None, "server": "n1", "hosts": ["n1"]}, "nfs_server is n1 but nfs_exports is not set: list the folders"),
+        ({"exports": [{"path": "/d"}], "server": None, "hosts": ["n1"]}, "nfs_exports is set but nfs_server is not"),
         ({"exports": [{"path": "/d"}], "server": "n1", "hosts": ["n1"], "clients": ["*"]}, "never allowed"),
     ],
 )

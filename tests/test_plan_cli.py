@@ -1,6 +1,7 @@
 """`provision rankfile/launch/topology/slurm-nodes` as a user runs them, bad input included."""
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -305,3 +306,21 @@ def test_launch_says_what_it_wrote_and_where_the_users_file_went(facts_dir, tmp_
     assert done.returncode == 0, done.stderr
     assert f"wrote rank file {mine}" in done.stderr and f"kept as {mine}~" in done.stderr
     assert (tmp_path / "2x1x1.rf~").read_text() == "# my own rank file\n"
+
+
+def test_facts_are_found_beside_the_inventory_from_any_directory(tmp_path):
+    """Issue 26: `rankfile -i /path/hosts.yml` from elsewhere said "run provision probe first":
+    the facts folder was found from the current directory. One rule: facts/ beside the inventory."""
+    site, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    site.mkdir()
+    inventory = site / "hosts.yml"
+    inventory.write_text("hosts:\n  minsky: {}\n")
+    captures = str(Path("tests/fixtures/captures").resolve())
+    probed = run_cli("probe", "--replay", captures, "minsky", "-i", str(inventory), "--facts-dir", str(site / "facts"))
+    assert probed.returncode == 0, probed.stderr
+    done = run_cli("rankfile", "2x1x1", "-i", str(inventory), "--hosts", "minsky", "--allow-no-gpu", cwd=elsewhere)
+    assert done.returncode == 0 and "\nrank 0=minsky slot=" in done.stdout, done.stdout + done.stderr
+    (site / "facts" / "minsky.json").unlink()
+    missing = run_cli("rankfile", "2x1x1", "-i", str(inventory), "--hosts", "minsky", "--allow-no-gpu", cwd=elsewhere)
+    assert missing.returncode != 0 and f"looked for {site / 'facts' / 'minsky.json'}" in missing.stderr, missing.stderr

@@ -75,7 +75,20 @@ CASES = [
     (
         "unknown-nfs-server",
         "  nfs_server: n7\n  nfs_exports: [{path: /data/x}]\n",
-        "nfs_server 'n7' is not a host of the inventory",
+        "hosts.yml:5 (nfs_server): nfs_server n7 is not a host of the inventory (hosts: n1, n2)",
+    ),
+    # Issue 26: these crashed on the server's later tasks (UndefinedError: 'dict object' has no
+    # attribute 'server') while --syntax-check said OK; the message names the user's line.
+    ("server-without-exports", "  nfs_server: n1\n", "hosts.yml:5 (nfs_server): nfs_server is n1 but nfs_exports is not set"),
+    (
+        "exports-typo",
+        "  nfs_server: n1\n  nfs_export: [{path: /data/x}]\n",
+        "hosts.yml:6: variable nfs_export is read by no task of the playbook; did you mean nfs_exports?",
+    ),
+    (
+        "exports-without-server",
+        "  nfs_exports: [{path: /data/x}]\n",
+        "hosts.yml:5 (nfs_exports): nfs_exports is set but nfs_server is not",
     ),
 ]
 
@@ -85,7 +98,9 @@ def test_bad_input_exit_2_before_any_host(tmp_path, variables, message):
     done = run(tmp_path, variables)
     assert done.returncode == 2, done.stdout + done.stderr
     assert message in " ".join(done.stderr.split()), done.stderr
-    assert "Traceback" not in done.stderr
+    assert "Traceback" not in done.stderr and "None" not in done.stderr
+    syntax = run(tmp_path, variables, "--syntax-check")  # the same refusal, never "syntax OK"
+    assert syntax.returncode == 2 and message in " ".join(syntax.stderr.split()), syntax.stdout + syntax.stderr
 
 
 def test_password_file_that_cannot_be_read(tmp_path):

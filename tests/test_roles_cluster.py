@@ -138,7 +138,10 @@ def test_roles_check_converge_idempotent_and_work(roles_cluster, tmp_path):
         "jupyter_server_config.py",
     ):
         assert path in diffs, path
-    assert "jupyter_server_config.py\n+++ " in diffs and "(content hidden: secret)" in diffs  # the whole config hidden
+    # Issue 26: the config shown with the hash's line masked (it was "(content hidden: secret)" whole).
+    assert "jupyter_server_config.py\n@@ " in diffs and "(content hidden: secret)" not in diffs
+    assert "\n+c.ServerApp.port = 8888\n" in diffs
+    assert "\n+c.PasswordIdentityProvider.hashed_password = (hidden, fingerprint " in diffs
     assert PASSWORD not in checked.stdout + checked.stderr and "argon2:" not in checked.stdout + checked.stderr
 
     first = setup(files)
@@ -195,6 +198,29 @@ def test_roles_check_converge_idempotent_and_work(roles_cluster, tmp_path):
         text=True,
     )
     assert refused.returncode == 1 and "Missing write permissions in: /opt/anaconda3" in refused.stderr
+
+    # Issue 26, Jupyter that runs: jupyter-server (the TEST STAND-IN conda's) in alice's clone, made
+    # as alice, and in the prefix for bob (no clone); a systemd unit per user on her port, which
+    # systemd's own verifier accepts (the containers run no systemd: verified on the controller).
+    assert cluster.docker_exec(node, "stat", "-c", "%U", "/home/alice/.conda/envs/anaconda3/bin/jupyter-server") == "alice\n"
+    assert cluster.docker_exec(node, "/opt/anaconda3/bin/jupyter-server", "--version") == "0.0.0-test-stand-in\n"
+    for user, port, env in (("alice", 8888, "$$HOME/.conda/envs/anaconda3"), ("bob", 8889, "/opt/anaconda3")):
+        unit = cluster.docker_exec(node, "cat", f"/etc/systemd/system/provision-jupyter-{user}.service")
+        assert f"User={user}\n" in unit and f"(port {port}, provision)" in unit
+        assert f'ExecStart=/bin/sh -c \'exec "{env}/bin/jupyter-server" --config=' in unit
+        if shutil.which("systemd-analyze"):
+            (tmp_path / f"provision-jupyter-{user}.service").write_text(unit)
+            verified = subprocess.run(
+                ["systemd-analyze", "verify", str(tmp_path / f"provision-jupyter-{user}.service")], capture_output=True, text=True
+            )
+            assert verified.returncode == 0 and not verified.stderr.strip(), verified.stderr
+        else:
+            print("systemd-analyze is not installed here: the Jupyter units were not verified")
+    # jupyter_listen: all here, so the HTTPS URL at the node's inventory address (the ssh -L form: test_checks_roles).
+    assert (
+        f"jupyter {node}: alice: open https://127.0.0.1:8888/ (TLS, password); her server: systemd unit "
+        "provision-jupyter-alice (start it: sudo systemctl start provision-jupyter-alice)"
+    ) in summary, summary
 
     # Jupyter: the real Jupyter Server 2 with alice's generated config, over HTTPS from r2.
     config = cluster.docker_exec("r1", "stat", "-c", "%U %a", "/home/alice/.jupyter/jupyter_server_config.py")

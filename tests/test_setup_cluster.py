@@ -268,3 +268,49 @@ def test_a_role_asked_by_tag_that_has_nothing_to_do_says_so(setup_cluster, files
     warning = " ".join(done.stderr.split())
     assert "--tags anaconda: its tasks did nothing on any host (all skipped)" in warning
     assert "--tags users" not in warning  # users were made or were there: that tag did its work
+
+
+def test_run_as_an_admin_uses_pdsh_and_clush(setup_cluster, files, tmp_path):
+    """Issue 26, item 6: `provision run` with --become (sudo), --fold (clush -b) and --copy (pdcp),
+    the same host patterns as --limit, on real nodes."""
+    inventory, known = files
+    base = ("-i", str(inventory), "--known-hosts", str(known))
+    plain = run_cli("run", "all", *base, "--", "id", "-un")
+    assert plain.returncode == 0 and plain.stdout.count("mpi\n") == 3, plain.stdout + plain.stderr
+    folded = run_cli("run", "all", *base, "--become", "--fold", "--", "id", "-un")
+    assert folded.returncode == 0, folded.stdout + folded.stderr
+    assert folded.stdout == "---------------- s[1-3] (3) | rc=0\nroot\n", folded.stdout
+    # Outputs that differ stay apart; the pattern leaves s3 out.
+    apart = run_cli("run", "s*:!s3", *base, "--fold", "--shell", "hostname -s | tr -d 0-9; echo $((1+1))")
+    assert apart.stdout.count("---------------- ") == 1 and "s[1-2] (2) | rc=0" in apart.stdout, apart.stdout
+
+    # pdcp: a file copied to two hosts as root, its mode kept; a folder is refused unless the destination ends in /.
+    local = tmp_path / "nccl.conf"
+    local.write_text("NCCL_IB_HCA=mlx5\n")
+    local.chmod(0o640)
+    copied = run_cli("run", "s1,s2", *base, "--become", "--copy", str(local), "--dest", "/etc/nccl.conf")
+    assert copied.returncode == 0, copied.stdout + copied.stderr
+    assert "copied 17 bytes to /etc/nccl.conf" in copied.stdout
+    for node in ("s1", "s2"):
+        assert setup_cluster.docker_exec(node, "stat", "-c", "%U %a %s", "/etc/nccl.conf") == "root 640 17\n"
+        assert setup_cluster.docker_exec(node, "cat", "/etc/nccl.conf") == "NCCL_IB_HCA=mlx5\n"
+    assert setup_cluster.docker_exec("s3", "sh", "-c", "test -e /etc/nccl.conf && echo there || echo absent") == "absent\n"
+    folder = run_cli("run", "s1", *base, "--become", "--copy", str(local), "--dest", "/etc")
+    assert folder.returncode == 1 and "/etc is a folder: end --dest with / to copy into it" in folder.stderr, folder.stderr
+    into = run_cli("run", "s1", *base, "--become", "--copy", str(local), "--dest", "/opt/")
+    assert into.returncode == 0 and setup_cluster.docker_exec("s1", "cat", "/opt/nccl.conf") == "NCCL_IB_HCA=mlx5\n"
+    unprivileged = run_cli("run", "s1", *base, "--copy", str(local), "--dest", "/etc/nccl.conf")
+    assert unprivileged.returncode == 1 and "Permission denied" in unprivileged.stderr, unprivileged.stderr
+
+    # A login user whose sudo needs a password: refused without it (said so), wrong one refused, right one root.
+    password = "Run pass$1"
+    add_sudo_user(setup_cluster, "s1", password)
+    inventory.write_text(inventory.read_text().replace("user: mpi", "user: pw"))
+    no_password = run_cli("run", "s1", *base, "--become", "--", "id", "-un")
+    assert no_password.returncode == 1 and "become: sudo: a password is required" in no_password.stderr, no_password.stderr
+    assert "-K/--ask-become-pass" in no_password.stderr
+    wrong = run_cli("run", "s1", *base, "-K", "--", "id", "-un", input="not it\n")
+    assert wrong.returncode == 1 and "s1 | become:" in wrong.stderr, wrong.stdout + wrong.stderr
+    right = run_cli("run", "s1", *base, "-K", "--", "id", "-un", input=password + "\n")
+    assert right.returncode == 0 and right.stdout == "s1 | rc=0\nroot\n", right.stdout + right.stderr
+    assert password not in right.stdout + right.stderr + wrong.stdout + wrong.stderr

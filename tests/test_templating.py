@@ -231,7 +231,7 @@ def test_slurm_files_are_the_gres_plan_of_every_node_the_setting_names(tmp_path)
 def test_slurm_files_refuse_a_node_without_facts_naming_it_and_what_to_run(tmp_path):
     folder = _facts_folder(tmp_path, "node01")
     groups = {"all": ["ctl", "node01"]}
-    with pytest.raises(TemplateError, match=r"no facts for host ctl in .*run `provision probe ctl"):
+    with pytest.raises(TemplateError, match=r"no facts for host ctl: looked for .*/ctl\.json \(run `provision probe ctl"):
         slurm_files({}, groups, str(folder))  # nodes: all, and ctl was never probed
 
 

@@ -117,20 +117,30 @@ def nfs_verdict(host: str, path: str, how: str, read: str, token: str, missing: 
     return SummaryLine("nfs", host, f"{path}: {lacks}; nfs-cat not installed (Debian libnfs-utils) to check the export", False)
 
 
-def jupyter_lines(host: str, login: str, users: list[dict], listen: str) -> list[SummaryLine]:
-    """How each Jupyter user of ``host`` reaches their server (no secret in it)."""
+def jupyter_lines(
+    host: str, login: str, users: list[dict], listen: str, anaconda: list | None = None, ssh_port: int | None = None
+) -> list[SummaryLine]:
+    """How each Jupyter user of ``host`` reaches her server (no secret in it): the exact ``ssh -L``
+    line to ``login`` (the node's address; ``ssh_port`` when not 22) and the URL she opens, or the
+    HTTPS URL when it listens on every interface; and how her server starts: its systemd unit
+    (setup-cluster writes it where ``anaconda`` is set; enabled with ``jupyter_service``), or by hand."""
     out = []
+    port_option = f"-p {ssh_port} " if ssh_port and ssh_port != 22 else ""
     for user in users:
         if user.get("jupyter_port") is None:
             continue
-        port = int(user["jupyter_port"])
-        if listen == "all":
-            text = f"{user['name']}: https://{login}:{port}/ (TLS, password); start it as {user['name']} with `jupyter server`"
+        name, port = user["name"], int(user["jupyter_port"])
+        if anaconda:
+            unit = f"provision-jupyter-{name}"
+            state = "enabled: runs at boot" if user.get("jupyter_service") else f"start it: sudo systemctl start {unit}"
+            start = f"her server: systemd unit {unit} ({state})"
         else:
-            text = (
-                f"{user['name']}: ssh -N -L {port}:localhost:{port} {user['name']}@{login}  then open "
-                f"https://localhost:{port}/ (start it as {user['name']} with `jupyter server`)"
-            )
+            start = f"start it as {name} with `jupyter server` (jupyter-server must be in her environment)"
+        if listen == "all":
+            text = f"{name}: open https://{login}:{port}/ (TLS, password); {start}"
+        else:
+            tunnel = f"ssh -N -L {port}:localhost:{port} {port_option}{name}@{login}"
+            text = f"{name}: {tunnel}  then open https://localhost:{port}/; {start}"
         out.append(SummaryLine("jupyter", host, text))
     return out
 
@@ -235,7 +245,10 @@ def role_summary(
                     )
                 )
         if wanted("jupyter"):
-            out += jupyter_lines(name, name, users, str(ctx.get("jupyter_listen") or "localhost"))
+            inventory_host = getattr(run, "host", None)
+            address = getattr(inventory_host, "address", None) or name
+            listen = str(ctx.get("jupyter_listen") or "localhost")
+            out += jupyter_lines(name, address, users, listen, ctx.get("anaconda"), getattr(inventory_host, "port", None))
         return out
 
     for per_host in fan_out(list(healthy), one, forks, workers=1):  # the sessions are this process's

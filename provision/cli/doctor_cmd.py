@@ -13,6 +13,7 @@ from rich.table import Table
 from provision.cli import app, fail, options as opt
 from provision.doctor.checks import verdict
 from provision.doctor.model import CheckResult
+from provision.doctor.mounts import inventory_exports
 from provision.doctor.pairwise import PARALLEL
 from provision.doctor.runner import DoctorSettings, doctor as run_doctor
 from provision.doctor.sources import anaconda_prefixes, check_dataset, check_user
@@ -48,6 +49,7 @@ def doctor_settings(
     forks: int,
     pairwise_fanout: int = PARALLEL,
     conda_prefixes: tuple[str, ...] = (),
+    exports: tuple = (),
 ) -> DoctorSettings:
     """Check --user and --dataset once, here at the edge (ProvisionError: exit 2)."""
     return DoctorSettings(
@@ -59,6 +61,7 @@ def doctor_settings(
         forks=forks,
         pairwise_fanout=pairwise_fanout,
         conda_prefixes=conda_prefixes,
+        exports=exports,
     )
 
 
@@ -103,7 +106,8 @@ def doctor(
         inv = open_inventory(inventory)
         targets = inv.resolve(hosts or [])
         prefixes = anaconda_prefixes(Variables(inv), targets)
-        settings = doctor_settings(user, dataset, deep, False, ssh, forks, pairwise_fanout, prefixes)
+        exports = inventory_exports(Variables(inv), targets)
+        settings = doctor_settings(user, dataset, deep, False, ssh, forks, pairwise_fanout, prefixes, exports)
     except ProvisionError as error:
         raise fail(str(error)) from None
     if not targets:

@@ -8,9 +8,10 @@ import typer
 
 from provision.cli import config
 from provision.errors import ProvisionError
+from provision.inventory.model import DEFAULT_INVENTORY
 from provision.probe.cached import ProbeSettings
 from provision.probe.run import DEFAULT_FORKS
-from provision.probe.store import DEFAULT_FACTS_DIR
+from provision.probe.store import DEFAULT_FACTS_DIR, facts_folder
 from provision.transport.connection import SshOptions
 
 
@@ -33,8 +34,26 @@ INVENTORY = _setting(
     help="Inventory YAML (default: inventory/hosts.yml if present).",
     show_default=False,
 )
+
+
+def _facts_dir(ctx: typer.Context, param: typer.CallbackParam, value: Path | None) -> Path | None:
+    """An unnamed facts folder is the one beside the inventory (:func:`facts_folder`): the
+    inventory option is declared first, so it is known here when only the default is left."""
+    source = ctx.get_parameter_source(param.name)
+    if (source is not None and source.name != "DEFAULT") or config.is_configured("facts_dir"):
+        return value
+    inventory = ctx.params.get("inventory")
+    if inventory is None and DEFAULT_INVENTORY.exists():
+        inventory = DEFAULT_INVENTORY
+    return facts_folder(inventory)
+
+
 FACTS_DIR = _setting(
-    "facts_dir", "--facts-dir", help="Where facts are cached (<host>.json + raw captures).", show_default=str(DEFAULT_FACTS_DIR)
+    "facts_dir",
+    "--facts-dir",
+    help="Where facts are cached (<host>.json + raw captures); default: facts/ beside the inventory.",
+    show_default=str(DEFAULT_FACTS_DIR),
+    callback=_facts_dir,
 )
 FORKS = _setting(
     "forks",
@@ -42,6 +61,15 @@ FORKS = _setting(
     min=1,
     max=1024,
     help="Hosts probed at once (in all, over every worker process).",
+    show_default=str(DEFAULT_FORKS),
+)
+RUN_FORKS = _setting(
+    "forks",
+    "--forks",
+    min=1,
+    max=1024,
+    help="Hosts that run the command (or receive the copy) at once: one SSH connection each; "
+    "lower it to spare a login node or a file server.",
     show_default=str(DEFAULT_FORKS),
 )
 SETUP_FORKS = _setting("forks", "--forks", min=1, max=1024, help="Hosts worked on at once.", show_default=str(DEFAULT_FORKS))

@@ -74,6 +74,10 @@ def print_verbose(console: Console, result, verbosity: int, check: bool) -> None
     output of every change too (and ok/skipped tasks are listed)."""
     if verbosity < 1:
         return
+    if result.detail:
+        console.print(f"  {result.detail}", highlight=False, markup=False, soft_wrap=True)
+    if result.item is not None and result.item_label() != str(result.shown_item()):
+        console.print(f"  item: {result.shown_item()}", highlight=False, markup=False, soft_wrap=True)
     for command in result.commands:
         prefix = "  would run: " if check else "  ran: "
         console.print(prefix + command.replace("\n", "\n" + " " * len(prefix)), highlight=False, markup=False, soft_wrap=True)
@@ -272,6 +276,10 @@ def setup_cluster(
         for run in report.runs.values():
             run.session.close()
     bad_pairs = [p for p in pairs if not p.ok]
+    report.count_failed_checks(
+        [(p.source, f"BatchMode SSH {p.user}@{p.source} -> {p.target}") for p in bad_pairs]
+        + [(line.host, f"{line.role}: {line.text}") for line in summary if not line.ok]
+    )
     if as_json:
         typer.echo(
             json.dumps(
@@ -303,7 +311,7 @@ def setup_cluster(
                 )
         for line in summary:
             console.print(
-                f"{line.role} {line.host}: {line.text}",
+                ("" if line.ok else "FAILED ") + f"{line.role} {line.host}: {line.text}",
                 style=None if line.ok else "red",
                 highlight=False,
                 markup=False,

@@ -190,6 +190,16 @@ def _kib(value: int) -> str:
     return f"{value // 1024} MiB" if value >= 1024 and value % 1024 == 0 else f"{value} KiB"
 
 
+# What to do, said with each warning (limits.conf(5); sshd applies it to new sessions with UsePAM yes).
+LIMIT_FIXES = {
+    "memlock": "Fix: the line `*  -  memlock  unlimited` in /etc/security/limits.d/99-memlock.conf on those nodes "
+    "(sshd with UsePAM yes; a new SSH session sees it)",
+    "open files": f"Fix: the line `*  -  nofile  {NOFILE_MIN}` in /etc/security/limits.d/99-nofile.conf on those nodes",
+    "/dev/shm": "Fix: remount it bigger (mount -o remount,size=<N>G) and set that size= in its fstab line "
+    "(a container: --shm-size)",
+}
+
+
 def check_limits(reports: list[NodeReport]) -> CheckResult:
     """Check 6: memlock unlimited (fail where an RDMA device exists, else warn), open files at
     least :data:`NOFILE_MIN`, /dev/shm at least :data:`SHM_PER_GPU_MIB` per GPU (warn). Nodes
@@ -229,6 +239,8 @@ def check_limits(reports: list[NodeReport]) -> CheckResult:
         if groups:
             ordered = sorted(groups.items(), key=lambda item: len(item[1]))
             problems.append(headings[kind] + "; ".join(f"{value} on {_hosts_list(hosts)}" for value, hosts in ordered))
+            if LIMIT_FIXES.get(kind):
+                problems.append(LIMIT_FIXES[kind])
     if problems:
         return CheckResult(name, _worst(list(statuses.values())), tuple(statuses), ". ".join(problems))
     return CheckResult(name, PASS, (), f"memlock unlimited, open files >= {NOFILE_MIN}, /dev/shm large enough on every node")
@@ -362,8 +374,18 @@ def check_gpu_health(reports: list[NodeReport]) -> CheckResult:
     pending page retirement or row remapping, GPUs missing against PCI (fail), Xid errors (warn)."""
     name = "gpu health"
     with_smi = [r for r in _reached(reports) if r.gpu_health is not None]
+    # A node whose PCI bus shows NVIDIA GPUs but has no nvidia-smi: its GPUs go unchecked (a warning, not a pass).
+    blind = [r.host for r in _reached(reports) if r.gpu_health is None and r.pci_gpus]
+    unchecked = (
+        f"no nvidia-smi on {_hosts_list(blind)} although PCI shows NVIDIA GPUs there: install the NVIDIA driver "
+        "(it brings nvidia-smi) so their health can be checked"
+        if blind
+        else ""
+    )
     if not with_smi:
-        return CheckResult(name, PASS, (), "no nvidia-smi on any node")
+        if blind:
+            return CheckResult(name, WARN, tuple(blind), unchecked)
+        return CheckResult(name, PASS, (), "no NVIDIA GPU on any node (no nvidia-smi, none on PCI)")
     statuses, hosts, problems, unreadable = [], [], [], []
     for report in with_smi:
         found = []
@@ -389,6 +411,10 @@ def check_gpu_health(reports: list[NodeReport]) -> CheckResult:
             hosts.append(report.host)
             problems.append(f"{report.host}: " + "; ".join(text for _, text in found))
     note = f" (kernel log not readable on {_hosts_list(unreadable)}: Xid not checked)" if unreadable else ""
+    if blind:
+        statuses.append(WARN)
+        hosts += blind
+        problems.append(unchecked)
     if problems:
         return CheckResult(name, _worst(statuses), tuple(hosts), "; ".join(problems) + note)
     gpus = sum(len(r.gpu_health) for r in with_smi)

@@ -43,6 +43,15 @@ class Software:
 
 
 @dataclass(frozen=True)
+class Mount:
+    """The mount that holds a path on a node (from /proc/self/mountinfo): where, what file system, from what source."""
+
+    point: str
+    fstype: str
+    source: str
+
+
+@dataclass(frozen=True)
 class Manifest:
     """A dataset folder's summary: file count, total bytes, hash of names+sizes+mtimes (and sample contents)."""
 
@@ -52,6 +61,7 @@ class Manifest:
     size: int = 0
     listing_hash: str = ""
     content_hash: str = ""  # --deep only
+    mount: Mount | None = None  # what holds the path there (None: not read)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
-from provision.doctor import checks, pairwise, sources
+from provision.doctor import checks, mounts, pairwise, sources
 from provision.doctor.model import FAIL, WARN, CheckResult, NodeReport
 from provision.errors import ParseError
 from provision.facts import nvidia
@@ -44,6 +44,7 @@ class DoctorSettings:
     forks: int = DEFAULT_FORKS
     pairwise_fanout: int = pairwise.PARALLEL  # ssh clients at once on each node
     conda_prefixes: tuple[str, ...] = ()  # the inventory's Anaconda prefixes (checked), looked at first
+    exports: tuple[mounts.Export, ...] = ()  # the inventory's NFS exports: clients must mount them from the server
 
 
 def doctor_steps(fast: bool) -> tuple:
@@ -259,7 +260,8 @@ def run_checks(reports: list[NodeReport], settings: DoctorSettings) -> list[Chec
         checks.check_software(reports),
     ]
     if not settings.fast:
-        results += [checks.check_hardware(reports), *checks.check_datasets(reports, settings.datasets)]
+        datasets = mounts.check_exported(reports, settings.datasets, settings.exports, checks.check_datasets)
+        results += [checks.check_hardware(reports), *datasets]
     results.append(checks.check_limits(reports))
     if not settings.fast:
         results += [

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from provision.doctor.model import GpuHealth, IbPort, Limits, Manifest, Software
+from provision.doctor.mounts import holding_mount, parse_mountinfo
 from provision.errors import ParseError, ProvisionError
 from provision.facts.source import Step
 from provision.inventory.model import USER_NAME
@@ -75,7 +76,8 @@ XID = Step(
 DATASET = Step(
     "doctor-dataset",
     (),
-    '( shift; for d in "$@"; do '
+    "( shift; head -n 4000 /proc/self/mountinfo 2>/dev/null | sed 's/^/mountinfo /'; "
+    'for d in "$@"; do '
     'if [ -d "$d" ]; then echo "dataset $d"; '
     "{ find \"$d\" -type f -printf '%P\\t%s\\t%T@\\n' 2>/dev/null | LC_ALL=C sort | "
     'awk -F \'\\t\' \'BEGIN { OFS = "\\t" } { n++; s += $2; sub(/\\..*/, "", $3); print } '
@@ -85,7 +87,7 @@ DATASET = Step(
     "awk -v step=$(( n > 0 ? (n + 15) / 16 : 1 )) '(NR - 1) % step == 0' | while IFS= read -r f; do "
     'printf \'%s\\n\' "$f"; head -c 16777216 -- "$d/$f" | md5sum; done | md5sum | { read -r h _; echo "content $h"; }; fi; '
     'else echo "missing $d"; fi; done )',
-    "each --dataset folder's manifest: file count, bytes, hash of names+sizes+mtimes",
+    "each --dataset folder's manifest: file count, bytes, hash of names+sizes+mtimes; the node's mounts (/proc/self/mountinfo)",
 )
 
 STEPS: tuple[Step, ...] = (USER, LIMITS, SOFTWARE, RDMA, MTU, GPU_HEALTH, XID, DATASET)
@@ -238,7 +240,13 @@ def parse_datasets(text: str, wanted: tuple[str, ...]) -> tuple[Manifest, ...]:
             current["listing_hash"] = rest
         elif kind == "content" and re.fullmatch(r"[0-9a-f]{32}", rest):
             current["content_hash"] = rest
-    return tuple(Manifest(path, **found[path]) if path in found else Manifest(path, False) for path in wanted)
+    mounts = parse_mountinfo("\n".join(line[10:] for line in text.splitlines() if line.startswith("mountinfo ")))
+    return tuple(
+        Manifest(path, **found[path], mount=holding_mount(mounts, path) if mounts else None)
+        if path in found
+        else Manifest(path, False)
+        for path in wanted
+    )
 
 
 def parse_clock(text: str, source: str) -> float:

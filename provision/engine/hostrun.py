@@ -45,15 +45,20 @@ def unified_diff(change: Write, host: str | None = None) -> str:
     """The unified diff of a file change, secrets masked (or hidden entirely for secret files);
     the headers name ``host`` (``--- w1:/etc/hosts (before)``) when given."""
     path = f"{host}:{change.path}" if host else change.path
-    if change.secret:
+    if change.secret and change.mask is None:
         return f"--- {path}\n+++ {path}\n(content hidden: secret)\n"
+    shown = change.mask or (lambda text: text)  # a secret file with a mask: its secret lines hidden, the rest shown
     try:
-        old = (change.old or b"").decode().splitlines(keepends=True)
-        new = change.content.decode().splitlines(keepends=True)
+        old = shown((change.old or b"").decode()).splitlines(keepends=True)
+        new = shown(change.content.decode()).splitlines(keepends=True)
     except UnicodeDecodeError:
         return f"--- {path}\n+++ {path}\n(binary content differs)\n"
     lines = difflib.unified_diff(old, new, f"{path} (before)" if change.old is not None else "/dev/null", path)
-    return mask_secrets("".join(line if line.endswith("\n") else line + "\n" for line in lines))
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    return text if change.mask else mask_secrets(text)  # a file's own mask knows its secret lines
+
+
+ITEM_NAMES = ("name", "path", "prefix", "user", "dest")  # the first a loop item has labels it in output
 
 
 @dataclass
@@ -72,6 +77,7 @@ class TaskResult:
     commands: list[str] = field(default_factory=list)  # what ran (or would run) on the node, for -v
     output: list[str] = field(default_factory=list)  # what each applied change printed, for -v
     no_log: bool = False  # the task's no_log: its changes, diffs and failure output are never shown
+    detail: str = ""  # how the result was reached (--check: on which state it was predicted), for -v and --json
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Every place that sets a message (the engine, a failed change's output) goes through
@@ -93,8 +99,11 @@ class TaskResult:
         """The loop item in a one-line report: a dict item by its ``name``; "" without a loop."""
         if self.item is None:
             return ""
-        if isinstance(self.item, dict) and "name" in self.item and not self.no_log:
-            return str(self.item["name"])
+        if isinstance(self.item, dict) and not self.no_log:
+            # What names the item to a person (a checksum or a whole record is detail: -v, --json).
+            key = next((k for k in ITEM_NAMES if isinstance(self.item.get(k), (str, int))), None)
+            if key is not None:
+                return str(self.item[key])
         return str(self.shown_item())
 
     def as_dict(self) -> dict:
@@ -109,6 +118,7 @@ class TaskResult:
             "changes": self.changes,
             "diff": self.diff,
             "message": self.message,
+            "detail": self.detail,
             "commands": self.commands,
             "output": self.output,
         }

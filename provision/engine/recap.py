@@ -41,6 +41,19 @@ class RunReport:
         """True when no host failed or was unreachable."""
         return not any(r.failed or r.unreachable for r in self.recap)
 
+    def count_failed_checks(self, failures: list[tuple[str, str]]) -> None:
+        """Count each failed check of the verification after the run, ``(host, what failed)``,
+        in that host's recap (``failed=N``), so that a run which exits 1 for a failed check never
+        shows a clean recap; the first one becomes the host's message when it has none."""
+        by_host = {recap.host: recap for recap in self.recap}
+        for host, text in failures:
+            recap = by_host.get(host)
+            if recap is None:
+                continue
+            recap.failed += 1
+            if not recap.message:
+                recap.message = f"verification failed: {text}"
+
 
 def report_of(runs: dict[str, HostRun]) -> RunReport:
     """Every host's task results in order, and its recap line (a host that stopped without a

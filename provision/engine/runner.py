@@ -4,12 +4,15 @@ by play (hosts in parallel, bounded by ``forks``; tasks in order on each host), 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from provision.engine.hostrun import HOSTINFO, NO_LOG, HostFailed, HostRun, TaskResult, unified_diff
 from provision.engine.membership import HostCache, cache_folder, fill_hostvars, save_records, verified_key_problem
+from provision.engine.names import check_near_misses, read_names
 from provision.engine.needs import as_reader, names_in, partial_requests, reader_of
 from provision.engine.recap import RunReport, report_of
 from provision.engine.script import LOGIN_USER, Step
@@ -19,9 +22,10 @@ from provision.errors import ProvisionError
 from provision.inventory.model import Host, Inventory
 from provision.inventory.patterns import PatternError, select_hosts
 from provision.operations import OPERATIONS
-from provision.operations.base import UNKNOWN, StateKey, Write, check_user
+from provision.operations.base import UNKNOWN, ArgumentError, StateKey, Write, check_user
 from provision.playbook.model import Play, Task
 from provision.playbook.variables import Variables
+from provision.resources import resource_dir
 from provision.templating import evaluate_when, render_template, render_value, template_loader
 from provision.transport.connection import SshOptions
 from provision.transport.parallel import fan_out
@@ -185,6 +189,11 @@ class Runner:
         collect the facts each host's tasks need (read in its first round trip). Raises
         :class:`BadInput` naming file:line, task, host and cause."""
         self.select()
+        folders = [*self.options.template_dirs, *(play.base / "templates" for play in self.plays), resource_dir("templates")]
+        try:
+            check_near_misses(self.variables, self.hosts.values(), read_names(self.plays, folders))
+        except ProvisionError as error:
+            raise BadInput(str(error)) from None
         for play, hosts in zip(self.plays, self.play_hosts, strict=True):
             for host in hosts:
                 self.prefetch.setdefault(host.name, {})
@@ -203,7 +212,7 @@ class Runner:
         except Exception as error:  # noqa: BLE001 - any render failure is reported the same way
             if deferred:
                 return
-            raise BadInput(f"{task.where}: task {task.name!r} on {host.name}: {error}") from None
+            raise self._bad_input(task, host, error) from None
         for item in items:
             ctx = self.context(host, play, None, item)
             try:
@@ -214,12 +223,25 @@ class Runner:
                 keys = operation.requests(operation.check_args(args))
             except Exception as error:  # noqa: BLE001
                 if not deferred:
-                    raise BadInput(f"{task.where}: task {task.name!r} on {host.name}: {error}") from None
+                    raise self._bad_input(task, host, error) from None
                 keys = partial_requests(task, ctx)
             keys = as_reader(keys, reader_of(task, play, ctx))
             self.upcoming[host.name].append((task, keys))
             for key in keys:
                 self.prefetch[host.name][key] = None
+
+    def _bad_input(self, task: Task, host: Host, error: BaseException) -> BadInput:
+        """The error of a task's arguments, named where the user wrote the values it refused
+        (``hosts.yml:12 (nfs_server)``), and at the task's file:line unless that is provision's
+        own playbook (a path inside the install says nothing to a user)."""
+        names = sorted(names_in([task.args, task.loop])) if isinstance(error, ArgumentError) else []
+        named = [name for name in names if re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w/.-])", str(error))] or names
+        origins = [f"{where} ({name})" for name in named if (where := self.variables.origin(host, name))]
+        if not origins:
+            return BadInput(f"{task.where}: task {task.name!r} on {host.name}: {error}")
+        builtin = Path(task.where.rsplit(":", 1)[0]).parent == resource_dir("playbooks")
+        at = f"task {task.name!r}" + ("" if builtin else f" at {task.where}") + f", host {host.name}"
+        return BadInput(f"{'; '.join(origins)}: {error} ({at})")
 
     # -- running -------------------------------------------------------------------------------
     def run(self) -> RunReport:
@@ -377,9 +399,11 @@ class Runner:
         except Exception as error:  # noqa: BLE001 - on stale facts the real run may well succeed
             run.plan_unknown()
             result.status = "changed"
-            result.message = f"predicted: decided when the changes above are applied ({where} unknown now; {error})"
+            result.message = "predicted: decided only when the changes above are applied"
+            result.detail = f"{where} unknown now; {error}"
             return [], False
-        result.message = f"predicted on state read before the changes above ({where})"
+        # Nearly every task after a planned change is predicted so: detail (-v), not a clause on each line.
+        result.detail = f"predicted on state read before the changes above ({where})"
         return changes, False
 
     def _fail(self, run: HostRun, result: TaskResult, error: BaseException) -> None:

@@ -49,6 +49,7 @@ class Host:
     port: int | None = None
     key: str | None = None
     vars: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    var_lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False, repr=False)  # name -> file line
 
     @property
     def is_local(self) -> bool:
@@ -73,6 +74,7 @@ class Inventory:
     racks: tuple[Rack, ...] = ()
     vars: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    var_lines: dict[str, int] = field(default_factory=dict, repr=False)  # name -> its line in ``path``
 
     def resolve(self, patterns: list[str]) -> list[Host]:
         """Host patterns (Ansible's: names, groups, racks, ``all``, ``gpu:!w3``, ``w[1:3]``,
@@ -139,7 +141,8 @@ def _host_fields(path: Path, name: str, raw: Any, line: int, defaults: dict[str,
     host_vars = raw.get("vars") or {}
     if not isinstance(host_vars, dict):
         raise _fail(path, where("vars"), f"host {name}: vars must be a mapping")
-    return Host(name, address, user, port, key, dict(host_vars))  # key: "~" expanded at connect time
+    lines = dict(getattr(host_vars, "key_lines", {}))
+    return Host(name, address, user, port, key, dict(host_vars), lines)  # key: "~" expanded at connect time
 
 
 _INI_SECTION = re.compile(r"^\s*\[[A-Za-z0-9_.:-]+\]\s*$", re.MULTILINE)
@@ -239,7 +242,7 @@ def load_inventory(path: Path) -> Inventory:
     for name in variables:
         if not isinstance(name, str) or not VAR_NAME.match(name):
             raise _fail(path, variables.key_lines.get(name), f"variable name {name!r} is not an identifier")
-    return Inventory(hosts, groups, tuple(racks), dict(variables), path)
+    return Inventory(hosts, groups, tuple(racks), dict(variables), path, dict(getattr(variables, "key_lines", {})))
 
 
 def open_inventory(path: Path | None) -> Inventory:

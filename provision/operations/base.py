@@ -137,7 +137,8 @@ class Write:
     mode: int | None = None
     old: bytes | None = None  # for --diff
     describe: str = ""
-    secret: bool = False  # never shown by --diff
+    secret: bool = False  # never shown by --diff (unless ``mask`` says which lines to hide)
+    mask: Callable[[str], str] | None = field(default=None, compare=False)  # secret: --diff shows mask(text)
 
     @property
     def effects(self) -> tuple[tuple[StateKey, Any], ...]:

@@ -135,6 +135,8 @@ def _install_requests(args: dict) -> list[StateKey]:
         raise ArgumentError(f"anaconda prefix {prefix!r} must be an absolute folder below / (e.g. /opt/anaconda3)")
     prefix = check_prefix(args["prefix"])
     check_channels(args.get("channels"))
+    if args.get("path_form", "profile") not in ("profile", "module"):
+        raise ArgumentError(f"conda_path must be profile or module, not {printable(str(args['path_form']), 40)}")
     if is_url(args["installer"]):
         checksum_of(args)
         if not _URL.match(args["installer"]):
@@ -298,6 +300,7 @@ OPERATIONS = {
             "base_dir": Arg((str,), help="folder a relative installer path is read from (the inventory's)"),
             "channels": Arg((list,), help="the channels of the prefix's .condarc (checked here)"),
             "timeout": Arg((int,), help=f"seconds the installer may run (default {INSTALL_TIMEOUT})"),
+            "path_form": Arg((str,), default="profile", help="how conda reaches PATH: profile or module (conda_path)"),
         },
         _install_requests,
         plan_install,

@@ -16,9 +16,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from provision.operations.base import (
     Operation,
     OperationError,
     StateKey,
+    Write,
     check_path,
     check_user,
     is_number,
@@ -221,8 +224,34 @@ def plan_config(args: dict, current: Mapping[StateKey, Any]) -> list:
         hashed = hash_password(password)
     content = render_config(args, hashed).encode()
     attrs = {"owner": args["user"], "group": args["group"] or args["user"], "mode": 0o600}
-    # secret: --diff/--json show "(content hidden: secret)", never the hash.
-    return content_changes(path, content, attrs, state, secret=True)
+    # secret: --diff/--json show the config with the hash's line masked (mask_config), never the hash.
+    return [
+        replace(c, mask=mask_config) if isinstance(c, Write) else c
+        for c in content_changes(path, content, attrs, state, secret=True)
+    ]
+
+
+_SECRET_SETTING = re.compile(
+    r"(?im)^([ \t]*[\w.]*(?:passw(?:or)?d|token|secret)[\w.]*[ \t]*=[ \t]*)(?![ \t]*(?:\"\"|''|True|False)[ \t]*$)(\S.*)$"
+)
+
+
+def mask_config(text: str, hashes: tuple[str, ...] = ()) -> str:
+    """A Jupyter config as --diff shows it: every setting whose name says password, token or
+    secret has its value replaced by a fingerprint (the first 8 hex digits of its SHA-256:
+    enough to see that it changed, nothing to guess it from), the rest as it is. Where one of
+    ``hashes`` is still in the text after that (a template of the user's that names it
+    otherwise), the whole text is hidden.
+
+    >>> mask_config('c.ServerApp.port = 8888\\nc.PasswordIdentityProvider.hashed_password = "argon2:$x"\\n')
+    'c.ServerApp.port = 8888\\nc.PasswordIdentityProvider.hashed_password = (hidden, fingerprint f43c9597)\\n'
+    """
+    masked = _SECRET_SETTING.sub(
+        lambda m: f"{m.group(1)}(hidden, fingerprint {hashlib.sha256(m.group(2).encode()).hexdigest()[:8]})", text
+    )
+    if any(h and h in masked for h in hashes):
+        return "(content hidden: secret)\n"
+    return masked
 
 
 OPERATIONS = {

@@ -65,18 +65,36 @@ def check_clients(clients: Any) -> list[str]:
 
 
 def _check_requests(args: dict) -> list[StateKey]:
-    """Validate the NFS variables as a whole (no facts needed): bad input before any host."""
-    exports = args["exports"]
+    """Validate the NFS variables as a whole (no facts needed): bad input before any host. The
+    two halves come together: a server with nothing to export (or ``nfs_export:``, a typo) and
+    exports with no server are refused here, not left to fail on the server's later tasks."""
+    exports, server = args["exports"], args["server"]
+    if exports is None:
+        if server is not None:
+            raise ArgumentError(
+                f"nfs_server is {server} but nfs_exports is not set: list the folders it exports, "
+                "e.g. nfs_exports: [{path: /data/imagenet}] (or remove nfs_server)"
+            )
+        return []
     if not isinstance(exports, list):
-        raise ArgumentError("nfs_exports must be a list of {path, mode}")
+        raise ArgumentError("nfs_exports must be a list of {path, mode}, e.g. nfs_exports: [{path: /data/imagenet, mode: ro}]")
     for index, export in enumerate(exports):
         if not isinstance(export, dict) or "path" not in export or set(export) - {"path", "mode"}:
-            raise ArgumentError(f"nfs_exports[{index}]: expected {{path, mode?}}, got {export!r}")
+            raise ArgumentError(
+                f"nfs_exports[{index}]: expected {{path: /folder, mode: ro|rw}}, got {printable(str(export), 80)}"
+            )
         check_export_path(export["path"])
         if export.get("mode", "ro") not in ("ro", "rw"):
-            raise ArgumentError(f"nfs_exports[{index}]: mode must be ro or rw, not {export['mode']!r}")
-    if exports and args["server"] not in (args["hosts"] or []):
-        raise ArgumentError(f"nfs_server {args['server']!r} is not a host of the inventory")
+            raise ArgumentError(f"nfs_exports[{index}]: mode must be ro or rw, not {printable(str(export['mode']), 40)}")
+    if exports and server is None:
+        raise ArgumentError(
+            "nfs_exports is set but nfs_server is not: name the inventory host that exports them (nfs_server: HOST)"
+        )
+    hosts = args["hosts"] or []
+    if exports and server not in hosts:
+        raise ArgumentError(
+            f"nfs_server {printable(str(server), 80)} is not a host of the inventory (hosts: {', '.join(hosts[:12])})"
+        )
     if args["clients"] is not None:
         check_clients(args["clients"])
     return []
@@ -220,7 +238,7 @@ OPERATIONS = {
     "nfs_check": Operation(
         "nfs_check",
         {
-            "exports": Arg((list,), True, help="nfs_exports: [{path, mode}]"),
+            "exports": Arg((list,), help="nfs_exports: [{path, mode}]"),
             "server": Arg((str,), help="nfs_server: an inventory host"),
             "hosts": Arg((list,), help="the inventory's hosts (the server must be one)"),
             "clients": Arg((list,), help="nfs_clients (* refused)"),

@@ -79,14 +79,49 @@ def rich_tree(plan: RankPlan, nics: NicPlan | None = None) -> Tree:
     return tree
 
 
+CHAR_WIDTH = 7  # px per character at font-size 11 (DejaVu Sans averages ~6.5): text never runs under the next box
+
+
+def legend_rows(labels: list[tuple[str, str]], left: int, right: int, cell: int) -> list[dict]:
+    """Legend entries ``(label, fill)`` laid out from ``left``, each box followed by its label and
+    the next entry placed after the label's width, wrapping before ``right``: ``[{x, row, fill, label}]``."""
+    entries, x, row = [], left, 0
+    for label, fill in labels:
+        span = cell + 4 + len(label) * CHAR_WIDTH + 14
+        if x > left and x + span > right:
+            x, row = left, row + 1
+        entries.append({"x": x, "row": row, "fill": fill, "label": label})
+        x += span
+    return entries
+
+
 def svg(plan: RankPlan) -> str:
-    """A standalone SVG of the plan (one row per host, one block per socket, a square per core)."""
+    """A standalone SVG of the plan: the title, a legend under it (one colour per learner, the GPU
+    it drives), then one row per host, one block per socket, a square per core. The picture is
+    as wide as its widest row (the legend wraps to it), never padded to a fixed size."""
     cells = core_cells(plan)
     hosts = sorted(plan.hosts, key=lambda h: h.index)
-    cell, gap, label_width = 14, 2, 150
+    cell, gap = 14, 2
+    label_width = 20 + CHAR_WIDTH * max([len(h.host) for h in hosts] + [len(plan.rack_label(h.rack)) + 12 for h in hosts] + [12])
+    title = f"{plan.dims}: {plan.dims.learners} ranks on {plan.dims.hosts} hosts in {plan.dims.z} rack(s)"
+    content = max(
+        [label_width + sum(len(socket) * (cell + gap) + 20 for socket in cells[h.host]) for h in hosts] + [10 + len(title) * 9]
+    )
+    gpus_present = min((len(facts.gpus) for facts in plan.facts), default=0)
+    legend = legend_rows(
+        [
+            (f"GPU {learner}" if learner < gpus_present else f"learner {learner}", _PALETTE[learner % len(_PALETTE)])
+            for learner in range(plan.dims.x)
+        ],
+        10,
+        max(content, 400),
+        cell,
+    )
+    for entry in legend:
+        entry["y"] = 30 + entry["row"] * (cell + 6)
     rows = []
-    y = 40
-    width = 0
+    y = 30 + (max((e["row"] for e in legend), default=0) + 1) * (cell + 6) + 22
+    width = max(content, max((e["x"] + cell + 4 + len(e["label"]) * CHAR_WIDTH for e in legend), default=0))
     for host_plan in hosts:
         facts = plan.facts[host_plan.index]
         x = label_width
@@ -95,14 +130,14 @@ def svg(plan: RankPlan) -> str:
             squares = []
             for position, core in enumerate(socket):
                 fill = _PALETTE[core.slot.learner % len(_PALETTE)] if core.slot else "#eeeeee"
-                title = f"socket {socket_index} core {core.index}" + (
+                title_text = f"socket {socket_index} core {core.index}" + (
                     f": rank {core.slot.rank}, {_gpu_text(facts, core.slot)}" if core.slot else ": unused"
                 )
-                squares.append({"x": x + position * (cell + gap), "y": y, "fill": fill, "title": title})
+                squares.append({"x": x + position * (cell + gap), "y": y, "fill": fill, "title": title_text})
             sockets.append({"x": x, "label": f"socket {socket_index}", "squares": squares})
             x += len(socket) * (cell + gap) + 20
-        width = max(width, x)
         ranks = ", ".join(f"{s.rank}@{s.slot_text()}" for s in sorted(host_plan.slots, key=lambda s: s.learner))
+        width = max(width, label_width + len("ranks: " + ranks) * CHAR_WIDTH)
         rows.append(
             {
                 "y": y,
@@ -114,14 +149,4 @@ def svg(plan: RankPlan) -> str:
             }
         )
         y += cell + 34
-    gpus_present = min((len(facts.gpus) for facts in plan.facts), default=0)
-    legend = [
-        {
-            "x": label_width + 430 + learner * 58,
-            "fill": _PALETTE[learner % len(_PALETTE)],
-            "label": f"GPU {learner}" if learner < gpus_present else f"learner {learner}",
-        }
-        for learner in range(plan.dims.x)
-    ]
-    width = max(width, label_width + 430 + 58 * plan.dims.x)
-    return render("topology.svg.j2", plan=plan, rows=rows, legend=legend, width=width + 20, height=y + 10, cell=cell)
+    return render("topology.svg.j2", plan=plan, title=title, rows=rows, legend=legend, width=width + 10, height=y - 8, cell=cell)

@@ -22,6 +22,7 @@ class VariableError(ProvisionError):
 
 
 def _load_mapping(path: Path) -> dict:
+    """The variables of one file, with each name's line kept (``key_lines``) for messages."""
     try:
         data = load_yaml_with_lines(path)
     except ProvisionError as error:
@@ -33,7 +34,7 @@ def _load_mapping(path: Path) -> dict:
     for name in data:
         if not isinstance(name, str) or not VAR_NAME.match(name):
             raise VariableError(f"{path}:{data.key_lines.get(name)}: variable name {name!r} is not an identifier")
-    return dict(data)
+    return data
 
 
 def parse_extra_vars(items: list[str]) -> dict:
@@ -115,6 +116,26 @@ class Variables:
         layers.append(("the play's vars:", play_vars or {}))
         layers.append(("-e", self.extra))
         return layers
+
+    def origins(self, host: Host) -> list[tuple[str, dict, dict[str, int]]]:
+        """(file, variables, name -> line) of each layer the user wrote for ``host``, lowest first."""
+        inventory = str(self.inventory.path) if self.inventory.path else "inventory"
+        found = [(inventory, self.inventory.vars, self.inventory.var_lines)]
+        for group in ["all", *(g for g, members in self.groups.items() if host.name in members)]:
+            found.extend((str(p), data, getattr(data, "key_lines", {})) for p, data in self.group_files.get(group, ()))
+        found.append((inventory, host.vars, host.var_lines))
+        found.extend((str(p), data, getattr(data, "key_lines", {})) for p, data in self.host_files.get(host.name, ()))
+        return found
+
+    def origin(self, host: Host, name: str) -> str | None:
+        """``file:line`` where the value of ``name`` that ``host`` sees was written (``-e`` when
+        given on the command line), or None when no file of the user sets it."""
+        if name in self.extra:
+            return f"-e {name}"
+        for where, data, lines in reversed(self.origins(host)):
+            if name in data:
+                return f"{where}:{lines[name]}" if lines.get(name) else where
+        return None
 
     def source(self, host: Host, name: str) -> str | None:
         """Where ``name`` of ``host`` comes from (the layer that wins), or None when unset."""

@@ -47,6 +47,19 @@ def save_host(facts_dir: Path, facts: HostFacts, captures: dict[str, Capture]) -
     return path
 
 
+def facts_folder(inventory: Path | None) -> Path:
+    """The facts folder when none is named: ``facts/`` beside the inventory file (so
+    ``inventory/facts`` for the default ``inventory/hosts.yml``), whatever the current directory;
+    ``inventory/facts`` without an inventory. One rule for every command that reads or writes
+    facts (probe, rankfile, launch, topology, slurm-gres, setup-cluster's Slurm role); a folder
+    named on the command line is taken as given (relative to where the command runs).
+
+    >>> str(facts_folder(Path("/srv/cluster/hosts.yml"))), str(facts_folder(None))
+    ('/srv/cluster/facts', 'inventory/facts')
+    """
+    return Path(inventory).parent / "facts" if inventory is not None else DEFAULT_FACTS_DIR
+
+
 def load_host(facts_dir: Path, host: str) -> HostFacts:
     """Read ``<facts_dir>/<host>.json``; missing or corrupt files raise :class:`FactsError`."""
     if not HOST_NAME.match(host):  # the name becomes a file path
@@ -54,7 +67,7 @@ def load_host(facts_dir: Path, host: str) -> HostFacts:
     path = facts_dir / f"{host}.json"
     if not path.exists():
         raise FactsError(
-            f"no facts for host {host} in {facts_dir}/ "
+            f"no facts for host {host}: looked for {path.absolute()} "
             f"(run `provision probe {host} --facts-dir {shlex.quote(str(facts_dir))}` first: it writes them there)"
         )
     try:

@@ -218,7 +218,27 @@ def absent_users(users: Any) -> list:
     return [u for u in users or [] if u.get("state", "present") == "absent"]
 
 
+def jupyter_env(user: Any, anaconda: Any) -> str:
+    """``item | jupyter_env(anaconda)``: the conda environment a Jupyter user's server runs from:
+    her clone of the first prefix (``~NAME/.conda/envs/<prefix's last folder>``) when she has
+    ``conda_clone``, else the first prefix itself; "" without an ``anaconda`` prefix."""
+    prefixes = [a.get("prefix") for a in anaconda or [] if isinstance(a, dict) and isinstance(a.get("prefix"), str)]
+    if not prefixes or not isinstance(user, dict):
+        return ""
+    prefix = prefixes[0].rstrip("/")
+    if user.get("conda_clone"):
+        return f"~{user['name']}/.conda/envs/{prefix.rsplit('/', 1)[-1]}"
+    return prefix
+
+
+def basename_of(path: Any) -> str:
+    """``/opt/anaconda3 | basename_of`` -> ``anaconda3`` (a modulefile's and a clone's name)."""
+    return str(path).rstrip("/").rsplit("/", 1)[-1]
+
+
 FILTERS = {
+    "basename_of": basename_of,
+    "jupyter_env": jupyter_env,
     "pluck": pluck,
     "registered": registered,
     "host_key_entries": host_key_entries,

@@ -53,13 +53,13 @@ def visible(text: str) -> str:
     return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
-def run_adhoc(hosts: list[Host], command: str, options: SshOptions, forks: int) -> list[AdhocResult]:
-    """Run ``command`` on every host, at most ``forks`` at once; results in host order.
-    An unreachable or failing host never stops the others."""
+def run_adhoc(hosts: list[Host], command: str, options: SshOptions, forks: int, stdin: bytes | None = None) -> list[AdhocResult]:
+    """Run ``command`` on every host (``stdin`` written to it, else closed at once), at most
+    ``forks`` at once; results in host order. An unreachable or failing host never stops the others."""
 
     def work(host: Host) -> AdhocResult:
         try:
-            done = run_command(host, command, options)
+            done = run_command(host, command, options, stdin)
         except HostFailure as failure:
             return AdhocResult(host.name, error_kind=failure.kind, error=str(failure))
         return AdhocResult(host.name, done.exit_code, visible(done.stdout), visible(done.stderr))

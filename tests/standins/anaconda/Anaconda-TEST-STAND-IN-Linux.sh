@@ -65,7 +65,19 @@ case "$cmd" in
     echo "cloned from $src" >"$dest/conda-meta/history"
     ;;
   install)
-    target="${CONDA_PREFIX:-$base}"
+    # `conda install [-y] [-q] [-p DIR] PKG...`; jupyter_server gets bin/jupyter-server, a TEST
+    # STAND-IN too (prints its version; refuses to serve: no real Jupyter here).
+    target="${CONDA_PREFIX:-$base}"; pkgs=""
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        -p|--prefix) target="$2"; shift ;;
+        -y|--yes|-q|--quiet) ;;
+        -*) echo "TEST STAND-IN conda: unsupported argument $1" >&2; exit 2 ;;
+        *) pkgs="$pkgs $1" ;;
+      esac
+      shift
+    done
+    [ -d "$target/conda-meta" ] || { echo "EnvironmentLocationNotFound: Not a conda environment: $target" >&2; exit 1; }
     if [ ! -w "$target" ]; then
       echo "CondaIOError: Missing write permissions in: $target" >&2
       echo "# You don't appear to have the necessary permissions to install packages" >&2
@@ -75,7 +87,16 @@ case "$cmd" in
       echo "# \$ conda create -n my_root --clone=\"$target\"" >&2
       exit 1
     fi
-    echo "TEST STAND-IN: would install $* into $target"
+    for pkg in $pkgs; do
+      case "$pkg" in
+        jupyter_server|jupyter-server)
+          printf '{"name": "jupyter_server", "version": "0.0.0-test-stand-in"}\n' >"$target/conda-meta/jupyter_server-0.0.0-test.json"
+          printf '#!/bin/sh\n# TEST STAND-IN for jupyter-server (written by the TEST STAND-IN conda)\n[ "${1:-}" = --version ] && { echo 0.0.0-test-stand-in; exit 0; }\necho "TEST STAND-IN jupyter-server: cannot serve" >&2; exit 2\n' >"$target/bin/jupyter-server"
+          chmod 755 "$target/bin/jupyter-server"
+          echo "TEST STAND-IN: installed jupyter_server into $target" ;;
+        *) echo "TEST STAND-IN: would install $pkg into $target" ;;
+      esac
+    done
     ;;
   *) echo "TEST STAND-IN conda: unsupported command '$cmd'" >&2; exit 2 ;;
 esac

@@ -1,0 +1,140 @@
+"""`provision run` as an admin uses pdsh/clush: a command as root (``--become``: sudo, as
+setup-cluster becomes), a file copied to every host (``--copy FILE --dest PATH``, as ``pdcp`` and
+``clush --copy``), and the report with identical outputs folded under one host list (``--fold``,
+as ``clush -b`` / ``dshbak -c``):
+
+    ---------------- w[1-3] (3) | rc=0
+    Linux
+
+The command runs through the same become wrapper as setup-cluster's round trips
+(:func:`provision.engine.script.remote_command`): ``sudo -n`` without a password, the password
+(``-K``) on stdin, never on a command line. The user's command gets ``/dev/null`` as stdin (the
+script travels on the real one). A copy is written as setup-cluster writes a file: a temporary
+file in the same folder, its mode set, then an atomic rename; a folder at the destination is
+refused unless the destination ends with ``/`` (then the file keeps its name).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from provision.engine.script import BECOME_FAILED, remote_command, stdin_for, write_command
+from provision.errors import ProvisionError
+from provision.inventory.model import Host
+from provision.operations.base import ArgumentError, Write, check_path
+from provision.plans.hostlist import HostlistError, fold
+from provision.transport.adhoc import AdhocResult, run_adhoc
+from provision.transport.connection import SshOptions
+
+COPY_LIMIT = 64 * 1024 * 1024  # bytes: a file to spread with pdcp, not a dataset (that is what NFS is for)
+
+
+@dataclass(frozen=True)
+class AdhocJob:
+    """What ``provision run`` does on each host: ``command`` (shell text), or a copy of
+    ``copy`` to ``dest``; as root with ``become`` (``password``: sudo's, from -K)."""
+
+    command: str | None = None
+    copy: Path | None = None
+    dest: str | None = None
+    become: bool = False
+    password: str | None = None
+
+
+def copy_script(source: Path, dest: str) -> str:
+    """The script that writes ``source``'s bytes (and permission bits) at ``dest`` on a host,
+    then says ``copied N bytes sha256 ...`` (``dest`` ending in ``/``: into that folder)."""
+    try:
+        data = source.read_bytes()
+        mode = source.stat().st_mode & 0o7777
+    except OSError as error:
+        raise ProvisionError(f"--copy {source}: cannot read it: {error.strerror}") from None
+    if len(data) > COPY_LIMIT:
+        raise ProvisionError(f"--copy {source}: {len(data)} bytes is over {COPY_LIMIT} (share big files over NFS)")
+    target = dest + source.name if dest.endswith("/") else dest
+    try:
+        path = check_path(target)
+    except ArgumentError as error:
+        raise ProvisionError(f"--dest {dest}: {error}") from None
+    if path.startswith("~"):
+        raise ProvisionError(f"--dest {dest}: give an absolute path (~user/ is for setup-cluster's tasks)")
+    word = shlex.quote(path)
+    digest = hashlib.sha256(data).hexdigest()
+    return (
+        f"if [ -d {word} ]; then echo {shlex.quote(f'{path} is a folder: end --dest with / to copy into it')} >&2; exit 1; fi\n"
+        f"(\n{write_command(Write(path, data, mode=mode))}\n) || exit 1\n"
+        f"echo {shlex.quote(f'copied {len(data)} bytes to {path} (sha256 {digest[:16]}...)')}\n"
+    )
+
+
+def run_job(hosts: list[Host], job: AdhocJob, options: SshOptions, forks: int) -> list[AdhocResult]:
+    """Run ``job`` on every host, at most ``forks`` at once; results in host order. Bad input
+    (an unreadable file, a bad destination) raises :class:`ProvisionError` before any host."""
+    if job.copy is not None:
+        if not job.dest:
+            raise ProvisionError("--copy needs --dest PATH (a file path, or a folder ending in /)")
+        script = copy_script(job.copy, job.dest)
+    elif job.command is not None:
+        if job.dest:
+            raise ProvisionError("--dest goes with --copy FILE")
+        script = f"exec sh -c {shlex.quote(job.command)} </dev/null\n"
+    else:
+        raise ProvisionError("no command: put it after --, or give --copy FILE --dest PATH")
+    if not job.become and job.copy is None:
+        return run_adhoc(hosts, job.command, options, forks)
+    try:
+        stdin = stdin_for(script, job.become, job.password)
+    except ValueError as error:
+        raise ProvisionError(str(error)) from None
+    results = run_adhoc(hosts, remote_command(job.become), options, forks, stdin=stdin)
+    return [_become_refused(result) if job.become else result for result in results]
+
+
+def _become_refused(result: AdhocResult) -> AdhocResult:
+    """sudo's own refusal, told apart from the command's failure."""
+    said = result.stderr.strip().splitlines()
+    refused = result.exit_code == BECOME_FAILED or (result.exit_code == 1 and said and said[0].startswith("sudo:"))
+    if not refused:
+        return result
+    why = said[0] if said else "sudo refused the password"
+    return replace(
+        result,
+        error_kind="become",
+        error=f"{why} (give the sudo password with -K/--ask-become-pass, or allow the login user to sudo)",
+    )
+
+
+def report_lines(results: list[AdhocResult], folded: bool) -> list[tuple[bool, str]]:
+    """``(to stderr, line)`` to print: each host's ``HOST | rc=N`` and output (each stderr line
+    prefixed by its host, as pdsh does); with ``folded``, hosts with the same exit status and
+    output share one block headed by their host list (``w[1-3] (3)``)."""
+    lines: list[tuple[bool, str]] = []
+    if not folded:
+        for result in results:
+            if result.error_kind is not None:
+                lines.append((True, f"{result.host} | {result.error_kind}: {result.error}"))
+                continue
+            lines.append((False, f"{result.host} | rc={result.exit_code}"))
+            lines.extend((False, text) for text in result.stdout.splitlines())
+            lines.extend((True, f"{result.host}: {text}") for text in result.stderr.splitlines())
+        return lines
+    groups: dict[tuple, list[str]] = {}
+    for result in results:
+        key = (result.error_kind, result.error, result.exit_code, result.stdout, result.stderr)
+        groups.setdefault(key, []).append(result.host)
+    for (kind, error, code, stdout, stderr), names in groups.items():
+        try:
+            label = fold(names)
+        except HostlistError:
+            label = ",".join(names)
+        head = f"---------------- {label} ({len(names)})"
+        if kind is not None:
+            lines.append((True, f"{head} | {kind}: {error}"))
+            continue
+        lines.append((False, f"{head} | rc={code}"))
+        lines.extend((False, text) for text in stdout.splitlines())
+        lines.extend((False, f"stderr: {text}") for text in stderr.splitlines())
+    return lines

@@ -1,0 +1,67 @@
+"""provision.engine.adhoc: the copy script (run for real with sh, locally) and the folded report."""
+
+import subprocess
+
+import pytest
+
+from provision.engine.adhoc import AdhocJob, copy_script, report_lines, run_job
+from provision.errors import ProvisionError
+from provision.transport.adhoc import AdhocResult
+from provision.transport.connection import SshOptions
+
+
+def test_folded_report_groups_identical_outputs_under_a_host_list():
+    results = [
+        AdhocResult("w1", 0, "Linux\n"),
+        AdhocResult("w2", 0, "Linux\n"),
+        AdhocResult("w3", 0, "Linux\n"),
+        AdhocResult("w10", 2, "", "ls: x: No such file\n"),
+        AdhocResult("w4", error_kind="unreachable", error="connection refused"),
+    ]
+    assert report_lines(results, folded=True) == [
+        (False, "---------------- w[1-3] (3) | rc=0"),
+        (False, "Linux"),
+        (False, "---------------- w10 (1) | rc=2"),
+        (False, "stderr: ls: x: No such file"),
+        (True, "---------------- w4 (1) | unreachable: connection refused"),
+    ]
+    assert report_lines(results[:1] + results[3:4], folded=False) == [
+        (False, "w1 | rc=0"),
+        (False, "Linux"),
+        (False, "w10 | rc=2"),
+        (True, "w10: ls: x: No such file"),
+    ]
+
+
+def test_copy_script_writes_atomically_keeps_the_mode_and_refuses_a_folder(tmp_path):
+    source = tmp_path / "nccl.conf"
+    source.write_bytes(b"NCCL_DEBUG=INFO\n\x00binary'$(x)\n")
+    source.chmod(0o640)
+    (tmp_path / "out").mkdir()
+    done = subprocess.run(["sh", "-s"], input=copy_script(source, str(tmp_path / "out") + "/"), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    target = tmp_path / "out" / "nccl.conf"
+    assert target.read_bytes() == source.read_bytes() and oct(target.stat().st_mode & 0o777) == "0o640"
+    assert done.stdout.startswith(f"copied {len(source.read_bytes())} bytes to {target} (sha256 ")
+    refused = subprocess.run(["sh", "-s"], input=copy_script(source, str(tmp_path / "out")), capture_output=True, text=True)
+    assert refused.returncode == 1 and "is a folder: end --dest with / to copy into it" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    "job,message",
+    [
+        (AdhocJob(copy="/nonexistent/file", dest="/etc/x"), "cannot read it"),
+        (AdhocJob(copy=__file__), "--copy needs --dest"),
+        (AdhocJob(copy=__file__, dest="etc/x"), "must be absolute"),
+        (AdhocJob(copy=__file__, dest="/etc/../x"), "may not contain '..'"),
+        (AdhocJob(command="id", dest="/etc/x"), "--dest goes with --copy"),
+        (AdhocJob(command="id", become=True, password="a\nb"), "newline"),
+    ],
+)
+def test_bad_input_refused_before_any_host(job, message):
+    from pathlib import Path
+
+    if job.copy is not None:
+        job = AdhocJob(job.command, Path(job.copy), job.dest, job.become, job.password)
+    with pytest.raises(ProvisionError, match=message):
+        run_job([], job, SshOptions(), 1)
