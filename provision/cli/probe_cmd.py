@@ -11,11 +11,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from provision.cli import app, config, fail, options as opt, stderr
 from provision.cli.targets import resolve_targets
+from provision.errors import ProvisionError
 from provision.probe.gather import capture_script
 from provision.probe.report import failure_lines, print_table, print_topology, results_json
 from provision.probe.run import probe_hosts, replay
 from provision.probe.slurm import SlurmProbeError, SlurmRequest, probe_via_slurm
-from provision.probe.store import save_host
+from provision.probe.store import save_hosts
 
 
 @app.command(
@@ -114,13 +115,13 @@ def probe(
             results = probe_hosts(targets, settings.ssh, settings.forks, workers=settings.workers)
     unsaved = []  # one line per host whose facts could not be written (facts dir not writable, disk full)
     if save:
-        for result in results:
-            if result.facts is not None:
-                try:
-                    save_host(facts_dir, result.facts, result.captures)
-                except OSError as error:
-                    where = error.filename or facts_dir / f"{result.host}.json"
-                    unsaved.append(f"{result.host}: cannot save facts: {where}: {error.strerror or error}")
+        probed = [(result.facts, result.captures) for result in results if result.facts is not None]
+        try:
+            problems = save_hosts(facts_dir, probed)
+        except (OSError, ProvisionError) as error:
+            why = f"{error.filename}: {error.strerror}" if isinstance(error, OSError) and error.filename else str(error)
+            problems = {facts.host: why for facts, _ in probed}
+        unsaved = [f"{host}: cannot save facts: {why}" for host, why in problems.items()]
     if as_json:
         typer.echo(results_json(results))
     else:
