@@ -9,9 +9,10 @@ new temporary file (``O_EXCL``, mode 0600) renamed over its name: a rename repla
 it never writes through it.
 
 Durability costs one sync per batch (:class:`StagedFiles`): every new file is written, the
-filesystem is synced once (``syncfs(2)``), then each file is renamed into place, then the folders
-are synced once more. A crash leaves each name holding either its whole old content or its whole
-new content, never a half-written file: the rename only happens after the data is on disk.
+filesystem is synced once (``syncfs(2)``; a batch of one or two files fsyncs them instead), then
+each file is renamed into place, then the folders are synced once more. A crash leaves each name
+holding either its whole old content or its whole new content, never a half-written file: the
+rename only happens after the data is on disk.
 
 Folders provision keeps its own files in (a facts folder) follow OpenSSH's StrictModes rule
 (``safe_path`` in openssh-portable misc.c): owned by you or by root, writable by no one else.
@@ -40,6 +41,7 @@ from provision.errors import UnsafeFileError
 # a 8-GPU, 10-NIC EPYC server is 0.4 MB). A node's whole output is capped at the same size
 # (provision.transport.channel.MAX_OUTPUT).
 READ_LIMIT = 64 * 1024 * 1024
+_FSYNC_AT_MOST = 2  # files a batch fsyncs one by one; above, one syncfs(2) for all
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -219,7 +221,8 @@ class StagedFiles:
 
     def _commit(self) -> None:
         folders = sorted({dir_fd for dir_fd, _, _ in self._staged} | {dir_fd for dir_fd, _ in self._removed})
-        if self._staged and not _syncfs(self._staged[0][0]):
+        # A file or two (a rank file and its backup): fsync each, cheaper than a whole filesystem's sync.
+        if self._staged and (len(self._staged) <= _FSYNC_AT_MOST or not _syncfs(self._staged[0][0])):
             for dir_fd, temporary, _ in self._staged:  # no syncfs here: each file, as before
                 fd = os.open(temporary, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
                 try:
@@ -236,7 +239,7 @@ class StagedFiles:
         for dir_fd, name in self._removed:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=dir_fd)
-        if folders and not _syncfs(folders[0]):
+        if folders and (len(staged) <= _FSYNC_AT_MOST or not _syncfs(folders[0])):
             for fd in folders:
                 os.fsync(fd)
 

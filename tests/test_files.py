@@ -96,7 +96,7 @@ def test_a_batch_costs_two_syncs_and_no_fsync_per_file(tmp_path, monkeypatch):
     fd = files.private_dir(tmp_path / "facts")
     with files.StagedFiles() as staged:
         staged.keep_open(fd)
-        for index in range(50):
+        for index in range(50):  # above _FSYNC_AT_MOST
             staged.add(fd, f"{index}.txt", b"x")
     assert calls == ["syncfs", "syncfs"] and len(list((tmp_path / "facts").iterdir())) == 50
 
