@@ -12,7 +12,7 @@ import provision
 ROOT = Path(provision.__file__).resolve().parent
 # Lowest first: a module may import from its own layer and the layers before it.
 LAYERS = [
-    {"provision", "provision.errors", "provision.resources", "provision.yaml_lines", "provision.files"},
+    {"provision", "provision.errors", "provision.resources", "provision.yaml_lines", "provision.files", "provision.text"},
     {"provision.inventory"},
     {"provision.transport"},
     {"provision.facts"},

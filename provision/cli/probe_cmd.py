@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from provision.cli import app, config, fail, options as opt, stderr
+from provision.cli import SafeConsole, app, config, fail, options as opt, stderr
 from provision.cli.targets import resolve_targets
 from provision.errors import ProvisionError
 from provision.probe.gather import capture_script
@@ -59,7 +58,7 @@ def probe(
     alloc_wait: int = typer.Option(60, "--alloc-wait", help="--via slurm: seconds to wait for the allocation."),
 ) -> None:
     """Collect each host's real hardware over SSH (one connection, one command per host)."""
-    console = Console()
+    console = SafeConsole()
     if replay_dir is not None:
         try:
             results = replay(replay_dir, hosts or None)

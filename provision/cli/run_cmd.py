@@ -9,6 +9,7 @@ import typer
 
 from provision.cli import app, fail, options as opt
 from provision.cli.targets import resolve_targets
+from provision.text import shown
 from provision.transport.adhoc import command_text, run_adhoc
 
 
@@ -46,7 +47,7 @@ def run(
     else:
         for result in results:
             if result.error_kind is not None:
-                typer.echo(f"{result.host} | {result.error_kind}: {result.error}", err=True)
+                typer.echo(shown(f"{result.host} | {result.error_kind}: {result.error}", newlines=False), err=True)
                 continue
             typer.echo(f"{result.host} | rc={result.exit_code}")
             if result.stdout:
