@@ -117,8 +117,9 @@ def check_private(fd: int, shown: object) -> os.stat_result:
     if info.st_uid not in (os.geteuid(), 0):
         raise UnsafeFileError(f"{shown}: owned by uid {info.st_uid}, not by you: refused (choose a folder of your own)")
     if info.st_mode & 0o022:
+        writers = " and ".join(who for who, bit in (("its group", 0o020), ("others", 0o002)) if info.st_mode & bit)
         raise UnsafeFileError(
-            f"{shown}: writable by {'group and others' if info.st_mode & 0o002 else 'its group'} "
+            f"{shown}: writable by {writers} "
             f"(mode {info.st_mode & 0o7777:04o}): refused (chmod go-w {shown}, or choose a private folder)"
         )
     return info
@@ -222,9 +223,10 @@ class StagedFiles:
     def _commit(self) -> None:
         folders = sorted({dir_fd for dir_fd, _, _ in self._staged} | {dir_fd for dir_fd, _ in self._removed})
         # A file or two (a rank file and its backup): fsync each, cheaper than a whole filesystem's sync.
-        if self._staged and (len(self._staged) <= _FSYNC_AT_MOST or not _syncfs(self._staged[0][0])):
-            for dir_fd, temporary, _ in self._staged:  # no syncfs here: each file, as before
-                fd = os.open(temporary, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+        one_by_one = len(self._staged) <= _FSYNC_AT_MOST
+        if self._staged and (one_by_one or not _sync_filesystems(folders)):
+            for dir_fd, temporary, _ in self._staged:
+                fd = os.open(temporary, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
                 try:
                     os.fsync(fd)
                 finally:
@@ -239,9 +241,15 @@ class StagedFiles:
         for dir_fd, name in self._removed:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=dir_fd)
-        if folders and (len(staged) <= _FSYNC_AT_MOST or not _syncfs(folders[0])):
+        if folders and (one_by_one or not _sync_filesystems(folders)):
             for fd in folders:
                 os.fsync(fd)
+
+
+def _sync_filesystems(folders: list[int]) -> bool:
+    """One ``syncfs(2)`` per filesystem holding ``folders``; False where there is no syncfs."""
+    by_device = {os.fstat(fd).st_dev: fd for fd in folders}
+    return all([_syncfs(fd) for fd in by_device.values()])
 
 
 def write_atomic(path: Path, text: str, *, backup: bool = True) -> Path | None:

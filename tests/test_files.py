@@ -77,7 +77,7 @@ def test_private_dir_refuses_a_link_another_users_folder_and_a_writable_one(tmp_
         files.private_dir(tmp_path / "link")
     (tmp_path / "open").mkdir()
     os.chmod(tmp_path / "open", 0o777)
-    with pytest.raises(UnsafeFileError, match="writable by group and others"):
+    with pytest.raises(UnsafeFileError, match="writable by its group and others"):
         files.private_dir(tmp_path / "open")
     if os.geteuid() == 0:  # chown needs root (the suite runs as root in CI)
         (tmp_path / "alices").mkdir(mode=0o700)
@@ -91,7 +91,7 @@ def test_private_dir_refuses_a_link_another_users_folder_and_a_writable_one(tmp_
 
 def test_a_batch_costs_two_syncs_and_no_fsync_per_file(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(files, "_syncfs", lambda fd: calls.append("syncfs") or True)
+    monkeypatch.setattr(files, "_syncfs", lambda fd: calls.append("syncfs") or True)  # one filesystem here
     monkeypatch.setattr(files.os, "fsync", lambda fd: calls.append("fsync"))
     fd = files.private_dir(tmp_path / "facts")
     with files.StagedFiles() as staged:

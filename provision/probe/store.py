@@ -25,8 +25,7 @@ DEFAULT_FACTS_DIR = Path("inventory/facts")
 def save_host(facts_dir: Path, facts: HostFacts, captures: dict[str, Capture]) -> Path:
     """Write one host's facts JSON and raw captures (see :func:`save_hosts`); raises the host's
     error (:class:`FactsError`, :class:`UnsafeFileError`, OSError); returns the JSON's path."""
-    problems = save_hosts(facts_dir, [(facts, captures)], raise_first=True)
-    assert not problems
+    save_hosts(facts_dir, [(facts, captures)], raise_first=True)
     return facts_dir / f"{facts.host}.json"
 
 
