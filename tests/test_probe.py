@@ -4,6 +4,7 @@ import os
 import threading
 from pathlib import Path
 
+from conftest import run_cli
 from provision.inventory.model import Host
 from provision.probe import run as probe_module
 from provision.probe.run import probe_hosts, replay
@@ -146,7 +147,6 @@ def _capture_copy(tmp_path: Path, host: str = "node01") -> Path:
 
 
 def test_replay_refuses_a_capture_linked_to_a_secret_and_copies_nothing(tmp_path):
-    from tests.conftest import run_cli
 
     secret = tmp_path / "shadow"
     secret.write_text("root:$6$secret-hash:19000:0:99999:7:::\n")
@@ -184,7 +184,6 @@ def test_replay_refuses_a_host_folder_that_is_a_link(tmp_path):
 
 
 def test_replay_never_writes_through_a_planted_facts_folder(tmp_path):
-    from tests.conftest import run_cli
 
     root = _capture_copy(tmp_path)
     elsewhere = tmp_path / "elsewhere"
@@ -198,8 +197,6 @@ def test_replay_never_writes_through_a_planted_facts_folder(tmp_path):
 
 def test_replay_refuses_a_facts_folder_of_another_user(tmp_path):
     import pytest
-
-    from tests.conftest import run_cli
 
     if os.geteuid() != 0:
         pytest.skip("chown needs root (CI runs the suite as root)")
