@@ -158,5 +158,8 @@ def replay_facts_dir(replay_dir: Path) -> Path:
     "  then copy /tmp/cap back and run: provision probe --replay cap",
 )
 def capture_script_command() -> None:
-    """Print a plain sh script that writes DIR/<hostname>/<name>.txt on a node (nothing to install)."""
+    """Print a plain sh script that writes DIR/<hostname>/<name>.txt on a node (nothing to install).
+
+    DIR/<hostname> must not exist: the script makes it itself (mode 0700) and refuses anything
+    already there, so a link another user planted is never written through."""
     typer.echo(capture_script(), nl=False)
