@@ -6,7 +6,6 @@ bounded and every field is checked before it is believed.
 from __future__ import annotations
 
 import base64
-import binascii
 import re
 from typing import Any
 
@@ -169,7 +168,7 @@ def parse_state(key: StateKey, text: str) -> Any:
         if ftype == "f" and len(lines) > 2:
             try:
                 content = base64.b64decode(lines[2], validate=True)
-            except binascii.Error:
+            except ValueError:  # binascii.Error, and non-ASCII text (b64decode refuses it with a plain ValueError)
                 raise ParseError(source, "file content is not base64") from None
         elif ftype == "f" and sha is not None and fields[4] == "0":
             content = b""
