@@ -81,6 +81,7 @@ def _check_host(facts: HostFacts, captures: dict[str, Capture]) -> None:
 
 def _stage_host(staged: StagedFiles, top: int, facts_dir: Path, facts: HostFacts, captures: dict[str, Capture]) -> None:
     host_dir = staged.keep_open(private_dir(facts.host, dir_fd=top, mode=0o700, shown=facts_dir / facts.host))
+    os.fchmod(host_dir, 0o700)  # a folder an older provision made 0755 holds raw captures too
     for name, capture in captures.items():
         if capture.available:
             staged.add(host_dir, f"{name}.txt", capture.stdout.encode(errors="surrogateescape"))
