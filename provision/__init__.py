@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 # The one statement of the layer order. Each entry is a set of packages or modules of one layer.
 LAYERS = (
     # shared ground: errors, shipped resources, files written safely
-    {"provision", "provision.errors", "provision.resources", "provision.yaml_lines", "provision.files"},
+    {"provision", "provision.errors", "provision.resources", "provision.yaml_lines", "provision.files", "provision.text"},
     {"provision.inventory"},  # hosts, groups, variables from the user's inventory
     {"provision.transport"},  # SSH: connections, host keys, fan-out
     {"provision.facts"},  # pure parsers of what a node prints

@@ -39,6 +39,11 @@ class NotCapturedError(ParseError):
         return self.args[0]
 
 
+class UnsafeFileError(ProvisionError):
+    """A file or folder on the controller is refused: a link, a FIFO or device, too large, or a
+    folder someone else owns or can write; the message names the path."""
+
+
 class FactsError(ProvisionError):
     """Facts are missing or corrupt; the message names the host or file."""
 

@@ -3,6 +3,7 @@
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -187,3 +188,41 @@ def test_every_step_is_a_source_declared_beside_its_parser():
     }
     assert {step.name: step for step in STEPS} == declared
     assert len(set(CAPTURE_NAMES)) == len(CAPTURE_NAMES)
+
+
+# Issue 24 finding 1: the capture script writes only into a folder it makes itself.
+
+
+def _run_capture(out: Path, *shell: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*(shell or ("/bin/sh",)), "-c", capture_script(), "sh", str(out)], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("shell", ["/bin/sh", "/usr/bin/dash", "/bin/bash"])
+def test_capture_script_never_writes_through_a_planted_link(tmp_path, shell):
+    if not Path(shell).exists():
+        pytest.skip(f"{shell} is not installed here")
+    host = subprocess.run(["hostname"], capture_output=True, text=True, check=True).stdout.strip()
+    victim = tmp_path / "shadow"
+    victim.write_text("root:$6$hash:19000:0:99999:7:::\n")
+    out = tmp_path / "cap"
+    (out / host).mkdir(parents=True)
+    (out / host / "hostname.txt").symlink_to(victim)  # as alice: ln -s /etc/shadow /tmp/cap/node01/hostname.txt
+    done = _run_capture(out, shell)
+    assert done.returncode == 1 and f"capture: {out}/{host} already exists" in done.stderr
+    assert victim.read_text() == "root:$6$hash:19000:0:99999:7:::\n"
+    assert [p.name for p in (out / host).iterdir()] == ["hostname.txt"]
+
+
+def test_capture_script_refuses_a_folder_that_is_a_link_and_makes_a_private_one(tmp_path):
+    elsewhere = tmp_path / "etc"
+    elsewhere.mkdir()
+    (tmp_path / "cap").symlink_to(elsewhere)
+    done = _run_capture(tmp_path / "cap")
+    assert done.returncode == 1 and "cap is a link: refused" in done.stderr and list(elsewhere.iterdir()) == []
+    done = _run_capture(tmp_path / "fresh")
+    assert done.returncode == 0, done.stderr
+    (host_dir,) = (tmp_path / "fresh").iterdir()
+    assert host_dir.stat().st_mode & 0o777 == 0o700 and not (host_dir / ".stderr").exists()
+    assert {p.stat().st_mode & 0o777 for p in host_dir.iterdir()} == {0o600}
+    again = _run_capture(tmp_path / "fresh")  # a second run never writes into the first one's folder
+    assert again.returncode == 1 and "already exists" in again.stderr

@@ -30,7 +30,7 @@ def test_cache_round_trip_and_folder(tmp_path):
     assert cache.load("s1") is None
     live = {"facts": FACTS, "user_keys": {"results": [{"user": "alice", "public_key": KEY, "item": {"name": "alice"}}]}}
     record = record_of({**live, "inventory_address": "127.0.0.1", "inventory_port": 2200, "nfs_kind": {}}, None, {"user_keys"})
-    cache.save("s1", record)
+    cache.save({"s1": record})
     loaded = cache.load("s1")
     assert loaded == record and "extra" not in loaded["facts"] and "nfs_kind" not in loaded["registered"]
     assert loaded["registered"]["user_keys"] == {"results": [{"user": "alice", "public_key": KEY}]}  # loop items dropped
@@ -38,6 +38,28 @@ def test_cache_round_trip_and_folder(tmp_path):
     (cache.folder / "s2.json").write_text("{not json")
     assert cache.load("s2") is None and cache.load("../s1") is None
     assert HostCache(cache_folder(Inventory())).load("s1") is None  # an ad-hoc inventory keeps nothing
+
+
+def test_cache_never_through_a_link(tmp_path):
+    """Issue 24 finding 2, the same class: the inventory's folder may be shared; a planted
+    record link is not believed, a planted cache folder link is refused, nothing written there."""
+    import pytest
+
+    from provision.errors import UnsafeFileError
+
+    cache = HostCache(cache_folder(inventory(tmp_path, "s1")))
+    cache.save({"s1": {"facts": FACTS, "registered": {}}})
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps({"facts": {**FACTS, "addresses": ["10.9.9.9"]}, "registered": {}}))
+    (cache.folder / "s2.json").symlink_to(forged)
+    assert cache.load("s2") is None and cache.load("s1")["facts"]["addresses"] == ["10.0.0.1"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    linked = HostCache(tmp_path / "linked")
+    (tmp_path / "linked").symlink_to(elsewhere)
+    with pytest.raises(UnsafeFileError, match="linked: is a link"):
+        linked.save({"s1": {"facts": FACTS, "registered": {}}})
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_record_keeps_what_this_run_did_not_register():
@@ -67,7 +89,7 @@ def test_limit_to_a_new_host_refused_with_what_to_run(tmp_path):
     inv = inventory(tmp_path, "s1", "s2", "s3", "new")
     cache = HostCache(cache_folder(inv))
     for name in ("s1", "s2", "s3"):
-        cache.save(name, {"facts": FACTS, "registered": {}})
+        cache.save({name: {"facts": FACTS, "registered": {}}})
     problem = new_hosts_problem(inv, ["new"], cache, "provision setup-cluster -i hosts.yml")
     assert "new is new to this cluster" in problem and "s1, s2, s3 outside this run would not trust it" in problem
     assert "--limit s1,s2,s3" in problem

@@ -172,3 +172,10 @@ def test_hostinfo_drops_names_and_keys_a_node_cannot_have():
     assert info["host_keys"] == ["ssh-ed25519 AAAAC3Nz"] and info["addresses"] == ["10.0.0.2"]
     good = parse_state(StateKey("hostinfo"), "h w1.cluster.example\nf w1.cluster.example\n")
     assert (good["hostname"], good["short"]) == ("w1.cluster.example", "w1")
+
+
+def test_non_ascii_file_content_is_a_parse_error_not_a_traceback():
+    """Found by tests/test_state_parsers_property.py: b64decode refuses non-ASCII text with a plain
+    ValueError, not binascii.Error."""
+    with pytest.raises(ParseError, match="not base64"):
+        parse_state(StateKey("file", "/etc/x"), "regular file|0|||\r\r\x80")

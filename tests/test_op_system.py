@@ -269,7 +269,7 @@ def test_a_command_shows_its_values_for_display_only():
     operation = OPERATIONS["command"]
     (change,) = operation.plan(operation.check_args({"cmd": cmd}), {})
     # shown as the one word it is passed as, control characters made harmless
-    assert change.describe == "run echo 'it'\"'\"'s a?[2Jvalue' >/tmp/out"
+    assert change.describe == "run echo 'it'\"'\"'s a\\x1b[2Jvalue' >/tmp/out"
     assert "_pv" not in change.describe
     # what runs still passes every value as a shell variable
     assert change.command == cmd and "it's" not in command_text(change.command)

@@ -1,8 +1,10 @@
 """Probe orchestration: localhost for real, replay, bounded parallelism, failures isolated."""
 
+import os
 import threading
 from pathlib import Path
 
+from conftest import run_cli
 from provision.inventory.model import Host
 from provision.probe import run as probe_module
 from provision.probe.run import probe_hosts, replay
@@ -131,3 +133,77 @@ def test_a_typo_of_an_inventory_name_is_refused_before_any_lookup(tmp_path):
     assert "resolve" not in done.stderr  # refused before DNS
     done = run_cli("probe", "-i", str(inventory), "gpv", "--connect-timeout", "0.5")
     assert done.returncode == 2 and "did you mean gpu" in done.stderr
+
+
+# Issue 24 finding 2: a replayed folder may be another user's; nothing in it is followed or published.
+
+
+def _capture_copy(tmp_path: Path, host: str = "node01") -> Path:
+    import shutil
+
+    root = tmp_path / "cap"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "captures" / "node-hwloc", root / host)
+    return root
+
+
+def test_replay_refuses_a_capture_linked_to_a_secret_and_copies_nothing(tmp_path):
+
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$secret-hash:19000:0:99999:7:::\n")
+    secret.chmod(0o600)
+    root = _capture_copy(tmp_path)
+    _capture_copy(tmp_path, "node02")
+    (root / "node01" / "hwloc-xml.txt").unlink()
+    (root / "node01" / "hwloc-xml.txt").symlink_to(secret)
+    done = run_cli("probe", "--replay", str(root))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"node01: refused: {root}/node01/hwloc-xml.txt: is a link" in done.stderr
+    saved = tmp_path / "cap.facts"
+    assert not any("secret-hash" in p.read_text() for p in saved.rglob("*") if p.is_file())
+    assert (saved / "node02").stat().st_mode & 0o777 == 0o700
+    assert {p.stat().st_mode & 0o777 for p in (saved / "node02").iterdir()} == {0o600}  # raw copies are not published
+
+
+def test_replay_refuses_a_fifo_and_a_device_link_without_blocking(tmp_path):
+    root = _capture_copy(tmp_path)
+    _capture_copy(tmp_path, "node02")
+    (root / "node01" / "lscpu.txt").unlink()
+    os.mkfifo(root / "node01" / "lscpu.txt")  # on main the replay waits for a writer for ever
+    (root / "node02" / "meminfo.txt").unlink()
+    (root / "node02" / "meminfo.txt").symlink_to("/dev/zero")  # on main: MemoryError
+    one, two = replay(root)
+    assert (one.error_kind, two.error_kind) == ("refused", "refused")
+    assert "lscpu.txt: is a FIFO" in one.error and "meminfo.txt: is a link" in two.error
+
+
+def test_replay_refuses_a_host_folder_that_is_a_link(tmp_path):
+    root = _capture_copy(tmp_path)
+    (root / "node02").symlink_to(root / "node01")
+    results = {r.host: r for r in replay(root)}
+    assert results["node01"].ok and results["node02"].error_kind == "refused"
+
+
+def test_replay_never_writes_through_a_planted_facts_folder(tmp_path):
+
+    root = _capture_copy(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "cap.facts").symlink_to(elsewhere)  # the predictable DIR.facts, planted
+    done = run_cli("probe", "--replay", str(root))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"cannot save facts: {tmp_path}/cap.facts: is a link" in done.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_replay_refuses_a_facts_folder_of_another_user(tmp_path):
+    import pytest
+
+    if os.geteuid() != 0:
+        pytest.skip("chown needs root (CI runs the suite as root)")
+    root = _capture_copy(tmp_path)
+    planted = tmp_path / "cap.facts"
+    planted.mkdir(mode=0o700)
+    os.chown(planted, 65534, 65534)  # made first by another user, as in a shared /tmp
+    done = run_cli("probe", "--replay", str(root))
+    assert done.returncode == 1 and "owned by uid 65534, not by you" in done.stderr
+    assert list(planted.iterdir()) == []

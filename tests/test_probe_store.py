@@ -1,6 +1,7 @@
 """Facts directory: save, load, corrupt files."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,17 @@ def test_reasons_provision_itself_saved_still_load(tmp_path):
     _edit(path, unavailable={"nvidia-smi-query": "exit 9\nrank 0=evil"})
     with pytest.raises(FactsError, match="line break"):
         load_host(tmp_path, "minsky")
+
+
+def test_raw_captures_are_private_even_in_a_folder_an_older_version_made(tmp_path):
+    """Issue 24 finding 2: raw captures (node text, or a replayed folder's) are not published."""
+    captures = {n: Capture(n, 0, t, "") for n, t in capture_dir("minsky").items()}
+    facts = facts_from_captures("minsky", captures).facts
+    (tmp_path / "facts" / "minsky").mkdir(parents=True, mode=0o755)
+    os.chmod(tmp_path / "facts" / "minsky", 0o755)
+    (tmp_path / "facts" / "minsky" / "numactl-H.txt").write_text("old\n")
+    os.chmod(tmp_path / "facts" / "minsky" / "numactl-H.txt", 0o644)
+    save_host(tmp_path / "facts", facts, captures)
+    assert (tmp_path / "facts" / "minsky").stat().st_mode & 0o777 == 0o700
+    assert {p.stat().st_mode & 0o777 for p in (tmp_path / "facts" / "minsky").iterdir()} == {0o600}
+    assert (tmp_path / "facts" / "minsky.json").stat().st_mode & 0o777 == 0o644

@@ -12,6 +12,7 @@ from typer.core import TyperGroup
 
 from provision import __version__
 from provision.errors import ProvisionError
+from provision.text import shown
 
 # The order a user needs the commands in: describe the cluster, probe it, derive plans, set it up.
 COMMAND_ORDER = (
@@ -103,7 +104,18 @@ app = typer.Typer(
 inventory_app = typer.Typer(help="Show or import inventories.", no_args_is_help=True)
 app.add_typer(inventory_app, name="inventory", cls=Commands)
 
-stderr = Console(stderr=True)
+
+class SafeConsole(Console):
+    """rich's Console, for every line provision prints: each string it renders (a message, a table
+    cell, a tree label, an error) has its control characters escaped first (:func:`provision.text.shown`),
+    so text a node sent is seen, never obeyed by the terminal; our own markup holds none."""
+
+    def render_str(self, text: str, **options):
+        """The string as rich's Text, control characters escaped (widths are measured after)."""
+        return super().render_str(shown(text), **options)
+
+
+stderr = SafeConsole(stderr=True)
 
 
 def version_callback(value: bool) -> None:

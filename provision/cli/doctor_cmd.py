@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from provision.cli import app, fail, options as opt
+from provision.cli import SafeConsole, app, fail, options as opt
 from provision.doctor.checks import verdict
 from provision.doctor.model import CheckResult
 from provision.doctor.mounts import inventory_exports
@@ -119,4 +119,4 @@ def doctor(
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in results], indent=2))
         raise typer.Exit(verdict(results, strict)[1])
-    raise typer.Exit(print_checks(results, Console(), strict))
+    raise typer.Exit(print_checks(results, SafeConsole(), strict))

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import typer
 import yaml
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from provision.cli import fail, inventory_app, options as opt, stderr
+from provision.cli import SafeConsole, fail, inventory_app, options as opt, stderr
 from provision.files import write_atomic
 from provision.inventory.ansible import read_ansible_inventory
 from provision.inventory.model import DEFAULT_INVENTORY, ansible_list, inventory_to_yaml, open_inventory
@@ -39,7 +38,7 @@ def show(
     if as_json:
         typer.echo(json.dumps(ansible_list(inv), indent=2, default=str))
         return
-    console = Console()
+    console = SafeConsole()
     table = Table(title=escape(f"hosts ({inv.path or 'no inventory file'})"), title_justify="left")
     for column in ("host", "address", "user", "port", "key", "rack"):
         table.add_column(column)

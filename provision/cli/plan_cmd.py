@@ -6,10 +6,9 @@ import datetime as dt
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from provision.cli import app, fail, options as opt, stderr
+from provision.cli import SafeConsole, app, fail, options as opt, stderr
 from provision.cli.targets import resolve_targets
 from provision.errors import FactsError, PlanError
 from provision.files import write_atomic
@@ -293,7 +292,7 @@ def launch(
 
         results = fast_checks(open_inventory(inventory).resolve([h.host for h in plan.hosts]), options, settings.forks)
         if any(r.status == "fail" for r in results):
-            print_checks(results, Console(stderr=True))
+            print_checks(results, SafeConsole(stderr=True))
             stderr.print("provision: not launched: a doctor check failed (--no-doctor to launch anyway)", markup=False)
             raise typer.Exit(1)
         for result in results:
@@ -333,7 +332,7 @@ def topology(
         nic_plan = plan_nics(plan, iface="")
     for note in nic_plan.notes:
         stderr.print(f"[yellow]note[/yellow]: {escape(note)}", highlight=False, soft_wrap=True)
-    Console().print(rich_tree(plan, nic_plan))
+    SafeConsole().print(rich_tree(plan, nic_plan))
     if svg_out is not None:
         _write_or_print(svg(plan), svg_out)
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from provision.cli import app, config, fail, options as opt, stderr
+from provision.cli import SafeConsole, app, config, fail, options as opt, stderr
 from provision.cli.targets import resolve_targets
+from provision.errors import ProvisionError
 from provision.probe.gather import capture_script
 from provision.probe.report import failure_lines, print_table, print_topology, results_json
 from provision.probe.run import probe_hosts, replay
 from provision.probe.slurm import SlurmProbeError, SlurmRequest, probe_via_slurm
-from provision.probe.store import save_host
+from provision.probe.store import save_hosts
 
 
 @app.command(
@@ -58,7 +58,7 @@ def probe(
     alloc_wait: int = typer.Option(60, "--alloc-wait", help="--via slurm: seconds to wait for the allocation."),
 ) -> None:
     """Collect each host's real hardware over SSH (one connection, one command per host)."""
-    console = Console()
+    console = SafeConsole()
     if replay_dir is not None:
         try:
             results = replay(replay_dir, hosts or None)
@@ -114,13 +114,13 @@ def probe(
             results = probe_hosts(targets, settings.ssh, settings.forks, workers=settings.workers)
     unsaved = []  # one line per host whose facts could not be written (facts dir not writable, disk full)
     if save:
-        for result in results:
-            if result.facts is not None:
-                try:
-                    save_host(facts_dir, result.facts, result.captures)
-                except OSError as error:
-                    where = error.filename or facts_dir / f"{result.host}.json"
-                    unsaved.append(f"{result.host}: cannot save facts: {where}: {error.strerror or error}")
+        probed = [(result.facts, result.captures) for result in results if result.facts is not None]
+        try:
+            problems = save_hosts(facts_dir, probed)
+        except (OSError, ProvisionError) as error:
+            why = f"{error.filename}: {error.strerror}" if isinstance(error, OSError) and error.filename else str(error)
+            problems = {facts.host: why for facts, _ in probed}
+        unsaved = [f"{host}: cannot save facts: {why}" for host, why in problems.items()]
     if as_json:
         typer.echo(results_json(results))
     else:
@@ -158,5 +158,8 @@ def replay_facts_dir(replay_dir: Path) -> Path:
     "  then copy /tmp/cap back and run: provision probe --replay cap",
 )
 def capture_script_command() -> None:
-    """Print a plain sh script that writes DIR/<hostname>/<name>.txt on a node (nothing to install)."""
+    """Print a plain sh script that writes DIR/<hostname>/<name>.txt on a node (nothing to install).
+
+    DIR/<hostname> must not exist: the script makes it itself (mode 0700) and refuses anything
+    already there, so a link another user planted is never written through."""
     typer.echo(capture_script(), nl=False)

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from provision.checks.roles import role_summary
 from provision.checks.ssh_pairs import verify_pairs
-from provision.cli import app, fail, options as opt, stderr, warn
+from provision.cli import SafeConsole, app, fail, options as opt, stderr, warn
 from provision.engine.membership import new_hosts_problem
 from provision.engine.runner import BadInput, Runner, RunOptions
 from provision.engine.selection import split_tags
@@ -200,7 +200,7 @@ def setup_cluster(
     ssh = opt.ssh_options(
         known_hosts, ssh_config, accept_new=accept_new_host_keys, connect_timeout=connect_timeout, command_timeout=command_timeout
     )
-    console = Console()
+    console = SafeConsole()
     live = _Live([], console, quiet=as_json, verbosity=verbose, check=check)
     runner = Runner(
         plays,

@@ -26,6 +26,7 @@ from provision.errors import ProvisionError
 from provision.inventory.model import Host
 from provision.operations.base import ArgumentError, Write, check_path
 from provision.plans.hostlist import HostlistError, fold
+from provision.text import shown
 from provision.transport.adhoc import AdhocResult, run_adhoc
 from provision.transport.connection import SshOptions
 
@@ -115,7 +116,7 @@ def report_lines(results: list[AdhocResult], folded: bool) -> list[tuple[bool, s
     if not folded:
         for result in results:
             if result.error_kind is not None:
-                lines.append((True, f"{result.host} | {result.error_kind}: {result.error}"))
+                lines.append((True, shown(f"{result.host} | {result.error_kind}: {result.error}", newlines=False)))
                 continue
             lines.append((False, f"{result.host} | rc={result.exit_code}"))
             lines.extend((False, text) for text in result.stdout.splitlines())
@@ -132,7 +133,7 @@ def report_lines(results: list[AdhocResult], folded: bool) -> list[tuple[bool, s
             label = ",".join(names)
         head = f"---------------- {label} ({len(names)})"
         if kind is not None:
-            lines.append((True, f"{head} | {kind}: {error}"))
+            lines.append((True, shown(f"{head} | {kind}: {error}", newlines=False)))
             continue
         lines.append((False, f"{head} | rc={code}"))
         lines.extend((False, text) for text in stdout.splitlines())

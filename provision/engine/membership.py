@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from provision.files import write_atomic
+from provision.errors import UnsafeFileError
+from provision.files import StagedFiles, private_dir, read_regular
 from provision.inventory.model import HOST_NAME, Inventory
 
 CACHE_FOLDER = ".provision-cache"
@@ -40,21 +41,24 @@ class HostCache:
         """The cached record of ``host``, or None (never cached, or not a record this code wrote)."""
         if self.folder is None or not HOST_NAME.match(host):
             return None
-        path = self.folder / f"{host}.json"
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+        try:  # never through a link, never a FIFO: the inventory's folder may be shared
+            data = json.loads(read_regular(self.folder / f"{host}.json"))
+        except (OSError, ValueError, UnsafeFileError):
             return None
         if not isinstance(data, dict) or not isinstance(data.get("facts"), dict):
             return None
         return data
 
-    def save(self, host: str, record: dict) -> None:
-        """Write ``host``'s record atomically (the folder made private: it names every node)."""
-        if self.folder is None or not HOST_NAME.match(host):
+    def save(self, records: dict[str, dict]) -> None:
+        """Write each host's record atomically, all with one sync (:class:`provision.files.StagedFiles`),
+        in a private folder (0700, yours, never a link: it names every node), files 0600."""
+        records = {host: record for host, record in records.items() if HOST_NAME.match(host)}
+        if self.folder is None or not records:
             return
-        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        write_atomic(self.folder / f"{host}.json", json.dumps(record, indent=2, sort_keys=True) + "\n", backup=False)
+        with StagedFiles() as staged:
+            folder = staged.keep_open(private_dir(self.folder, mode=0o700))
+            for host, record in records.items():
+                staged.add(folder, f"{host}.json", (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
 
 
 def _strip_items(value: Any) -> Any:
@@ -154,6 +158,10 @@ def save_records(
     """Keep each inventory host's record for the runs that leave it out: only hosts that
     answered, were believed and did not fail (a failed host's claims, e.g. a name clash, are not
     kept); ``kept``: the registered results worth keeping (never a no_log task's)."""
-    for name, run in runs.items():
-        if name in inventory.hosts and _live(run) and not run.failed:
-            cache.save(name, record_of(hostvars[name], known.get(name), kept))
+    cache.save(
+        {
+            name: record_of(hostvars[name], known.get(name), kept)
+            for name, run in runs.items()
+            if name in inventory.hosts and _live(run) and not run.failed
+        }
+    )

@@ -23,6 +23,7 @@ from xml.etree.ElementTree import Element, TreeBuilder
 from xml.parsers import expat
 
 from provision.errors import ParseError
+from provision.facts.limits import MAX_GPUS, MAX_NUMA_NODES, check_count
 from provision.facts.model import Core, CpuTopology, Socket
 from provision.facts.source import Step
 
@@ -272,6 +273,7 @@ def parse_hwloc_xml(text: str) -> HwlocTopology:
         if index is None:
             raise ParseError(SOURCE.name, "a NUMANode has no os_index")
         local = position if major == 1 else _ancestor(nodes, position, _MEMORY, inside=False)
+        check_count(SOURCE.name, "NUMA nodes", len(numa) + 1, MAX_NUMA_NODES)
         numa.append(HwlocNumaNode(index, pus_of(local) if local is not None else ()))
 
     # Every PU must sit in a Core, every Core in a Package: that is what slot=S:C names.
@@ -315,6 +317,7 @@ def parse_hwloc_xml(text: str) -> HwlocTopology:
         found = _pci_gpu(node, children.get(position, []))
         if found is None:
             continue
+        check_count(SOURCE.name, "GPUs", len(gpus) + 1, MAX_GPUS)
         locality = _ancestor(nodes, position, _IO, inside=False)
         local = set(pus_of(locality)) if locality is not None else set()
         holding = [p.logical_index for p, at in zip(packages, package_positions, strict=False) if local & set(pus_of(at))]

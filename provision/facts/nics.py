@@ -17,6 +17,7 @@ import re
 from dataclasses import replace
 
 from provision.errors import ParseError
+from provision.facts.limits import MAX_RDMA_DEVICES
 from provision.facts.model import NetInterface, RdmaDevice, RdmaGid, RdmaPort
 from provision.facts.source import Step
 
@@ -40,7 +41,7 @@ NET_SOURCE = Step(
 )
 
 MAX_LINES = 200_000
-MAX_DEVICES = 256
+MAX_DEVICES = MAX_RDMA_DEVICES  # see provision.facts.limits
 MAX_PORTS = 64
 MAX_GID_INDEX = 4096
 _NAME = r"[A-Za-z0-9_.-]{1,64}"

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from provision.errors import ParseError
+from provision.facts.limits import MAX_NUMA_NODES, check_count
 from provision.facts.source import Step
 
 SOURCE = Step("numactl-H", ("numactl",), "numactl -H", "NUMA nodes and their CPUs")
@@ -56,10 +57,12 @@ def parse_numactl_hardware(text: str) -> NumaHardware:
             continue
         if match := _AVAILABLE.match(line):
             declared = parse_cpulist(match.group(2), SOURCE.name, number)
+            check_count(SOURCE.name, "NUMA nodes", len(declared), MAX_NUMA_NODES, number)
             if len(declared) != int(match.group(1)):
                 raise ParseError(SOURCE.name, f"says {match.group(1)} nodes but lists {len(declared)}", number)
         elif match := _CPUS.match(line):
             node = int(match.group(1))
+            check_count(SOURCE.name, "NUMA nodes", len(cpus) + 1, MAX_NUMA_NODES, number)
             fields = match.group(2).split()
             cpus[node] = tuple(parse_number(field, SOURCE.name, number, "CPU", MAX_CPUS) for field in fields)
         elif match := _SIZE.match(line):

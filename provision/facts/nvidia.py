@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from provision.errors import ParseError
+from provision.facts.limits import MAX_GPUS, MAX_NVIDIA_FUNCTIONS, check_count
 from provision.facts.source import Step
 
 SOURCE_QUERY = Step(
@@ -76,6 +77,7 @@ def parse_gpu_query(text: str) -> tuple[GpuRow, ...]:
         if not re.fullmatch(r"[0-9]{1,9}", index):
             raise ParseError(SOURCE_QUERY.name, f"GPU index {index[:20]!r} is not a number", number)
         memory_match = _MIB.match(memory)
+        check_count(SOURCE_QUERY.name, "GPUs", len(rows) + 1, MAX_GPUS, number)
         rows.append(
             GpuRow(
                 int(index),
@@ -108,6 +110,7 @@ def parse_topo_matrix(text: str) -> tuple[GpuAffinity, ...]:
                 break
             continue
         index = int(cells[0][3:])
+        check_count(SOURCE_TOPO.name, "GPUs", len(affinities) + 1, MAX_GPUS, number)
         row = dict(zip(header, cells, strict=False))
         cpu_text = row.get("CPU Affinity", "")
         cpus = () if cpu_text in ("", "N/A") else parse_cpulist(cpu_text, SOURCE_TOPO.name, number)
@@ -134,5 +137,6 @@ def parse_sysfs_gpu(text: str) -> dict[str, int | None]:
         if len(fields) != 2 or not re.fullmatch(r"-?[0-9]{1,9}", fields[1]):
             raise ParseError(SOURCE_SYSFS.name, f"expected '<pci address> <numa node>', got {raw.strip()[:60]!r}", number)
         node = int(fields[1])
+        check_count(SOURCE_SYSFS.name, "NVIDIA PCI functions", len(nodes) + 1, MAX_NVIDIA_FUNCTIONS, number)
         nodes[normalise_bus_id(fields[0], SOURCE_SYSFS.name, number)] = node if node >= 0 else None
     return nodes

@@ -25,6 +25,7 @@ from provision.inventory.model import Host
 from provision.launch.bindings import Binding, check_bindings, parse_binding_line
 from provision.launch.mpirun import DEFAULT_EXPORTS, quoted, root_message
 from provision.plans.rankfile import RankPlan
+from provision.text import shown
 from provision.transport.connection import SshOptions, describe_failure, open_connection
 
 _RUN_DIR = re.compile(r"^\.provision/[0-9x]{1,40}\.[A-Za-z0-9]{10}$")
@@ -105,7 +106,7 @@ def _peer_reachability(connection, first: str, peers: list[str]) -> bool:
     inner = connection.run(hop, hide=True, warn=True, in_stream=False)
     if inner.exited == 0:
         return False
-    why = (inner.stderr.strip().splitlines() or [f"exit {inner.exited}"])[-1][:160]
+    why = shown((inner.stderr.strip().splitlines() or [f"exit {inner.exited}"])[-1][:160], newlines=False)
     print(
         f"provision: {others[0]} cannot SSH to {others[1]} ({why}): the nodes cannot reach each other, so "
         f"mpirun starts every daemon from {first} (no tree spawn)",
@@ -240,7 +241,7 @@ def run_from_first_host(
         if scanner is not None and status == 0:
             problems = check_bindings(plan, scanner.bindings)
             for problem in problems[:20]:
-                print(f"provision: binding: {problem}", file=sys.stderr)
+                print(f"provision: binding: {shown(problem, newlines=False)}", file=sys.stderr)
             if problems:
                 print(f"provision: error: {len(problems)} of {plan.dims.learners} ranks not bound as planned", file=sys.stderr)
                 return 1

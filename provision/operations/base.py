@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision.errors import ProvisionError
+from provision.text import shown
 
 USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
 PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_:-]{0,127}$")
@@ -245,9 +246,9 @@ def check_user(name: Any, what: str = "user") -> str:
 
 def printable(text: str, limit: int = 300, newlines: bool = False) -> str:
     """Text a node sent, safe to show on a terminal or in --json: every control character
-    (escape sequences, bells; newlines too unless ``newlines``) becomes ``?``, at most ``limit``
-    characters (``...`` marks a cut)."""
-    clean = "".join(ch if ch.isprintable() or (newlines and ch == "\n") else "?" for ch in text[: limit * 4]).strip()
+    (escape sequences, bells; newlines too unless ``newlines``) escaped by :func:`provision.text.shown`,
+    at most ``limit`` characters (``...`` marks a cut)."""
+    clean = shown(text[: limit * 4].strip(), newlines=newlines)
     return clean if len(clean) <= limit else clean[: max(limit - 3, 0)] + "..."
 
 

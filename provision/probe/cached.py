@@ -14,7 +14,7 @@ from provision.errors import ProvisionError
 from provision.facts.model import HostFacts
 from provision.inventory.model import open_inventory
 from provision.probe.run import DEFAULT_FORKS, probe_hosts
-from provision.probe.store import load_host, save_host
+from provision.probe.store import load_host, save_hosts
 from provision.transport.connection import SshOptions
 
 
@@ -41,9 +41,9 @@ def plan_facts(names: list[str], inventory: Path | None, facts_dir: Path, probe:
     if probe is None:
         return [load_host(facts_dir, name) for name in names]
     results = probe_hosts(open_inventory(inventory).resolve(names), probe.ssh, probe.forks, workers=probe.workers)
-    for result in results:
-        if result.facts is not None:
-            save_host(facts_dir, result.facts, result.captures)
+    problems = save_hosts(facts_dir, [(r.facts, r.captures) for r in results if r.facts is not None])
+    if problems:
+        raise ProbeFailed("facts not saved for " + "; ".join(f"{host} ({why})" for host, why in problems.items()))
     failed = [f"{r.host} ({r.error_kind}: {r.error})" for r in results if not r.ok]
     if failed:
         raise ProbeFailed("probe failed for " + "; ".join(failed))

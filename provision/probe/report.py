@@ -37,9 +37,12 @@ def nic_summary(facts: HostFacts) -> str:
 
 def gpu_nic_lines(facts: HostFacts) -> list[str]:
     """``GPU 0: mlx5_0 PIX, mlx5_1 SYS (hwloc-xml)`` for each GPU with known NIC distances."""
+    by_gpu: dict[int, list] = {}
+    for link in facts.gpu_nics:  # one pass: per GPU, a scan of every link would be GPUs x GPUs x NICs
+        by_gpu.setdefault(link.gpu, []).append(link)
     lines = []
     for gpu in facts.gpus:
-        links = [link for link in facts.gpu_nics if link.gpu == gpu.index]
+        links = by_gpu.get(gpu.index)
         if links:
             sources = sorted({link.source for link in links})
             lines.append(

@@ -6,14 +6,16 @@ One SSH connection and one remote command per host. A host that fails never stop
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from provision.errors import NotCapturedError, ParseError
+from provision.errors import NotCapturedError, ParseError, UnsafeFileError
 from provision.facts.derive import derive_facts
 from provision.facts.model import HostFacts
+from provision.files import open_dir
 from provision.inventory.model import HOST_NAME, Host
 from provision.probe.gather import CAPTURE_NAMES, NOT_INSTALLED, REMOTE_COMMAND, Capture, gather_script, new_nonce, split_output
 from provision.probe.store import read_capture_dir
@@ -29,7 +31,7 @@ class ProbeResult:
 
     host: str
     facts: HostFacts | None = None
-    error_kind: str | None = None  # unreachable, timeout, auth, hostkey, key, ssh, parse, missing
+    error_kind: str | None = None  # unreachable, timeout, auth, hostkey, key, ssh, parse, missing, refused
     error: str | None = None
     captures: dict[str, Capture] = field(default_factory=dict)
     seconds: float = 0.0
@@ -109,24 +111,44 @@ def probe_hosts(
 
 
 def replay(capture_root: Path, hosts: list[str] | None = None) -> list[ProbeResult]:
-    """Derive facts from saved captures (``<root>/<host>/<name>.txt``), with no SSH at all."""
-    if not capture_root.is_dir():
-        raise FileNotFoundError(f"{capture_root}: no such capture folder")
-    names = hosts or sorted(p.name for p in capture_root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    results = []
-    for name in names:
-        if not HOST_NAME.match(name):  # names become file paths: no "..", no "/"
-            results.append(ProbeResult(name, None, "missing", f"{name!r} is not a host name"))
-            continue
-        host_dir = capture_root / name
-        if not host_dir.is_dir():
-            results.append(ProbeResult(name, None, "missing", f"no capture folder {host_dir}"))
-            continue
-        texts = read_capture_dir(host_dir)
-        if not texts:
-            results.append(ProbeResult(name, None, "missing", f"{host_dir} holds no capture files"))
-            continue
-        # A missing file means the command was not available on that host.
-        captures = {n: Capture(n, 0, texts[n], "") if n in texts else Capture(n, NOT_INSTALLED, "", "") for n in CAPTURE_NAMES}
-        results.append(facts_from_captures(name, captures))
-    return results
+    """Derive facts from saved captures (``<root>/<host>/<name>.txt``), with no SSH at all.
+
+    The folder may be another user's (a capture copied back by hand): a host folder or file that
+    is a link, a FIFO, a device, too large, or a file owned by someone else than its folder's
+    owner fails that host with one line (kind ``refused``), never read
+    (:func:`provision.probe.store.read_capture_dir`)."""
+    try:
+        root = open_dir(capture_root.resolve())  # the folder you named; below it nothing is followed
+    except (FileNotFoundError, NotADirectoryError, UnsafeFileError):
+        raise FileNotFoundError(f"{capture_root}: no such capture folder") from None
+    try:
+        if hosts:
+            names = hosts
+        else:
+            with os.scandir(root) as entries:  # links too: each is refused by name, not skipped in silence
+                names = sorted(e.name for e in entries if not e.name.startswith(".") and not e.is_file(follow_symlinks=False))
+        results = []
+        for name in names:
+            if not HOST_NAME.match(name):  # names become file paths: no "..", no "/"
+                results.append(ProbeResult(name, None, "missing", f"{name!r} is not a host name"))
+                continue
+            host_dir = capture_root / name
+            try:
+                texts = read_capture_dir(host_dir, dir_fd=root)
+            except UnsafeFileError as error:
+                results.append(ProbeResult(name, None, "refused", str(error)))
+                continue
+            except (FileNotFoundError, NotADirectoryError):
+                results.append(ProbeResult(name, None, "missing", f"no capture folder {host_dir}"))
+                continue
+            if not texts:
+                results.append(ProbeResult(name, None, "missing", f"{host_dir} holds no capture files"))
+                continue
+            # A missing file means the command was not available on that host.
+            captures = {
+                n: Capture(n, 0, texts[n], "") if n in texts else Capture(n, NOT_INSTALLED, "", "") for n in CAPTURE_NAMES
+            }
+            results.append(facts_from_captures(name, captures))
+        return results
+    finally:
+        os.close(root)

@@ -7,13 +7,15 @@ facts directory can itself be replayed.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+from collections.abc import Iterable
 from pathlib import Path
 
-from provision.errors import FactsError
+from provision.errors import FactsError, ProvisionError
 from provision.facts.model import HostFacts
-from provision.files import write_atomic
+from provision.files import READ_LIMIT, StagedFiles, open_dir, private_dir, read_regular
 from provision.inventory.model import HOST_NAME
 from provision.probe.gather import CAPTURE_NAMES, Capture
 
@@ -21,30 +23,72 @@ DEFAULT_FACTS_DIR = Path("inventory/facts")
 
 
 def save_host(facts_dir: Path, facts: HostFacts, captures: dict[str, Capture]) -> Path:
-    """Write one host's facts JSON and raw captures; stale captures from an earlier probe go.
+    """Write one host's facts JSON and raw captures (see :func:`save_hosts`); raises the host's
+    error (:class:`FactsError`, :class:`UnsafeFileError`, OSError); returns the JSON's path."""
+    save_hosts(facts_dir, [(facts, captures)], raise_first=True)
+    return facts_dir / f"{facts.host}.json"
+
+
+def save_hosts(
+    facts_dir: Path, hosts: Iterable[tuple[HostFacts, dict[str, Capture]]], *, raise_first: bool = False
+) -> dict[str, str]:
+    """Write each host's facts JSON and raw captures; stale captures from an earlier probe go.
+    Returns ``{host: why}`` for the hosts not saved (the others are); a facts folder that
+    cannot be used raises (:class:`UnsafeFileError`, OSError) and saves none.
+
+    The facts folder is made 0755 when missing (users plan from its JSON files, mode 0644); each
+    host's raw captures go in ``<host>/``, made 0700, each file 0600 (raw node text, or a replayed
+    folder's text: shown to no one else). The folders must be yours or root's and writable by no
+    one else (OpenSSH's StrictModes rule), and no name is followed if it is a link.
+
+    Every file is written as a new temporary file; the whole batch costs one sync of the
+    filesystem, then the renames, then one more sync (:class:`provision.files.StagedFiles`): a crash
+    leaves each file whole, old or new, never half written, and a host's JSON is renamed after
+    its captures.
 
     Only known capture names become files, and only inside the host's folder: a name is
     something a node sent (see :func:`provision.probe.gather.split_output`), so it is checked here
-    again. Raises :class:`FactsError` for a bad host or capture name, before writing anything.
+    again, before writing anything of that host.
     """
+    problems: dict[str, str] = {}
+    top = None
+    with StagedFiles() as staged:
+        for facts, captures in hosts:
+            mark = staged.mark()
+            try:
+                _check_host(facts, captures)
+                if top is None:  # made only when there is something to save
+                    top = staged.keep_open(private_dir(facts_dir, mode=0o755))
+                _stage_host(staged, top, facts_dir, facts, captures)
+            except (ProvisionError, OSError) as error:
+                staged.discard(mark)
+                if raise_first:
+                    raise
+                where = getattr(error, "filename", None)
+                problems[facts.host] = (
+                    f"{where}: {error.strerror}" if isinstance(error, OSError) and where and error.strerror else str(error)
+                )
+    return problems
+
+
+def _check_host(facts: HostFacts, captures: dict[str, Capture]) -> None:
     if not HOST_NAME.match(facts.host):
         raise FactsError(f"{facts.host!r} is not a host name: facts not saved")
     unknown = sorted(name for name in captures if name not in CAPTURE_NAMES)
     if unknown:
         raise FactsError(f"{facts.host}: unknown capture name(s) {unknown[:3]!r}: facts not saved")
-    host_dir = facts_dir / facts.host
-    host_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _stage_host(staged: StagedFiles, top: int, facts_dir: Path, facts: HostFacts, captures: dict[str, Capture]) -> None:
+    host_dir = staged.keep_open(private_dir(facts.host, dir_fd=top, mode=0o700, shown=facts_dir / facts.host))
+    os.fchmod(host_dir, 0o700)  # a folder an older provision made 0755 holds raw captures too
     for name, capture in captures.items():
-        target = host_dir / f"{name}.txt"
-        if target.parent != host_dir:  # belt and braces: CAPTURE_NAMES hold no "/"
-            raise FactsError(f"{facts.host}: capture {name!r} would be written outside {host_dir}")
         if capture.available:
-            write_atomic(target, capture.stdout, backup=False)
-        elif target.exists() and name in CAPTURE_NAMES:
-            target.unlink()  # the command is gone now: a leftover file would lie
-    path = facts_dir / f"{facts.host}.json"
-    write_atomic(path, json.dumps(facts.to_dict(), indent=2, sort_keys=True) + "\n", backup=False)
-    return path
+            staged.add(host_dir, f"{name}.txt", capture.stdout.encode(errors="surrogateescape"))
+        else:
+            staged.remove(host_dir, f"{name}.txt")  # the command is gone now: a leftover file would lie
+    text = json.dumps(facts.to_dict(), indent=2, sort_keys=True) + "\n"
+    staged.add(top, f"{facts.host}.json", text.encode(), 0o644)
 
 
 def facts_folder(inventory: Path | None) -> Path:
@@ -65,13 +109,15 @@ def load_host(facts_dir: Path, host: str) -> HostFacts:
     if not HOST_NAME.match(host):  # the name becomes a file path
         raise FactsError(f"{host!r} is not a host name (letters, digits, '.', '_', '-')")
     path = facts_dir / f"{host}.json"
-    if not path.exists():
+    try:
+        raw = read_regular(path)
+    except FileNotFoundError:
         raise FactsError(
             f"no facts for host {host}: looked for {path.absolute()} "
             f"(run `provision probe {host} --facts-dir {shlex.quote(str(facts_dir))}` first: it writes them there)"
-        )
+        ) from None
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(raw)
         problem = _text_problem(data, host)
         if problem:
             raise FactsError(f"{path}: {problem}; run `provision probe {host}` again")
@@ -123,6 +169,25 @@ def cached_hosts(facts_dir: Path) -> list[str]:
     return sorted(path.stem for path in facts_dir.glob("*.json")) if facts_dir.is_dir() else []
 
 
-def read_capture_dir(host_dir: Path) -> dict[str, str]:
-    """``<name>.txt`` files of one host folder -> {name: text}; unknown names are ignored."""
-    return {path.stem: path.read_text(errors="replace") for path in sorted(host_dir.glob("*.txt")) if path.stem in CAPTURE_NAMES}
+def read_capture_dir(host_dir: Path, *, dir_fd: int | None = None) -> dict[str, str]:
+    """The ``<name>.txt`` files of one host folder -> {name: text}; other names are ignored.
+
+    The folder (its last part, relative to ``dir_fd`` when given) and each file are opened without
+    following a link; each file must be a regular file owned by the folder's owner (no hard link
+    to another user's file, root's included), and all of them together at most
+    :data:`provision.files.READ_LIMIT` bytes. Else :class:`provision.errors.UnsafeFileError`
+    naming the file."""
+    folder = open_dir(host_dir if dir_fd is None else host_dir.name, dir_fd=dir_fd)
+    try:
+        owners = (os.fstat(folder).st_uid,)
+        texts, left = {}, READ_LIMIT
+        for name in CAPTURE_NAMES:
+            try:
+                data = read_regular(f"{name}.txt", dir_fd=folder, limit=left, owners=owners, shown=host_dir / f"{name}.txt")
+            except FileNotFoundError:
+                continue
+            left -= len(data)
+            texts[name] = data.decode(errors="replace")
+        return texts
+    finally:
+        os.close(folder)

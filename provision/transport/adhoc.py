@@ -9,15 +9,13 @@ it reaches a terminal.
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass
 
 from provision.inventory.model import Host
+from provision.text import shown
 from provision.transport.connection import HostFailure, SshOptions, describe_failure, run_command
 from provision.transport.parallel import fan_out
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -49,8 +47,9 @@ def command_text(argv: list[str] | None, shell: str | None) -> str:
 
 
 def visible(text: str) -> str:
-    """``text`` with terminal control characters (escape sequences...) shown as ``\\xNN``."""
-    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+    """``text`` with terminal control characters (escape sequences...) shown as ``\\xNN``
+    (:func:`provision.text.shown`; line breaks and tabs kept)."""
+    return shown(text)
 
 
 def run_adhoc(hosts: list[Host], command: str, options: SshOptions, forks: int, stdin: bytes | None = None) -> list[AdhocResult]:

@@ -1,0 +1,36 @@
+"""Text from a node (or any file a user placed), safe to show on a terminal: one function.
+
+A node's output can hold terminal escape sequences: OSC 52 writes the admin's clipboard,
+``ESC[2J`` clears the screen, a carriage return hides what came before it on the line, a
+right-to-left override reorders what the admin reads. :func:`shown` writes every control
+character as an escape (``\\x1b``, ``\\u202e``), so the bytes are seen, never obeyed. Every way
+provision prints goes through it: the CLI's consoles (:class:`provision.cli.SafeConsole`, for
+tables, messages and errors in every command), the ad-hoc command's output and the playbook
+engine's messages.
+
+    >>> shown("Tesla V100\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2J")
+    'Tesla V100\\\\x1b]52;c;cm0gLXJmIH4=\\\\x07\\\\x1b[2J'
+    >>> shown("two\\nlines\\r")
+    'two\\nlines\\\\x0d'
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 but newline and tab, DEL, C1; and the invisible format characters that change what a reader sees
+# (Unicode's bidi controls, zero-width characters, line and paragraph separators, BOM). One
+# character class: linear time on any input.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+_CONTROL_OR_NEWLINE = re.compile("[\t\n" + _CONTROL.pattern[1:])
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def shown(text: str, *, newlines: bool = True) -> str:
+    """``text`` with each control character written as an escape (``\\x1b``); line breaks and
+    tabs are kept when ``newlines`` (multi-line output), else escaped too (one line per host)."""
+    return (_CONTROL if newlines else _CONTROL_OR_NEWLINE).sub(_escape, text)
