@@ -22,7 +22,6 @@ from provision.engine.script import (
     BECOME_FAILED,
     Step,
     build_script,
-    new_nonce,
     parse_output,
     remote_command,
     round_trip_limit,
@@ -36,6 +35,7 @@ from provision.inventory.model import Host
 from provision.operations.base import StateKey, Write, mask_secrets, printable
 from provision.operations.state import parse_state
 from provision.transport.connection import HostFailure
+from provision.transport.frames import new_nonce
 
 HOSTINFO = IDENTITY
 NO_LOG = "(no_log)"  # what a no_log task shows instead of a change, a diff or a failure
