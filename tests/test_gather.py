@@ -102,7 +102,7 @@ def test_sysfs_cpu_step_reads_sibling_lists_on_this_kernel():
     from provision.facts.sysfs_cpu import parse_sysfs_cpu
     from provision.probe.gather import STEPS
 
-    script = next(step.script for step in STEPS if step.name == "sysfs-cpu")
+    script = next(step.command for step in STEPS if step.name == "sysfs-cpu")
     parsed = parse_sysfs_cpu(subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout)
     assert parsed.siblings and len(parsed.rows) == os.cpu_count()
 
@@ -110,7 +110,7 @@ def test_sysfs_cpu_step_reads_sibling_lists_on_this_kernel():
 def test_hwloc_step_without_hwloc_is_not_installed(tmp_path):
     from provision.probe.gather import STEPS
 
-    script = next(step.script for step in STEPS if step.name == "hwloc-xml")
+    script = next(step.command for step in STEPS if step.name == "hwloc-xml")
     done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, env={"PATH": str(tmp_path)})
     assert done.returncode == 127 and done.stdout == ""
 
@@ -176,17 +176,14 @@ def test_script_is_one_compound_command_and_uses_no_predictable_temporary_path()
     assert "mktemp" not in gather_script(new_nonce())  # streaming needs no temporary files at all
 
 
-def test_every_step_is_a_source_declared_beside_its_parser():
-    # gather assembles its steps from provision/facts/*: no name is spelled twice.
-    from provision.facts import hwloc, lscpu, nics, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
+def test_every_step_is_a_fact_declared_beside_its_parser():
+    # gather assembles its steps from the fact registry: every fixed fact of provision/facts/* runs,
+    # each with its parser; no name is spelled twice.
+    from provision.facts.registry import FACTS
 
-    declared = {
-        step.name: step
-        for module in (hwloc, lscpu, nics, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system)
-        for step in vars(module).values()
-        if type(step).__name__ == "Step"
-    }
-    assert {step.name: step for step in STEPS} == declared
+    declared = {f.name: f for f in FACTS.values() if f.parse and f.parse.__module__.startswith("provision.facts.")}
+    assert {step.name: step for step in STEPS} == {n: f for n, f in declared.items() if not f.takes_arg}
+    assert all(FACTS[step.name] is step and step.parse is not None for step in STEPS)
     assert len(set(CAPTURE_NAMES)) == len(CAPTURE_NAMES)
 
 

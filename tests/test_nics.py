@@ -102,7 +102,7 @@ def test_both_steps_run_in_the_one_gather_script():
     assert "sysfs-rdma" in names and "sysfs-net" in names
     for step in STEPS:
         if step.name.startswith(("sysfs-rdma", "sysfs-net")):
-            assert step.needs == () and step.script.count("grep") == 1  # one process each, no loop
+            assert step.needs == () and step.command.count("grep") == 1  # one process each, no loop
 
 
 GPU6 = Gpu(0, "GeForce 8800", "0000:06:00.0", None, 0, 0, "test")

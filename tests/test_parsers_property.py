@@ -5,27 +5,15 @@ import contextlib
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import capture_dir, read_fixture
+from provision.doctor import sources  # noqa: F401 - declares doctor's facts
 from provision.errors import ParseError
-from provision.facts import hwloc, lscpu, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
+from provision.facts import hwloc
 from provision.facts.derive import derive_facts
+from provision.facts.registry import FACTS
 from provision.probe.gather import CAPTURE_NAMES
 
-PARSERS = [
-    numactl.parse_numactl_hardware,
-    ppc64_cpu.parse_ppc64_cpu_info,
-    lscpu.parse_lscpu,
-    lscpu.parse_lscpu_parsable,
-    nvidia.parse_gpu_query,
-    nvidia.parse_topo_matrix,
-    nvidia.parse_sysfs_gpu,
-    openmpi.parse_openmpi,
-    system.parse_hostname,
-    system.parse_arch,
-    system.parse_meminfo,
-    lambda text: system.parse_ip_addr(text, text),
-    hwloc.parse_hwloc_xml,
-    sysfs_cpu.parse_sysfs_cpu,
-]
+# Every fixed fact of the registry (probe's and doctor's captures), each with its parser.
+PARSERS = {fact.name: fact.parse for fact in FACTS.values() if not fact.takes_arg}
 
 # Text that looks like the real thing: fragments of real outputs, digits, separators.
 FRAGMENTS = st.sampled_from(
@@ -63,10 +51,14 @@ FRAGMENTS = st.sampled_from(
 TEXT = st.one_of(st.text(max_size=300), st.lists(FRAGMENTS, max_size=60).map("".join))
 
 
+def test_every_fixed_fact_has_a_parser():
+    assert set(CAPTURE_NAMES) <= set(PARSERS) and all(PARSERS.values())
+
+
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(TEXT)
 def test_every_parser_returns_or_raises_parse_error(text):
-    for parse in PARSERS:
+    for parse in PARSERS.values():
         with contextlib.suppress(ParseError):
             parse(text)
 

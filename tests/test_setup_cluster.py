@@ -314,3 +314,30 @@ def test_run_as_an_admin_uses_pdsh_and_clush(setup_cluster, files, tmp_path):
     right = run_cli("run", "s1", *base, "-K", "--", "id", "-un", input=password + "\n")
     assert right.returncode == 0 and right.stdout == "s1 | rc=0\nroot\n", right.stdout + right.stderr
     assert password not in right.stdout + right.stderr + wrong.stdout + wrong.stderr
+
+
+def test_sysctl_persisted_then_converged_in_one_round_trip(setup_cluster, files, tmp_path):
+    # Docker mounts /proc/sys read-only: the live value is set to what the kernel holds, so the
+    # real fact read and the sysctl.d file are proven here, the /proc/sys write in the data cases.
+    live = setup_cluster.docker_exec("s1", "cat", "/proc/sys/net/core/somaxconn").strip()
+    playbook = tmp_path / "sysctl.yml"
+    playbook.write_text(
+        "- hosts: all\n  become: true\n  tasks:\n"
+        f"    - sysctl: {{name: net.core.somaxconn, value: {live}, file: 90-provision-test}}\n"
+    )
+    checked = setup(files, "--playbook", str(playbook), "--no-verify", "--check")
+    assert all(r["changed"] == 1 for r in recap(checked).values()), checked.stdout
+    assert "90-provision-test" not in setup_cluster.docker_exec("s1", "ls", "/etc/sysctl.d")
+    done = setup(files, "--playbook", str(playbook), "--no-verify")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for node in SETUP_NODES:
+        written = setup_cluster.docker_exec(node, "cat", "/etc/sysctl.d/90-provision-test.conf")
+        assert written == f"net.core.somaxconn = {live}\n"
+    again = setup(files, "--playbook", str(playbook), "--no-verify")
+    assert {h: (r["changed"], r["round_trips"]) for h, r in recap(again).items()} == {n: (0, 1) for n in SETUP_NODES}
+
+    typo = tmp_path / "typo.yml"
+    typo.write_text("- hosts: s1\n  become: true\n  tasks:\n    - sysctl: {name: net.core.somaxconnn, value: 1}\n")
+    failed = setup(files, "--playbook", str(typo), "--no-verify")
+    assert failed.returncode != 0 and "this kernel has no key net.core.somaxconnn" in failed.stdout
+    assert "somaxconnn" not in setup_cluster.docker_exec("s1", "sh", "-c", "cat /etc/sysctl.d/*.conf; true")

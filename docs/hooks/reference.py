@@ -165,7 +165,7 @@ def capture_markdown() -> str:
     lines = ["| name | what it holds | tools it needs | the step the node runs |", "| --- | --- | --- | --- |"]
     for step in STEPS:
         needs = ", ".join(step.needs) or "(none: shell builtins and files)"
-        lines.append(f"| {code(step.name)} | {cell(step.describe)} | {cell(needs)} | {code(step.script)} |")
+        lines.append(f"| {code(step.name)} | {cell(step.describe)} | {cell(needs)} | {code(step.command)} |")
     return "\n".join(lines) + "\n"
 
 

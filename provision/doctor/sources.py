@@ -14,13 +14,13 @@ from typing import Any
 from provision.doctor.model import GpuHealth, IbPort, Limits, Manifest, Software
 from provision.doctor.mounts import holding_mount, parse_mountinfo
 from provision.errors import ParseError, ProvisionError
-from provision.facts.source import Step
+from provision.facts.registry import Fact
 from provision.inventory.model import USER_NAME
 from provision.operations.base import is_number
 
-CLOCK_START = Step("doctor-clock-0", (), "date +%s.%N", "the node's clock as the script starts")
-CLOCK_END = Step("doctor-clock-1", (), "date +%s.%N", "the node's clock as the script ends")
-USER = Step(
+CLOCK_START = Fact("doctor-clock-0", (), "date +%s.%N", "the node's clock as the script starts")
+CLOCK_END = Fact("doctor-clock-1", (), "date +%s.%N", "the node's clock as the script ends")
+USER = Fact(
     "doctor-user",
     (),
     'echo "login $(id -un) $(id -u)"; '
@@ -28,7 +28,7 @@ USER = Step(
     'else echo "job missing"; fi',
     "the login user, and the job user's uid and gid",
 )
-LIMITS = Step(
+LIMITS = Fact(
     "doctor-limits",
     (),
     'echo "memlock $(ulimit -l)"; echo "nofile $(ulimit -n)"; '
@@ -37,7 +37,7 @@ LIMITS = Step(
 )
 # Versions from file names and /proc: nothing runs. The inventory's Anaconda prefixes, then the
 # conventional ones: the first that exists.
-SOFTWARE = Step(
+SOFTWARE = Fact(
     "doctor-software",
     (),
     'if [ -r /proc/driver/nvidia/version ]; then read -r l </proc/driver/nvidia/version; echo "driver $l"; fi; '
@@ -50,7 +50,7 @@ SOFTWARE = Step(
     'for f in "$p"/conda-meta/python-[0-9]*.json; do [ -e "$f" ] && { echo "conda $p ${f##*/}"; break 2; }; done; done; true',
     "NVIDIA driver, CUDA runtime, NCCL, the first Anaconda prefix's Python",
 )
-RDMA = Step(
+RDMA = Fact(
     "doctor-rdma",
     (),
     'for p in /sys/class/infiniband/*/ports/*; do [ -d "$p" ] || continue; '
@@ -58,14 +58,14 @@ RDMA = Step(
     'd=${p%/ports/*}; printf \'%s/%s\\t%s\\t%s\\n\' "${d##*/}" "${p##*/}" "$s" "$l"; done; true',
     "InfiniBand/RoCE ports and their state (sysfs)",
 )
-MTU = Step(
+MTU = Fact(
     "doctor-mtu",
     (),
     'for d in /sys/class/net/*; do [ -r "$d/mtu" ] && read -r m <"$d/mtu" && echo "${d##*/} $m"; done; true',
     "each interface's MTU (sysfs)",
 )
-GPU_HEALTH = Step("doctor-nvidia-smi-q", ("nvidia-smi",), "nvidia-smi -q -x", "GPU health (persistence, ECC, pages)")
-XID = Step(
+GPU_HEALTH = Fact("doctor-nvidia-smi-q", ("nvidia-smi",), "nvidia-smi -q -x", "GPU health (persistence, ECC, pages)")
+XID = Fact(
     "doctor-xid",
     ("nvidia-smi", "dmesg"),
     'if k=$(dmesg 2>/dev/null); then echo "# readable"; printf "%s\\n" "$k" | grep "NVRM: Xid" | tail -n 20; '
@@ -73,7 +73,7 @@ XID = Step(
     "recent Xid errors in the kernel log, where it is readable",
 )
 # One pass over each dataset: count and bytes from awk, the hash of the sorted listing from md5sum.
-DATASET = Step(
+DATASET = Fact(
     "doctor-dataset",
     (),
     "( shift; head -n 4000 /proc/self/mountinfo 2>/dev/null | sed 's/^/mountinfo /'; "
@@ -90,7 +90,7 @@ DATASET = Step(
     "each --dataset folder's manifest: file count, bytes, hash of names+sizes+mtimes; the node's mounts (/proc/self/mountinfo)",
 )
 
-STEPS: tuple[Step, ...] = (USER, LIMITS, SOFTWARE, RDMA, MTU, GPU_HEALTH, XID, DATASET)
+STEPS: tuple[Fact, ...] = (USER, LIMITS, SOFTWARE, RDMA, MTU, GPU_HEALTH, XID, DATASET)
 
 _PATH = re.compile(r"^/[A-Za-z0-9._/+@%=:,~ -]{0,1000}$")
 
@@ -128,6 +128,7 @@ def digits(text: str) -> bool:
     return len(text) <= 20 and is_number(text)
 
 
+@USER.parses
 def parse_user(text: str) -> tuple[str, tuple[int, int] | None, bool]:
     """``(login user, (job uid, gid) or None, job user asked)`` from the doctor-user capture."""
     login, ids, asked = "", None, False
@@ -152,6 +153,7 @@ def _limit(value: str, source: str) -> int | None:
     return int(value)
 
 
+@LIMITS.parses
 def parse_limits(text: str, source: str = LIMITS.name) -> tuple[Limits, int | None]:
     """``(Limits, /dev/shm KiB or None)`` from ``memlock N``, ``nofile N``, ``shm N`` lines."""
     values = dict(line.split(None, 1) for line in text.splitlines() if len(line.split()) == 2)
@@ -169,6 +171,7 @@ def _version_of(file_name: str, library: str) -> str:
     return file_name[len(library) + 4 :] if file_name.startswith(library + ".so.") else ""
 
 
+@SOFTWARE.parses
 def parse_software(text: str) -> Software:
     """:class:`Software` from the doctor-software capture (the longest version of each library wins)."""
     driver, cudart, nccl, conda = "", "", "", ""
@@ -190,6 +193,7 @@ def parse_software(text: str) -> Software:
     return Software(driver, cudart, nccl, conda)
 
 
+@RDMA.parses
 def parse_rdma(text: str) -> tuple[IbPort, ...]:
     """InfiniBand/RoCE ports from ``dev/port<TAB>N: STATE<TAB>link layer`` lines."""
     ports = []
@@ -204,6 +208,7 @@ def parse_rdma(text: str) -> tuple[IbPort, ...]:
     return tuple(ports)
 
 
+@MTU.parses
 def parse_mtu(text: str) -> dict[str, int]:
     """``{interface: mtu}`` from ``name mtu`` lines."""
     mtus = {}
@@ -214,6 +219,7 @@ def parse_mtu(text: str) -> dict[str, int]:
     return mtus
 
 
+@XID.parses
 def parse_xid(text: str) -> tuple[str, ...] | None:
     """Recent Xid lines, or None when the kernel log could not be read."""
     lines = text.splitlines()
@@ -222,8 +228,14 @@ def parse_xid(text: str) -> tuple[str, ...] | None:
     return tuple(line.strip()[:200] for line in lines[1:] if "Xid" in line)
 
 
-def parse_datasets(text: str, wanted: tuple[str, ...]) -> tuple[Manifest, ...]:
-    """One :class:`Manifest` per wanted path, from the doctor-dataset capture (absent: missing)."""
+@DATASET.parses
+def parse_datasets(text: str, wanted: tuple[str, ...] | None = None) -> tuple[Manifest, ...]:
+    """One :class:`Manifest` per wanted path, from the doctor-dataset capture (absent: missing);
+    without ``wanted``, one per path the capture names."""
+    if wanted is None:
+        wanted = tuple(
+            dict.fromkeys(line.partition(" ")[2] for line in text.splitlines() if line.startswith(("dataset ", "missing ")))
+        )
     found: dict[str, dict] = {}
     current: dict | None = None
     for line in text.splitlines():
@@ -249,12 +261,16 @@ def parse_datasets(text: str, wanted: tuple[str, ...]) -> tuple[Manifest, ...]:
     )
 
 
-def parse_clock(text: str, source: str) -> float:
+@CLOCK_START.parses
+def parse_clock(text: str, source: str = CLOCK_START.name) -> float:
     """Seconds since the epoch from ``date +%s.%N``."""
     value = text.strip()
     if not re.fullmatch(r"[0-9]{1,12}(\.[0-9]{1,9})?", value):
         raise ParseError(source, f"not a time: {value[:40]!r}")
     return float(value)
+
+
+CLOCK_END.parses(lambda text: parse_clock(text, CLOCK_END.name))
 
 
 def clock_offset(sent: float, node_start: float, node_end: float, received: float) -> tuple[float, float]:
@@ -289,6 +305,7 @@ def _uncorrected(gpu) -> int | None:
     return sum(known) if known else None
 
 
+@GPU_HEALTH.parses
 def parse_gpu_health(text: str) -> tuple[GpuHealth, ...]:
     """Each GPU's persistence mode, volatile uncorrected ECC count, pending page retirement and
     row remapping from ``nvidia-smi -q -x`` (hostile input: parsed by hwloc's bounded parser)."""

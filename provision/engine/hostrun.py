@@ -20,9 +20,9 @@ from typing import Any
 
 from provision.engine.script import (
     BECOME_FAILED,
+    Output,
     Step,
     build_script,
-    new_nonce,
     parse_output,
     remote_command,
     round_trip_limit,
@@ -36,6 +36,7 @@ from provision.inventory.model import Host
 from provision.operations.base import StateKey, Write, mask_secrets, printable
 from provision.operations.state import parse_state
 from provision.transport.connection import HostFailure
+from provision.transport.frames import new_nonce
 
 HOSTINFO = IDENTITY
 NO_LOG = "(no_log)"  # what a no_log task shows instead of a change, a diff or a failure
@@ -181,21 +182,17 @@ class HostRun:
         return {key: self.cache.hint(key) for key in keys}
 
     def need(self, keys: list[StateKey], as_root: bool) -> None:
-        """Make sure ``keys`` are known: apply the pending changes and read the facts that are
-        missing or altered since they were read, in one round trip, with the altered facts the
-        next tasks need. In --check nothing is applied: facts never read are read; facts a planned
-        change may have altered stay UNKNOWN."""
-        as_root = as_root or self.root
-        if self.check:
-            missing = [k for k in dict.fromkeys(keys) if k not in self.cache.entries and not self.cache.altered_since(k, 0)]
-            if missing:
-                self.round_trip(missing, as_root, apply=False)
-            return
+        """Make sure ``keys`` are known: read those without a trusted value in one round trip that
+        first applies the pending changes, with the untrusted facts the next tasks need. One path
+        for a run and --check: in --check nothing is applied, so a fact a planned change may have
+        altered cannot be read (it stays UNKNOWN, and the task is predicted on its last value)."""
         as_root = as_root or self.root
         missing = self.cache.unknown(keys)
+        again = [k for k in self.cache.unknown(self.wanted) if k not in missing and (as_root or not k.user)]
+        if self.check:  # the host shows the state before every planned change: only what none altered
+            missing, again = ([k for k in found if not self.cache.altered_since(k, 0)] for found in (missing, again))
         if missing:
-            again = [k for k in self.cache.unknown(self.wanted) if k not in missing and (as_root or not k.user)]
-            self.round_trip(missing + again, as_root, apply=True)
+            self.round_trip(missing + again, as_root, apply=not self.check)
 
     def flush(self) -> None:
         """Apply the pending changes (nothing in --check)."""
@@ -219,9 +216,19 @@ class HostRun:
                 self.on_result(result)
 
     def round_trip(self, keys: list[StateKey], as_root: bool, apply: bool) -> None:
-        """One framed script: pending changes in order, then the facts ``keys``."""
+        """One framed script: pending changes in order (when ``apply``), then the facts ``keys``."""
         steps = [step for step, _result in self.pending] if apply else []
         as_root = as_root or any(step.become or step.user for step in steps)
+        output = self._run_script(steps, keys, as_root)
+        pending, self.pending = self.pending, []
+        self._settle(pending if apply else [], output)
+        self.report_ready()
+        epoch = self.cache.epoch if apply else 0  # in --check the host still shows the state before every change
+        self._store_facts(keys, output, epoch)
+
+    def _run_script(self, steps: list[Step], keys: list[StateKey], as_root: bool) -> Output:
+        """Send the uploads and the script, and split its framed output (a host that cannot be
+        reached, a forged stream or a failed become stops the host)."""
         nonce = new_nonce()
         self.round_trips += 1
         folder = None
@@ -250,9 +257,13 @@ class HostRun:
             self._abort_pending(reason[0][:300])
             self.failed, self.error = True, reason[0][:300]
             raise HostFailed(reason[0])
-        pending, self.pending = self.pending, []
+        return output
+
+    def _settle(self, applied: list[tuple[Step, TaskResult]], output: Output) -> None:
+        """Each applied change's output and outcome on its task's result; the host stops at a
+        failed change, or when the connection was lost before the script's end."""
         done = {index: (code, text) for index, code, text in output.steps}
-        for index, (_step, task_result) in enumerate(pending if apply else []):
+        for index, (_step, task_result) in enumerate(applied):
             code, text = done.get(index, (None, ""))
             if text and not task_result.no_log:
                 task_result.output.append(mask_secrets(printable(text, 100_000, newlines=True)))
@@ -271,8 +282,10 @@ class HostRun:
         if not output.complete:
             self.unreachable = "connection lost before the round trip finished"
             raise HostFailed(self.unreachable)
-        self.report_ready()
-        epoch = self.cache.epoch if apply else 0  # in --check the host still shows the state before every change
+
+    def _store_facts(self, keys: list[StateKey], output: Output, epoch: int) -> None:
+        """Parse each fact read and keep it as true since ``epoch``; output a fact's parser
+        refuses stops the host."""
         for index, key in enumerate(keys):
             if index not in output.facts:
                 raise HostFailed(f"no output for fact {key.kind} {key.arg}")

@@ -3,36 +3,27 @@ by play (hosts in parallel, bounded by ``forks``; tasks in order on each host), 
 
 from __future__ import annotations
 
-import contextlib
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from provision.engine.hostrun import HOSTINFO, NO_LOG, HostFailed, HostRun, TaskResult, unified_diff
+from provision.engine.hostrun import HOSTINFO, HostFailed, HostRun, TaskResult
 from provision.engine.membership import HostCache, cache_folder, fill_hostvars, save_records, verified_key_problem
 from provision.engine.names import check_near_misses, read_names
-from provision.engine.needs import as_reader, names_in, partial_requests, reader_of
 from provision.engine.recap import RunReport, report_of
-from provision.engine.script import LOGIN_USER, Step
 from provision.engine.selection import BadInput, check_tags, outline, tag_selected, tasks_before
-from provision.engine.verbosity import ran_text
+from provision.engine.task import Render, becomes, names_in, perform, predict
 from provision.errors import ProvisionError
 from provision.inventory.model import Host, Inventory
 from provision.inventory.patterns import PatternError, select_hosts
-from provision.operations import OPERATIONS
-from provision.operations.base import UNKNOWN, ArgumentError, StateKey, Write, check_user
+from provision.operations.base import StateKey
 from provision.playbook.model import Play, Task
 from provision.playbook.variables import Variables
 from provision.resources import resource_dir
-from provision.templating import evaluate_when, render_template, render_value, template_loader
 from provision.transport.connection import SshOptions
 from provision.transport.parallel import fan_out
 
 DEFERRED = {"facts", "hostvars", "play_hosts"}  # known only while running
 DEFAULT_FORKS = 64
-_NO_ITEM = object()
 
 
 @dataclass
@@ -85,6 +76,7 @@ class Runner:
         self.play_hosts: list[list[Host]] = []
         self.cache = HostCache(cache_folder(inventory))
         self.known: dict[str, dict | None] = {}  # each inventory host's cached record (read once)
+        self.render = Render(variables, plays, self.play_hosts, self.hostvars, options.tags, options.template_dirs)
 
     # -- selection -----------------------------------------------------------------------------
     def selected(self, task: Task) -> bool:
@@ -146,43 +138,6 @@ class Runner:
         hosts = self.inventory.resolve(list(play.hosts))
         return [h for h in hosts if self.limit is None or h.name in self.limit]
 
-    # -- rendering -----------------------------------------------------------------------------
-    def context(self, host: Host, play: Play, run: HostRun | None, item: Any = _NO_ITEM) -> dict:
-        """Variables for one task on one host."""
-        ctx = self.variables.for_host(host, play.vars)
-        # Ansible's ansible_run_tags: what --tags asked for (["all"] without it), for a role that
-        # runs when asked by name or by an inventory variable.
-        ctx["run_tags"] = sorted(self.options.tags) if self.options.tags is not None else ["all"]
-        if run is not None:
-            ctx.update(run.registered)
-            ctx["facts"] = run.identity()
-            ctx["hostvars"] = self.hostvars
-            ctx["play_hosts"] = [h.name for h in self.play_hosts[self.plays.index(play)]]
-        if item is not _NO_ITEM:
-            ctx["item"] = item
-        return ctx
-
-    def render_args(self, task: Task, play: Play, ctx: dict) -> tuple[str, dict]:
-        """The operation and its rendered arguments (a template becomes a ``file`` with content)."""
-        if task.op == "command":
-            args = {k: render_value(v, ctx, shell=k in ("cmd", "unless")) for k, v in task.args.items()}
-        else:
-            args = render_value(dict(task.args), ctx)
-        if task.op != "template":
-            return task.op, args
-        env = template_loader([*self.options.template_dirs, play.base / "templates"])
-        content = render_template(env, str(args.pop("src")), ctx)
-        return "file", {**args, "content": content}
-
-    def loop_items(self, task: Task, ctx: dict) -> list:
-        """The loop's items, or one run without ``item``."""
-        if task.loop is None:
-            return [_NO_ITEM]
-        items = render_value(task.loop, ctx)
-        if not isinstance(items, list):
-            raise BadInput(f"{task.where}: loop must give a list, got {type(items).__name__}")
-        return items
-
     # -- before any host is touched ------------------------------------------------------------
     def prepare(self) -> None:
         """Resolve hosts, render every task that can be rendered now and check its arguments;
@@ -199,49 +154,10 @@ class Runner:
                 self.prefetch.setdefault(host.name, {})
                 self.upcoming.setdefault(host.name, [])
                 for task in [t for t in play.tasks if self.selected(t)] + list(play.handlers):
-                    self._prepare_task(play, task, host)
-
-    def _prepare_task(self, play: Play, task: Task, host: Host) -> None:
-        whens = task.when if isinstance(task.when, list) else [task.when]
-        expressions = ["{{ " + w + " }}" for w in whens if isinstance(w, str)]
-        deferred = bool(names_in([task.args, task.loop, expressions]) & self.deferred)
-        become = (task.become if task.become is not None else play.become) or bool(task.become_user)
-        self.root[host.name] = self.root.get(host.name, False) or become
-        try:
-            items = self.loop_items(task, self.context(host, play, None))
-        except Exception as error:  # noqa: BLE001 - any render failure is reported the same way
-            if deferred:
-                return
-            raise self._bad_input(task, host, error) from None
-        for item in items:
-            ctx = self.context(host, play, None, item)
-            try:
-                if task.when is not None and not evaluate_when(task.when, ctx):
-                    continue
-                op, args = self.render_args(task, play, ctx)
-                operation = OPERATIONS[op]
-                keys = operation.requests(operation.check_args(args))
-            except Exception as error:  # noqa: BLE001
-                if not deferred:
-                    raise self._bad_input(task, host, error) from None
-                keys = partial_requests(task, ctx)
-            keys = as_reader(keys, reader_of(task, play, ctx))
-            self.upcoming[host.name].append((task, keys))
-            for key in keys:
-                self.prefetch[host.name][key] = None
-
-    def _bad_input(self, task: Task, host: Host, error: BaseException) -> BadInput:
-        """The error of a task's arguments, named where the user wrote the values it refused
-        (``hosts.yml:12 (nfs_server)``), and at the task's file:line unless that is provision's
-        own playbook (a path inside the install says nothing to a user)."""
-        names = sorted(names_in([task.args, task.loop])) if isinstance(error, ArgumentError) else []
-        named = [name for name in names if re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w/.-])", str(error))] or names
-        origins = [f"{where} ({name})" for name in named if (where := self.variables.origin(host, name))]
-        if not origins:
-            return BadInput(f"{task.where}: task {task.name!r} on {host.name}: {error}")
-        builtin = Path(task.where.rsplit(":", 1)[0]).parent == resource_dir("playbooks")
-        at = f"task {task.name!r}" + ("" if builtin else f" at {task.where}") + f", host {host.name}"
-        return BadInput(f"{'; '.join(origins)}: {error} ({at})")
+                    self.root[host.name] = self.root.get(host.name, False) or becomes(task, play)
+                    for keys in predict(self.render, play, task, host, self.deferred):
+                        self.upcoming[host.name].append((task, keys))
+                        self.prefetch[host.name].update(dict.fromkeys(keys))
 
     # -- running -------------------------------------------------------------------------------
     def run(self) -> RunReport:
@@ -314,106 +230,10 @@ class Runner:
 
     def _task(self, play: Play, task: Task, run: HostRun, notified: list[str] | None) -> None:
         self._status(run, task.name)
-        become = task.become if task.become is not None else play.become
         upcoming = self.upcoming.get(run.host.name, [])
         last = max((i for i, (t, _keys) in enumerate(upcoming) if t is task), default=-1)
-        run.wanted = dict.fromkeys(key for _t, keys in upcoming[last + 1 :] for key in keys)
-        try:
-            items = self.loop_items(task, self.context(run.host, play, run))
-        except Exception as error:  # noqa: BLE001
-            failed = TaskResult(run.host.name, play.name, task.name, task.where, no_log=task.no_log)
-            run.results.append(failed)
-            self._fail(run, failed, error)
-        registered = []
-        for item in items:
-            result = TaskResult(
-                run.host.name, play.name, task.name, task.where, item=None if item is _NO_ITEM else item, no_log=task.no_log
-            )
-            run.results.append(result)
-            try:
-                ctx = self.context(run.host, play, run, item)
-                if task.when is not None and not evaluate_when(task.when, ctx):
-                    result.status = "skipped"
-                    run.finish(result)
-                    continue
-                op, args = self.render_args(task, play, ctx)
-                user = render_value(task.become_user, ctx) if task.become_user else None
-                user = check_user(user) if user else None  # a template may render to none: no switch
-                operation = OPERATIONS[op]
-                args = operation.check_args(args)
-                reader = user or ("root" if become else LOGIN_USER)
-                changes, exact = self._decide(run, operation, args, reader, bool(become or user), result)
-            except HostFailed:
-                result.status, result.message = "aborted", "host stopped"
-                run.finish(result)
-                raise
-            except Exception as error:  # noqa: BLE001 - bad args, render errors, host errors: this task fails
-                self._fail(run, result, error)
-            for change in changes:
-                run.plan(change, result, Step(change, become, user), exact)
-                result.changes.append(change.describe if not task.no_log else NO_LOG)
-                result.commands.append(ran_text(change, task.no_log))
-                if self.options.diff and isinstance(change, Write):
-                    result.diff.append(unified_diff(change, run.host.name) if not task.no_log else NO_LOG)
-            if changes or result.status == "changed":
-                result.status = "changed"
-                if notified is not None:
-                    notified.extend(task.notify)
-            if task.register:
-                value: dict[str, Any] = {"changed": result.status == "changed", "status": result.status}
-                if item is not _NO_ITEM:
-                    value["item"] = item
-                if operation.result is not None:
-                    keys = operation.result_requests(args) if operation.result_requests else []
-                    value.update(operation.result(args, self._facts(run, keys, reader, bool(become or user))[0]))
-                registered.append(value)
-            run.finish(result)
-        if task.register:
-            run.registered[task.register] = (
-                {"results": registered, "changed": any(v["changed"] for v in registered)}
-                if task.loop is not None
-                else (registered[0] if registered else {})
-            )
-
-    def _facts(self, run: HostRun, keys: list[StateKey], reader: str, as_root: bool) -> tuple[dict, list[StateKey]]:
-        """The facts ``keys`` as the operation names them, read as ``reader`` where that matters,
-        and those unknown (--check only: a planned change may have altered them)."""
-        read = dict(zip(keys, as_reader(keys, reader), strict=True))
-        run.need(list(read.values()), as_root)
-        view = run.view(list(read.values()))
-        unknown = [key for key, real in read.items() if view[real] is UNKNOWN]
-        if unknown:  # --check: predict on the state read before the changes planned above
-            view = {**view, **run.hints([read[key] for key in unknown])}
-        return {key: view[real] for key, real in read.items()}, unknown
-
-    def _decide(self, run: HostRun, operation, args: dict, reader: str, as_root: bool, result: TaskResult):
-        """The task's changes, decided on facts true now. In --check, where a planned change made
-        a fact unknowable, the task is predicted on the state read before it; when that cannot
-        decide, it is predicted ``changed`` (as Ansible would) and nothing after it is trusted."""
-        current, unknown = self._facts(run, operation.requests(args), reader, as_root)
-        if not unknown:
-            return operation.decide(args, current), True
-        where = ", ".join(f"{key.kind} {key.arg}".strip()[:60] for key in unknown[:3])
-        try:
-            changes = operation.decide(args, current)
-        except Exception as error:  # noqa: BLE001 - on stale facts the real run may well succeed
-            run.plan_unknown()
-            result.status = "changed"
-            result.message = "predicted: decided only when the changes above are applied"
-            result.detail = f"{where} unknown now; {error}"
-            return [], False
-        # Nearly every task after a planned change is predicted so: detail (-v), not a clause on each line.
-        result.detail = f"predicted on state read before the changes above ({where})"
-        return changes, False
-
-    def _fail(self, run: HostRun, result: TaskResult, error: BaseException) -> None:
-        result.status = "failed"
-        result.message = f"{type(error).__name__}: {error}" if not isinstance(error, ProvisionError) else str(error)
-        run.failed = True
-        run.finish(result)
-        with contextlib.suppress(HostFailed):
-            run.flush()  # what earlier tasks decided is still applied
-        raise HostFailed(result.message)
+        wanted = [key for _t, keys in upcoming[last + 1 :] for key in keys]
+        perform(self.render, play, task, run, notified, wanted, self.options.diff)
 
     def _emit(self, result: TaskResult) -> None:
         """Report a final result to the caller (called by the host's run, in task order)."""

@@ -8,22 +8,16 @@ believed with the nonce, bodies are bounded.
 from __future__ import annotations
 
 import base64
-import re
-import secrets
 from dataclasses import dataclass, field
 
 from provision.engine.acting import acting_user, on_stdin, refused, run_as
 from provision.errors import ParseError
 from provision.operations.base import Run, StateKey, Write, check_user, home_prelude, quote, shell_path
 from provision.operations.state import state_command
+from provision.transport.frames import frame_line, frame_setup, split_frames
 
 BODY_LIMIT = 8 * 1024 * 1024
 BECOME_FAILED = 92
-
-
-def new_nonce() -> str:
-    """A fresh random frame marker."""
-    return secrets.token_hex(12)
 
 
 def narrowing(mode: int) -> str:
@@ -109,7 +103,7 @@ class Step:
 def build_script(steps: list[Step], keys: list[StateKey], nonce: str, as_root: bool, step_timeout: float | None = None) -> str:
     """The POSIX sh script for one round trip (fed on stdin to ``sh -s``); with ``step_timeout``
     each change is stopped after its own limit (:func:`step_limit`)."""
-    out = ["umask 022", f"N='@@{nonce}@@'", "printf '%s begin\\n' \"$N\""]
+    out = ["umask 022", frame_setup(nonce), frame_line("begin")]
     for index, step in enumerate(steps):
         command = change_command(step.change)
         user, refusal = acting_user(command, as_root, step.become, step.user)
@@ -117,19 +111,19 @@ def build_script(steps: list[Step], keys: list[StateKey], nonce: str, as_root: b
             command = refused(refusal)
         elif user:
             command = run_as(command, user, f"PROVISION_{nonce}_{index}")
-        out.append(f"printf '%s step {index}\\n' \"$N\"")
+        out.append(frame_line("step", index))
         limit = (step.change.timeout if isinstance(step.change, Run) else None) or step_timeout
         if limit:
             command = step_limit(command, limit, f"PROVISION_{nonce}_{index}_limit")
         out.append(f"( {command}\n) </dev/null 2>&1; rc=$?")
-        out.append(f'printf \'\\n%s rc {index} %s\\n\' "$N" "$rc"')
+        out.append(frame_line("rc", index, '"$rc"', newline_before=True))
         out.append('[ "$rc" -eq 0 ] || exit 0')
     for index, key in enumerate(keys):
-        out.append(f"printf '%s fact {index}\\n' \"$N\"")
+        out.append(frame_line("fact", index))
         command = read_as(state_command(key), key.user, as_root, f"PROVISION_{nonce}_fact{index}")
         out.append(f"( {command}\n) </dev/null 2>/dev/null")
         out.append("printf '\\n'")
-    out.append("printf '%s end\\n' \"$N\"")
+    out.append(frame_line("end"))
     return "\n".join(out) + "\n"
 
 
@@ -184,6 +178,9 @@ def stdin_for(script: str, as_root: bool, password: str | None) -> bytes:
     return ((password or "") + "\n" + script).encode()
 
 
+_FRAMES = {("begin", 0), ("end", 0), ("step", 1), ("rc", 2), ("fact", 1)}  # (label, numbers) the script prints
+
+
 @dataclass
 class Output:
     """A parsed round trip: per step (index, exit code, output), fact bodies by index, and
@@ -198,31 +195,28 @@ class Output:
 def parse_output(text: str, nonce: str) -> Output:
     """Split the framed output of :func:`build_script`. Raises :class:`ParseError` when the frames
     contradict the script (a forged or broken stream)."""
-    marker = re.compile(rf"^@@{re.escape(nonce)}@@ (begin|end|step|rc|fact)(?: (\d+))?(?: (-?\d+))?$", re.MULTILINE)
     result = Output()
-    matches = list(marker.finditer(text))
     pending_step: int | None = None
-    for position, match in enumerate(matches):
-        end = matches[position + 1].start() if position + 1 < len(matches) else len(text)
-        body = text[match.end() + 1 : end]
-        body = body[:-1] if body.endswith("\n") else body
-        kind, index, code = match.group(1), match.group(2), match.group(3)
+    step_body = ""
+    for frame in split_frames(text, nonce):
+        kind, numbers, body = frame.label, frame.numbers, frame.body
+        if (kind, len(numbers)) not in _FRAMES:
+            raise ParseError("engine", f"unexpected frame {kind[:60]!r} (hostile or corrupt output)")
         if kind == "begin":
             result.began = True
         elif kind == "end":
             result.complete = True
         elif kind == "step":
-            pending_step = int(index)
-            step_body = body
+            pending_step, step_body = numbers[0], body
         elif kind == "rc":
-            if pending_step is None or index is None or int(index) != pending_step or code is None:
+            if pending_step is None or numbers[0] != pending_step:
                 raise ParseError("engine", "exit-code frame without its step")
-            result.steps.append((pending_step, int(code), step_body.rstrip("\n")[-4000:]))
+            result.steps.append((pending_step, numbers[1], step_body.rstrip("\n")[-4000:]))
             pending_step = None
         elif kind == "fact":
             if len(body) > BODY_LIMIT:
-                raise ParseError("engine", f"fact {index} output is larger than {BODY_LIMIT} bytes")
-            result.facts[int(index)] = body
+                raise ParseError("engine", f"fact {numbers[0]} output is larger than {BODY_LIMIT} bytes")
+            result.facts[numbers[0]] = body
     if pending_step is not None:
         result.steps.append((pending_step, -1, "connection lost while the change was running"))
     return result

@@ -1,5 +1,10 @@
 """What the engine knows of one host's state, and since when (the state model).
 
+In one sentence: a fact is trusted from when it was read (or stated exactly by a planned change)
+until a later planned change may alter it; then it is read again, after the pending changes are
+applied, when a task needs it (in --check, where nothing is applied, it is predicted on its last
+value).
+
 Every value is kept with the number of changes planned on the host before it became true: a value
 read from the host after the pending changes were applied counts from then; a value a change
 states exactly (a Write knows its file, useradd knows its user) counts from that change. A value

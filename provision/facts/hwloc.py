@@ -25,9 +25,9 @@ from xml.parsers import expat
 from provision.errors import ParseError
 from provision.facts.limits import MAX_GPUS, MAX_NUMA_NODES, check_count
 from provision.facts.model import Core, CpuTopology, Socket
-from provision.facts.source import Step
+from provision.facts.registry import Fact
 
-SOURCE = Step(
+SOURCE = Fact(
     "hwloc-xml",
     (),
     # hwloc's view is what OpenMPI binds by. Its CPU and PCI discovery is enough: skip the x86
@@ -235,6 +235,7 @@ def _pci_gpu(node: _Node, children: list[_Node]) -> tuple[str, str, tuple[str, .
     return bus_id, (match.group(3).lower() if match else ""), tuple(n for n in names if n)
 
 
+@SOURCE.parses
 def parse_hwloc_xml(text: str) -> HwlocTopology:
     """Parse ``lstopo-no-graphics --of xml`` (hwloc 1.x or 2.x format) into packages, cores, NUMA nodes, GPUs.
 

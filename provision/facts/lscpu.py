@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from provision.errors import ParseError
 from provision.facts.cpulist import MAX_CPUS, parse_number
-from provision.facts.source import Step
+from provision.facts.registry import Fact
 
-SOURCE = Step("lscpu", ("lscpu",), "lscpu", "CPU summary")
-SOURCE_P = Step("lscpu-p", ("lscpu",), "lscpu -p=CPU,CORE,SOCKET,NODE", "online CPUs with core, socket, node")
+SOURCE = Fact("lscpu", ("lscpu",), "lscpu", "CPU summary")
+SOURCE_P = Fact("lscpu-p", ("lscpu",), "lscpu -p=CPU,CORE,SOCKET,NODE", "online CPUs with core, socket, node")
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class CpuRow:
     node: int | None
 
 
+@SOURCE.parses
 def parse_lscpu(text: str) -> dict[str, str]:
     """``lscpu`` -> {field: value}, e.g. ``{"Architecture": "x86_64", "Socket(s)": "2"}``."""
     fields: dict[str, str] = {}
@@ -37,6 +38,7 @@ def parse_lscpu(text: str) -> dict[str, str]:
     return fields
 
 
+@SOURCE_P.parses
 def parse_lscpu_parsable(text: str, source: str = SOURCE_P.name) -> tuple[CpuRow, ...]:
     """Parse ``lscpu -p=CPU,CORE,SOCKET,NODE`` (or plain ``lscpu -p``, whose cache columns are ignored).
 

@@ -19,10 +19,10 @@ from dataclasses import replace
 from provision.errors import ParseError
 from provision.facts.limits import MAX_RDMA_DEVICES
 from provision.facts.model import NetInterface, RdmaDevice, RdmaGid, RdmaPort
-from provision.facts.source import Step
+from provision.facts.registry import Fact
 
 _ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
-RDMA_SOURCE = Step(
+RDMA_SOURCE = Fact(
     "sysfs-rdma",
     (),
     "[ -d /sys/class/infiniband ] && grep -rsH -v -x "
@@ -33,7 +33,7 @@ RDMA_SOURCE = Step(
     " /sys/class/infiniband/*/ports/*/gids /sys/class/infiniband/*/ports/*/gid_attrs; :",
     "RDMA devices: ports, state, link layer, rate, GIDs with type and interface",
 )
-NET_SOURCE = Step(
+NET_SOURCE = Fact(
     "sysfs-net",
     (),
     "grep -sH . /sys/class/net/*/mtu /sys/class/net/*/speed /sys/class/net/*/device/uevent /sys/class/net/*/device/numa_node; :",
@@ -94,6 +94,7 @@ def _numa(value: str, source: str, number: int) -> int | None:
     return int(value) if int(value) >= 0 else None
 
 
+@RDMA_SOURCE.parses
 def parse_sysfs_rdma(text: str) -> tuple[RdmaDevice, ...]:
     """RDMA devices, by name, each with its PCI address, NUMA node and ports (GIDs by index)."""
     source = RDMA_SOURCE.name
@@ -165,6 +166,7 @@ def parse_sysfs_rdma(text: str) -> tuple[RdmaDevice, ...]:
     return tuple(result)
 
 
+@NET_SOURCE.parses
 def parse_sysfs_net(text: str) -> dict[str, dict]:
     """{interface: {"mtu", "speed_mbps", "pci_address", "numa_node"}} (only what sysfs printed)."""
     source = NET_SOURCE.name

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from provision.errors import ParseError
 from provision.facts.limits import MAX_NUMA_NODES, check_count
-from provision.facts.source import Step
+from provision.facts.registry import Fact
 
-SOURCE = Step("numactl-H", ("numactl",), "numactl -H", "NUMA nodes and their CPUs")
+SOURCE = Fact("numactl-H", ("numactl",), "numactl -H", "NUMA nodes and their CPUs")
 
 _AVAILABLE = re.compile(r"^available:\s+([0-9]{1,9})\s+nodes?\s*\(([^)]*)\)\s*$")
 _CPUS = re.compile(r"^node\s+([0-9]{1,9})\s+cpus:\s*(.*)$")
@@ -40,6 +40,7 @@ class NumaHardware:
         return {cpu: node.node_id for node in self.nodes for cpu in node.cpus}
 
 
+@SOURCE.parses
 def parse_numactl_hardware(text: str) -> NumaHardware:
     """Parse ``numactl -H`` output.
 

@@ -8,16 +8,16 @@ from dataclasses import dataclass
 
 from provision.errors import ParseError
 from provision.facts.limits import MAX_GPUS, MAX_NVIDIA_FUNCTIONS, check_count
-from provision.facts.source import Step
+from provision.facts.registry import Fact
 
-SOURCE_QUERY = Step(
+SOURCE_QUERY = Fact(
     "nvidia-smi-query",
     ("nvidia-smi",),
     "nvidia-smi --query-gpu=index,name,pci.bus_id,memory.total --format=csv,noheader",
     "GPUs",
 )
-SOURCE_TOPO = Step("nvidia-smi-topo", ("nvidia-smi",), "nvidia-smi topo -m", "GPU to CPU/NUMA affinity")
-SOURCE_SYSFS = Step(
+SOURCE_TOPO = Fact("nvidia-smi-topo", ("nvidia-smi",), "nvidia-smi topo -m", "GPU to CPU/NUMA affinity")
+SOURCE_SYSFS = Fact(
     "sysfs-gpu",
     (),
     "for d in /sys/bus/pci/devices/*; do "
@@ -62,6 +62,7 @@ def normalise_bus_id(text: str, source: str, line: int | None = None) -> str:
     return f"{domain:04x}:{match.group(2).lower()}:{match.group(3).lower()}.{match.group(4)}"
 
 
+@SOURCE_QUERY.parses
 def parse_gpu_query(text: str) -> tuple[GpuRow, ...]:
     """Parse the CSV (no header) of ``nvidia-smi --query-gpu=index,name,pci.bus_id,memory.total``."""
     rows: list[GpuRow] = []
@@ -89,6 +90,7 @@ def parse_gpu_query(text: str) -> tuple[GpuRow, ...]:
     return tuple(rows)
 
 
+@SOURCE_TOPO.parses
 def parse_topo_matrix(text: str) -> tuple[GpuAffinity, ...]:
     """Parse ``nvidia-smi topo -m``: the ``CPU Affinity`` and ``NUMA Affinity`` columns of GPU rows.
 
@@ -127,6 +129,7 @@ def parse_topo_matrix(text: str) -> tuple[GpuAffinity, ...]:
     return tuple(affinities)
 
 
+@SOURCE_SYSFS.parses
 def parse_sysfs_gpu(text: str) -> dict[str, int | None]:
     """Parse ``<pci address> <numa_node>`` lines (from sysfs); -1 (unknown) reads as None."""
     nodes: dict[str, int | None] = {}

@@ -10,9 +10,9 @@ import re
 
 from provision.errors import ParseError
 from provision.facts.model import NO_OPENMPI, OpenMPI
-from provision.facts.source import Step
+from provision.facts.registry import Fact
 
-SOURCE = Step(
+SOURCE = Fact(
     "openmpi",
     (),
     # ompi_info on PATH is authoritative (version, CUDA support); only without it are the package
@@ -46,6 +46,7 @@ def _carries_openmpi(name: str) -> bool:
     return "openmpi" in name and not name.endswith(("-doc", "-doc-cuda"))
 
 
+@SOURCE.parses
 def parse_openmpi(text: str) -> OpenMPI:
     """Parse the ``openmpi`` capture into :class:`OpenMPI` (version None when nothing is installed)."""
     section = "dpkg-query"

@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass
 
 from provision.errors import ParseError
-from provision.facts.source import Step
+from provision.facts.registry import Fact
 
-SOURCE = Step("ppc64_cpu-info", ("ppc64_cpu",), "ppc64_cpu --info", "POWER cores and online threads")
+SOURCE = Fact("ppc64_cpu-info", ("ppc64_cpu",), "ppc64_cpu --info", "POWER cores and online threads")
 
 # Real output pads (`Core %3d:` then `%4d%c ` per thread); copies in documents often lost
 # the padding. Both read the same with this pattern.
@@ -25,6 +25,7 @@ class PowerCore:
     online: tuple[int, ...]
 
 
+@SOURCE.parses
 def parse_ppc64_cpu_info(text: str) -> tuple[PowerCore, ...]:
     """Parse ``ppc64_cpu --info``; a core whose threads are all offline has ``online == ()``."""
     cores: list[PowerCore] = []

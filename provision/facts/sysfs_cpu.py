@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from provision.errors import ParseError
 from provision.facts.cpulist import parse_cpulist
 from provision.facts.lscpu import CpuRow
-from provision.facts.source import Step
+from provision.facts.registry import Fact
 
 # `read` is a shell builtin: no process per file, which matters on 160-CPU POWER nodes.
 # Then which CPUs share a core and a package, as hwloc reads them: core_id and the package id
 # alone mislead (hybrid ARM restarts core_id per cluster; POWER LPARs give package id -1). One
 # grep for all CPUs: these lists are binary attributes that dash's byte-wise `read` gets empty.
-SOURCE = Step(
+SOURCE = Fact(
     "sysfs-cpu",
     (),
     "for d in /sys/devices/system/cpu/cpu[0-9]*; do "
@@ -102,6 +102,7 @@ def _groups(
     return group_of
 
 
+@SOURCE.parses
 def parse_sysfs_cpu(text: str) -> SysfsCpus:
     """Parse the ``sysfs-cpu`` capture into one :class:`CpuRow` per online CPU.
 

@@ -6,26 +6,27 @@ import re
 
 from provision.errors import ParseError
 from provision.facts.model import NetInterface
-from provision.facts.source import Step
+from provision.facts.registry import Fact
 
 # /proc reads are shell builtins: no process started (the probe runs on every node at once).
-HOSTNAME = Step(
+HOSTNAME = Fact(
     "hostname",
     (),
     'if [ -r /proc/sys/kernel/hostname ]; then read -r h </proc/sys/kernel/hostname && echo "$h"; else hostname; fi',
     "the name the host calls itself",
 )
-UNAME_M = Step("uname-m", ("uname",), "uname -m", "machine architecture")
+UNAME_M = Fact("uname-m", ("uname",), "uname -m", "machine architecture")
 # MemTotal is /proc/meminfo's first line; sh's `read` takes one byte per system call, so only it.
-MEMINFO = Step("meminfo", (), 'read -r l </proc/meminfo && echo "$l"', "memory (the MemTotal line of /proc/meminfo)")
-IP_ADDR = Step("ip-addr", ("ip",), "ip -o addr show", "interface addresses")
-IP_LINK = Step("ip-link", ("ip",), "ip -o link show", "interface state")
+MEMINFO = Fact("meminfo", (), 'read -r l </proc/meminfo && echo "$l"', "memory (the MemTotal line of /proc/meminfo)")
+IP_ADDR = Fact("ip-addr", ("ip",), "ip -o addr show", "interface addresses")
+IP_LINK = Fact("ip-link", ("ip",), "ip -o link show", "interface state")
 
 _HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
 _ARCH = re.compile(r"^[A-Za-z0-9_]+$")
 _MEMTOTAL = re.compile(r"^MemTotal:\s+([0-9]{1,18})\s+kB\s*$", re.MULTILINE)
 
 
+@HOSTNAME.parses
 def parse_hostname(text: str) -> str:
     """The single word ``hostname`` prints."""
     name = text.strip()
@@ -34,6 +35,7 @@ def parse_hostname(text: str) -> str:
     return name
 
 
+@UNAME_M.parses
 def parse_arch(text: str) -> str:
     """``uname -m`` -> ``x86_64``, ``ppc64le``, ``aarch64``..."""
     arch = text.strip()
@@ -42,6 +44,7 @@ def parse_arch(text: str) -> str:
     return arch
 
 
+@MEMINFO.parses
 def parse_meminfo(text: str) -> int:
     """``/proc/meminfo`` -> total memory in MiB."""
     match = _MEMTOTAL.search(text)
@@ -76,3 +79,8 @@ def parse_ip_addr(addr_text: str, link_text: str) -> tuple[NetInterface, ...]:
             order.append(name)
         addresses[name].append(match.group(3))
     return tuple(NetInterface(name, up.get(name, False), tuple(addresses[name])) for name in order)
+
+
+# Each of the pair alone: the other's lines missing mean "down" or "no address", never an error.
+IP_ADDR.parses(lambda text: parse_ip_addr(text, ""))
+IP_LINK.parses(lambda text: parse_ip_addr("", text))

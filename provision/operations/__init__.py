@@ -1,18 +1,18 @@
 """Idempotent operations (pyinfra's contract): pure functions from arguments and host facts to
-changes. The registry :data:`OPERATIONS` maps each name a playbook may use to its operation."""
+changes. Every module of this package that defines ``OPERATIONS`` (name -> :class:`Operation`)
+adds its operations to the registry :data:`OPERATIONS`, the names a playbook may use: adding an
+operation is adding a module (importing it also declares the state kinds it reads)."""
 
 from __future__ import annotations
 
-# role_state and os_state register state kinds when imported
-from provision.operations import conda, files, jupyter, nfs, os_state, role_state, ssh, system, users  # noqa: F401
+import importlib
+import pkgutil
+
 from provision.operations.base import Operation
 
-OPERATIONS: dict[str, Operation] = {
-    **files.OPERATIONS,
-    **users.OPERATIONS,
-    **system.OPERATIONS,
-    **ssh.OPERATIONS,
-    **nfs.OPERATIONS,
-    **conda.OPERATIONS,
-    **jupyter.OPERATIONS,
-}
+OPERATIONS: dict[str, Operation] = {}
+for _module in pkgutil.iter_modules(__path__):
+    for _name, _operation in getattr(importlib.import_module(f"{__name__}.{_module.name}"), "OPERATIONS", {}).items():
+        if _name in OPERATIONS:
+            raise RuntimeError(f"operation {_name!r} is defined twice")
+        OPERATIONS[_name] = _operation

@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass
 
 from provision.errors import ParseError
+from provision.facts.registry import Fact
 from provision.operations.base import PACKAGE_NAME, quote
-from provision.operations.state import register_state_kind
 
 _OS_KEY = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 _OS_WORD = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")  # os-release(5): ID and ID_LIKE words
@@ -164,6 +164,6 @@ def parse_candidate(name: str, text: str) -> str | None:
     raise ParseError(f"candidate {name}", f"unexpected output {line[:60]!r}")
 
 
-register_state_kind("os", _os_command, parse_os)
-register_state_kind("pkgindex", _pkgindex_command, parse_pkgindex)
-register_state_kind("candidate", _candidate_command, parse_candidate)
+OS = Fact("os", (), _os_command, "/etc/os-release's ID, ID_LIKE and VERSION_ID", parse_os)
+PKGINDEX = Fact("pkgindex", (), _pkgindex_command, "how old the package index is", parse_pkgindex)
+CANDIDATE = Fact("candidate", (), _candidate_command, "the version the package manager would install", parse_candidate)

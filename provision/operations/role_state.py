@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 
 from provision.errors import ParseError
+from provision.facts.registry import Fact
 from provision.operations.base import check_path, is_number, shell_path
-from provision.operations.state import register_state_kind
 
 _MAX_LINES = 20000
 _CAP_SYS_ADMIN = 21
@@ -119,9 +119,11 @@ def _pidfile_command(path: str) -> str:
     return f'if [ -r {word} ] && kill -0 "$(cat {word})" 2>/dev/null; then echo alive; else echo dead; fi'
 
 
-register_state_kind("mount", _mount_command, _parse_mount)
-register_state_kind("nfsd", _nfsd_command, _parse_word("nfsd", ("kernel", "none")))
-register_state_kind("nfsmount", _nfsmount_command, _parse_nfsmount)
-register_state_kind("listening", _listening_command, parse_listening)
-register_state_kind("df", _df_command, _parse_df)
-register_state_kind("pidfile", _pidfile_command, _parse_word("pidfile", ("alive", "dead")))
+MOUNT = Fact("mount", (), _mount_command, "what is mounted on a path", _parse_mount)
+NFSD = Fact("nfsd", (), _nfsd_command, "whether the kernel NFS server can run", _parse_word("nfsd", ("kernel", "none")))
+NFSMOUNT = Fact("nfsmount", (), _nfsmount_command, "whether an NFS mount can be made", _parse_nfsmount)
+LISTENING = Fact("listening", (), _listening_command, "the TCP ports listening", parse_listening)
+DF = Fact("df", (), _df_command, "free kilobytes on a path's file system", _parse_df)
+PIDFILE = Fact(
+    "pidfile", (), _pidfile_command, "whether a pid file's process is alive", _parse_word("pidfile", ("alive", "dead"))
+)

@@ -1,6 +1,8 @@
-"""Host state as operations need it: for each :class:`StateKey` kind, the shell that reads it and a
-pure parser of its output (pyinfra's fact model). The output is treated as hostile: sizes are
-bounded and every field is checked before it is believed.
+"""Host state as operations need it: each :class:`StateKey` kind is a :class:`Fact` of one thing
+(a path, a user, a package), its shell and its pure parser declared together here or in the module
+of the operations that read it (:mod:`provision.operations.os_state`, :mod:`~.role_state`,
+:mod:`provision.facts.sysctl`). The output is treated as hostile: sizes are bounded and every field
+is checked before it is believed.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import re
 from typing import Any
 
 from provision.errors import ParseError
+from provision.facts.registry import FACTS, Fact
 from provision.operations.base import (
     PACKAGE_NAME,
     SERVICE_NAME,
@@ -33,16 +36,6 @@ _SHA = re.compile(r"^[0-9a-f]{64}$")
 _HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 _HOST_KEY = re.compile(r"^(?:ssh|ecdsa|sk)-[a-z0-9@.-]{1,64} [A-Za-z0-9+/]{1,8192}={0,3}$")
 _HOME_FS = re.compile(r"^[a-z0-9_./-]{1,32} \d{1,20}:\d{1,20}(?: [A-Za-z0-9_.:/@\[\]-]{1,256})?$")
-
-# Fact kinds added by other modules (the roles of issue 8): kind -> (command(arg), parse(arg, text)).
-EXTRA_KINDS: dict[str, tuple[Any, Any]] = {}
-
-
-def register_state_kind(kind: str, command, parse) -> None:
-    """Add a fact kind: ``command(arg)`` returns its POSIX sh, ``parse(arg, text)`` its value
-    (raising :class:`ParseError` on output that command cannot print)."""
-    EXTRA_KINDS[kind] = (command, parse)
-
 
 # The path as the reading user may act on it, without following a final link: a folder above it
 # that another user can write (owned by someone else than the reader and root, or group/other
@@ -85,71 +78,51 @@ def _with_home(body: str) -> str:
     return f"( {body} )"  # its own subshell: the state ends with ``exit``
 
 
-def state_command(key: StateKey) -> str:
-    """The POSIX sh that prints ``key``'s raw state (values quoted; never raw)."""
-    kind, arg = key.kind, key.arg
-    if kind in EXTRA_KINDS:
-        return EXTRA_KINDS[kind][0](arg)
-    if kind == "file":
-        return _file_command(arg)
-    if kind == "stat":
-        return _stat_command(arg)
-    if kind == "user":
-        name = quote(check_user(arg))
-        return f"getent passwd {name} && id -Gn {name}; true"
-    if kind == "group":
-        return f"getent group {quote(check_user(arg, 'group'))}; true"
-    if kind in ("uid", "gid"):
-        if not is_number(arg):
-            raise ValueError(f"{kind} {arg!r} is not a number")
-        return f"getent {'passwd' if kind == 'uid' else 'group'} {arg} | cut -d: -f1"
-    if kind == "pkgmgr":
-        return (
-            "if command -v apt-get >/dev/null; then echo apt; elif command -v dnf >/dev/null; then echo dnf; "
-            "elif command -v yum >/dev/null; then echo yum; fi"
-        )
-    if kind == "package":
-        if not PACKAGE_NAME.match(arg):
-            raise ValueError(f"package {arg!r}")
-        name = quote(arg)
-        return (
-            f"if command -v dpkg-query >/dev/null; then dpkg-query -W -f='${{db:Status-Abbrev}}|${{Version}}' {name} 2>/dev/null; "  # noqa: E501 - one literal, kept whole to be read or grepped
-            f"elif command -v rpm >/dev/null; then rpm -q --qf 'ii |%{{VERSION}}' {name} 2>/dev/null; fi; true"
-        )
-    if kind == "command":
-        return f"( {arg}\n) >/dev/null 2>&1 </dev/null; echo $?"
-    if kind == "systemd":
-        return "[ -d /run/systemd/system ] && echo yes || echo no"
-    if kind == "service":
-        if not SERVICE_NAME.match(arg):
-            raise ValueError(f"service {arg!r}")
-        name = quote(arg)
-        return f"systemctl is-active {name} 2>/dev/null || true; systemctl is-enabled {name} 2>/dev/null || echo unknown"
-    if kind == "hostinfo":
-        return (
-            'echo "h $(hostname)"; echo "f $(hostname -f 2>/dev/null)"; '
-            'for a in $(hostname -I 2>/dev/null); do echo "a $a"; done; '
-            'for k in /etc/ssh/ssh_host_*_key.pub; do [ -r "$k" ] && echo "k $(cat "$k")"; done; '
-            # /home's file system type, dev:inode and source: a shared /home is the same on every node.
-            'echo "m $(stat -f -c %T /home 2>/dev/null) $(stat -c %d:%i /home 2>/dev/null) '
-            "$(df -P /home 2>/dev/null | awk 'NR==2 {print $1}')\"; true"
-        )
-    raise ValueError(f"unknown fact kind {kind!r}")
+def _user_command(name: str) -> str:
+    word = quote(check_user(name))
+    return f"getent passwd {word} && id -Gn {word}; true"
 
 
-def _lines(text: str) -> list[str]:
-    return text.splitlines()
+def _id_command(kind: str):
+    def command(number: str) -> str:
+        if not is_number(number):
+            raise ValueError(f"{kind} {number!r} is not a number")
+        return f"getent {'passwd' if kind == 'uid' else 'group'} {number} | cut -d: -f1"
+
+    return command
 
 
-def parse_state(key: StateKey, text: str) -> Any:
-    """Parse ``key``'s output (see :func:`state_command`); raises :class:`ParseError` when it is
-    not what that command prints."""
-    kind = key.kind
-    lines = _lines(text)
-    source = f"{kind} {key.arg}".strip()
-    if kind in EXTRA_KINDS:
-        return EXTRA_KINDS[kind][1](key.arg, text)
-    if kind in ("file", "stat"):
+def _package_command(package: str) -> str:
+    if not PACKAGE_NAME.match(package):
+        raise ValueError(f"package {package!r}")
+    name = quote(package)
+    return (
+        f"if command -v dpkg-query >/dev/null; then dpkg-query -W -f='${{db:Status-Abbrev}}|${{Version}}' {name} 2>/dev/null; "  # noqa: E501 - one literal, kept whole to be read or grepped
+        f"elif command -v rpm >/dev/null; then rpm -q --qf 'ii |%{{VERSION}}' {name} 2>/dev/null; fi; true"
+    )
+
+
+def _service_command(service: str) -> str:
+    if not SERVICE_NAME.match(service):
+        raise ValueError(f"service {service!r}")
+    name = quote(service)
+    return f"systemctl is-active {name} 2>/dev/null || true; systemctl is-enabled {name} 2>/dev/null || echo unknown"
+
+
+_HOSTINFO = (
+    'echo "h $(hostname)"; echo "f $(hostname -f 2>/dev/null)"; '
+    'for a in $(hostname -I 2>/dev/null); do echo "a $a"; done; '
+    'for k in /etc/ssh/ssh_host_*_key.pub; do [ -r "$k" ] && echo "k $(cat "$k")"; done; '
+    # /home's file system type, dev:inode and source: a shared /home is the same on every node.
+    'echo "m $(stat -f -c %T /home 2>/dev/null) $(stat -c %d:%i /home 2>/dev/null) '
+    "$(df -P /home 2>/dev/null | awk 'NR==2 {print $1}')\"; true"
+)
+
+
+def _parse_path(kind: str):
+    def parse(path: str, text: str) -> FileState | None:
+        lines = text.splitlines()
+        source = f"{kind} {path}"
         if not lines or lines[0] == "absent":
             return None
         fields = lines[0].split("|")
@@ -173,52 +146,128 @@ def parse_state(key: StateKey, text: str) -> Any:
         elif ftype == "f" and sha is not None and fields[4] == "0":
             content = b""
         return FileState(ftype, int(fields[1], 8), fields[2], fields[3], sha, content)
-    if kind == "user":
-        if not lines:
-            return None
-        parts = lines[0].split(":")
-        if len(parts) != 7 or not is_number(parts[2]) or not is_number(parts[3]):
-            raise ParseError(source, f"unexpected passwd entry {lines[0][:80]!r}")
-        groups = tuple(lines[1].split()) if len(lines) > 1 else ()
-        return UserEntry(parts[0], int(parts[2]), int(parts[3]), parts[5], parts[6], groups[1:] if groups else ())
-    if kind == "group":
-        if not lines:
-            return None
-        parts = lines[0].split(":")
-        if len(parts) != 4 or not is_number(parts[2]):
-            raise ParseError(source, f"unexpected group entry {lines[0][:80]!r}")
-        return GroupEntry(parts[0], int(parts[2]))
-    if kind in ("uid", "gid", "pkgmgr"):
-        return lines[0].strip() if lines and lines[0].strip() else None
-    if kind == "package":
-        head = lines[0] if lines else ""
-        return head.split("|", 1)[1] if head.startswith("ii") and "|" in head else None
-    if kind == "command":
-        if not lines or not is_number(lines[-1].strip()):
-            raise ParseError(source, "no exit code")
-        return int(lines[-1].strip())
-    if kind == "systemd":
-        return bool(lines) and lines[0] == "yes"
-    if kind == "service":
-        active = lines[0].strip() if lines else "unknown"
-        enabled = lines[1].strip() if len(lines) > 1 else "unknown"
-        return ServiceState(active or "unknown", enabled or "unknown")
-    if kind == "hostinfo":
-        info: dict[str, Any] = {"hostname": "", "fqdn": "", "addresses": [], "host_keys": []}
-        for line in lines[:200]:
-            tag, _, value = line.partition(" ")
-            value = value.strip()[:8192]
-            if tag == "h" and _HOST_NAME.match(value):
-                info["hostname"] = value
-            elif tag == "f" and _HOST_NAME.match(value):
-                info["fqdn"] = value
-            elif tag == "a" and re.fullmatch(r"[0-9A-Fa-f:.]{1,45}", value):
-                info["addresses"].append(value)
-            elif tag == "k" and _HOST_KEY.match(" ".join(value.split()[:2])):
-                info["host_keys"].append(" ".join(value.split()[:2]))
-            elif tag == "m" and _HOME_FS.match(value):
-                fs, ident, source = (value.split() + [""])[:3]
-                info["home"] = {"fs": fs, "id": ident, "source": source}
-        info["short"] = info["hostname"].split(".")[0]
-        return info
-    raise ParseError(source, "unknown fact kind")
+
+    return parse
+
+
+def _parse_user(name: str, text: str) -> UserEntry | None:
+    lines = text.splitlines()
+    if not lines:
+        return None
+    parts = lines[0].split(":")
+    if len(parts) != 7 or not is_number(parts[2]) or not is_number(parts[3]):
+        raise ParseError(f"user {name}", f"unexpected passwd entry {lines[0][:80]!r}")
+    groups = tuple(lines[1].split()) if len(lines) > 1 else ()
+    return UserEntry(parts[0], int(parts[2]), int(parts[3]), parts[5], parts[6], groups[1:] if groups else ())
+
+
+def _parse_group(name: str, text: str) -> GroupEntry | None:
+    lines = text.splitlines()
+    if not lines:
+        return None
+    parts = lines[0].split(":")
+    if len(parts) != 4 or not is_number(parts[2]):
+        raise ParseError(f"group {name}", f"unexpected group entry {lines[0][:80]!r}")
+    return GroupEntry(parts[0], int(parts[2]))
+
+
+def _parse_first_word(_arg: str, text: str) -> str | None:
+    lines = text.splitlines()
+    return lines[0].strip() if lines and lines[0].strip() else None
+
+
+def _parse_yes(_arg: str, text: str) -> bool:
+    lines = text.splitlines()
+    return bool(lines) and lines[0] == "yes"
+
+
+def _parse_package(_name: str, text: str) -> str | None:
+    lines = text.splitlines()
+    head = lines[0] if lines else ""
+    return head.split("|", 1)[1] if head.startswith("ii") and "|" in head else None
+
+
+def _parse_exit_code(command: str, text: str) -> int:
+    lines = text.splitlines()
+    if not lines or not is_number(lines[-1].strip()):
+        raise ParseError(f"command {command}".strip(), "no exit code")
+    return int(lines[-1].strip())
+
+
+def _parse_service(_name: str, text: str) -> ServiceState:
+    lines = text.splitlines()
+    active = lines[0].strip() if lines else "unknown"
+    enabled = lines[1].strip() if len(lines) > 1 else "unknown"
+    return ServiceState(active or "unknown", enabled or "unknown")
+
+
+def _parse_hostinfo(_arg: str, text: str) -> dict[str, Any]:
+    info: dict[str, Any] = {"hostname": "", "fqdn": "", "addresses": [], "host_keys": []}
+    for line in text.splitlines()[:200]:
+        tag, _, value = line.partition(" ")
+        value = value.strip()[:8192]
+        if tag == "h" and _HOST_NAME.match(value):
+            info["hostname"] = value
+        elif tag == "f" and _HOST_NAME.match(value):
+            info["fqdn"] = value
+        elif tag == "a" and re.fullmatch(r"[0-9A-Fa-f:.]{1,45}", value):
+            info["addresses"].append(value)
+        elif tag == "k" and _HOST_KEY.match(" ".join(value.split()[:2])):
+            info["host_keys"].append(" ".join(value.split()[:2]))
+        elif tag == "m" and _HOME_FS.match(value):
+            fs, ident, source = (value.split() + [""])[:3]
+            info["home"] = {"fs": fs, "id": ident, "source": source}
+    info["short"] = info["hostname"].split(".")[0]
+    return info
+
+
+def _constant(command: str):
+    return lambda _arg: command
+
+
+FILE = Fact("file", (), _file_command, "a path's type, mode, owner and group; a file's sha256 and content", _parse_path("file"))
+STAT = Fact("stat", (), _stat_command, "a path's type, mode, owner and group (never its content)", _parse_path("stat"))
+USER = Fact("user", (), _user_command, "a user's passwd entry and groups", _parse_user)
+GROUP = Fact("group", (), lambda name: f"getent group {quote(check_user(name, 'group'))}; true", "a group's entry", _parse_group)
+UID = Fact("uid", (), _id_command("uid"), "the user name a uid has", _parse_first_word)
+GID = Fact("gid", (), _id_command("gid"), "the group name a gid has", _parse_first_word)
+PKGMGR = Fact(
+    "pkgmgr",
+    (),
+    _constant(
+        "if command -v apt-get >/dev/null; then echo apt; elif command -v dnf >/dev/null; then echo dnf; "
+        "elif command -v yum >/dev/null; then echo yum; fi"
+    ),
+    "the package manager: apt, dnf or yum",
+    _parse_first_word,
+)
+PACKAGE = Fact("package", (), _package_command, "an installed package's version", _parse_package)
+COMMAND = Fact(
+    "command", (), lambda command: f"( {command}\n) >/dev/null 2>&1 </dev/null; echo $?", "a check's exit code", _parse_exit_code
+)
+SYSTEMD = Fact("systemd", (), _constant("[ -d /run/systemd/system ] && echo yes || echo no"), "whether systemd runs", _parse_yes)
+SERVICE = Fact("service", (), _service_command, "a service's active and enabled state", _parse_service)
+HOSTINFO = Fact("hostinfo", (), _constant(_HOSTINFO), "host name, addresses, host keys and /home's file system", _parse_hostinfo)
+
+
+def state_fact(key: StateKey) -> Fact:
+    """The fact a :class:`StateKey` kind names (declared here or beside its operations)."""
+    fact = FACTS.get(key.kind)
+    if fact is None or not fact.takes_arg:
+        raise ValueError(f"unknown fact kind {key.kind!r}")
+    return fact
+
+
+def state_command(key: StateKey) -> str:
+    """The POSIX sh that prints ``key``'s raw state (values quoted; never raw)."""
+    return state_fact(key).command_for(key.arg)
+
+
+def parse_state(key: StateKey, text: str) -> Any:
+    """Parse ``key``'s output (see :func:`state_command`); raises :class:`ParseError` when it is
+    not what that command prints."""
+    try:
+        fact = state_fact(key)
+    except ValueError:
+        raise ParseError(f"{key.kind} {key.arg}".strip(), "unknown fact kind") from None
+    return fact.read(text, key.arg)

@@ -1,23 +1,23 @@
 """What `provision probe` runs on a host: one POSIX sh script, one round trip.
 
 Each step is a fixed command (no user value ever goes into it), declared next to its parser
-(:class:`provision.facts.source.Step`). The streamed output is framed with a random nonce per
-run, so no honest command's output is mistaken for a frame. A hostile node can still learn the
+(:class:`provision.facts.registry.Fact`). The streamed output is framed with a random nonce per
+run (:mod:`provision.transport.frames`, the framing setup-cluster's round trips use too), so no
+honest command's output is mistaken for a frame. A hostile node can still learn the
 nonce (it runs the script): :func:`split_output` accepts only the known capture names, once
 each, so nothing it prints can name a file.
 """
 
 from __future__ import annotations
 
-import re
-import secrets
 from dataclasses import dataclass
 
 from provision import __version__
 from provision.errors import ParseError
 from provision.facts import hwloc, lscpu, nics, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
-from provision.facts.source import Step
+from provision.facts.registry import Fact
 from provision.resources import render
+from provision.transport.frames import frame_line, frame_setup, new_nonce, split_frames
 
 __all__ = [
     "CAPTURE_NAMES",
@@ -25,7 +25,7 @@ __all__ = [
     "NOT_INSTALLED",
     "REMOTE_COMMAND",
     "STEPS",
-    "Step",
+    "Fact",
     "capture_script",
     "gather_script",
     "new_nonce",
@@ -39,7 +39,7 @@ STDERR_KEPT = 2000  # characters of a failed step's stderr kept (the first line 
 REMOTE_COMMAND = "sh -s"
 
 # Each source is declared once, next to its parser; this is only the order they run in.
-STEPS: tuple[Step, ...] = (
+STEPS: tuple[Fact, ...] = (
     system.HOSTNAME,
     system.UNAME_M,
     numactl.SOURCE,
@@ -86,15 +86,18 @@ class Capture:
         return f"exit {self.exit_code}" + (f": {first[:120]}" if first else "")
 
 
-def new_nonce() -> str:
-    """A fresh random frame marker for one run."""
-    return secrets.token_hex(8)
-
-
-def gather_script(nonce: str, steps: tuple[Step, ...] = STEPS) -> str:
+def gather_script(nonce: str, steps: tuple[Fact, ...] = STEPS) -> str:
     """The one script `provision probe` runs on a host, framing each output with ``nonce``
     (``steps``: probe's, or probe's plus the ones `provision doctor` adds)."""
-    return render("gather.sh.j2", mode="stream", steps=steps, nonce=nonce, version=__version__)
+    return render(
+        "gather.sh.j2",
+        mode="stream",
+        steps=steps,
+        nonce=nonce,
+        version=__version__,
+        frame=frame_line,
+        frame_setup=frame_setup(nonce),
+    )
 
 
 def capture_script() -> str:
@@ -105,22 +108,9 @@ def capture_script() -> str:
 _NAME_SHOWN = 60  # characters of an unexpected frame name quoted in the error
 
 
-def _frames(text: str, nonce: str) -> list[tuple[str, str | None, str]]:
-    """``[(name, code, body)]`` of the frames in ``text``, in order."""
-    marker = re.compile(rf"^@@{re.escape(nonce)}@@ (\S+)(?: (\d{{1,3}}))?\n", re.MULTILINE)
-    matches = list(marker.finditer(text))
-    frames = []
-    for position, match in enumerate(matches):
-        end = matches[position + 1].start() if position + 1 < len(matches) else len(text)
-        body = text[match.end() : end]
-        body = body[:-1] if body.endswith("\n") else body  # the newline the frame added
-        frames.append((match.group(1), match.group(2), body))
-    return frames
-
-
 def _stderr_by_step(stderr: str, nonce: str, names: tuple[str, ...]) -> dict[str, str]:
     """Each known step's stderr from the stderr stream (frames ``@@N@@ name``); others ignored."""
-    return {name: body for name, code, body in _frames(stderr, nonce) if name in names and code is None}
+    return {f.label: f.body for f in split_frames(stderr, nonce) if f.label in names and not f.numbers}
 
 
 def split_output(text: str, nonce: str, stderr: str = "", names: tuple[str, ...] = CAPTURE_NAMES) -> dict[str, Capture]:
@@ -133,17 +123,20 @@ def split_output(text: str, nonce: str, stderr: str = "", names: tuple[str, ...]
     but a known capture (``names``: the steps the script ran) or names one twice: the output is
     hostile or corrupt, and a capture name becomes a file name.
     """
-    frames = _frames(text, nonce)
+    frames = split_frames(text, nonce)
     if not frames:
         raise ParseError("probe", "no framed output: the remote shell printed something else (is /bin/sh POSIX?)")
     errors = _stderr_by_step(stderr, nonce, names)
     captures: dict[str, Capture] = {}
     pending: tuple[str, str] | None = None
-    for name, code, body in frames:
+    for frame in frames:
+        name, body = frame.label, frame.body
+        if len(frame.numbers) > 1 or (frame.numbers and name != ".rc"):
+            raise ParseError("probe", f"unexpected frame {name[:_NAME_SHOWN]!r} (hostile or corrupt output)")
         if name == ".rc":
-            if pending is None or code is None:
+            if pending is None or not frame.numbers:
                 raise ParseError("probe", "exit-code frame without a command frame")
-            exit_code = int(code)
+            exit_code = frame.numbers[0]
             kept = "" if exit_code == 0 else errors.get(pending[0], body)[:STDERR_KEPT]
             captures[pending[0]] = Capture(pending[0], exit_code, pending[1], kept)
             pending = None

@@ -1,11 +1,11 @@
-"""What state a task needs, and as whom (provision.engine.needs): pure, no host."""
+"""A task's life (provision.engine.task): what state it needs, and as whom; pure, no host."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from provision.engine.needs import as_reader, names_in, partial_requests, reader_of
 from provision.engine.script import LOGIN_USER
+from provision.engine.task import as_reader, names_in, partial_requests, reader_of
 from provision.operations.base import StateKey
 from provision.playbook.model import Play, Task
 

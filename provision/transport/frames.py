@@ -1,0 +1,68 @@
+"""One framing for every script provision runs on a node (probe's and doctor's gather script,
+setup-cluster's round trips): each part of its output follows a frame line
+``@@NONCE@@ LABEL [NUMBER [NUMBER]]`` that the script prints, with a random nonce per run.
+
+The script holds the nonce in one shell variable (:func:`frame_setup`) and prints frames with
+:func:`frame_line`; the controller splits the output with :func:`split_frames`. Node output is
+hostile: a frame is believed only with the run's nonce, and a node that learns the nonce (it runs
+the script) can still only print frames of the grammar; each reader then rejects a label, an
+order or a repetition its own script cannot print (a forged frame).
+
+Example::
+
+    >>> text = "@@ab@@ begin\\nhello\\n@@ab@@ rc 0 2\\n"
+    >>> [(f.label, f.numbers, f.body) for f in split_frames(text, "ab")]
+    [('begin', (), 'hello'), ('rc', (0, 2), '')]
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+
+VARIABLE = "PROVISION_FRAME"  # the shell variable holding ``@@NONCE@@`` (no fact step sets it)
+_LABEL = r"\S{1,200}"  # any word: a label the reader does not know is a forged frame, said as such
+
+
+def new_nonce(size: int = 12) -> str:
+    """A fresh random frame marker (``size`` random bytes, as hex)."""
+    return secrets.token_hex(size)
+
+
+def frame_setup(nonce: str) -> str:
+    """The script line that defines the frame marker (before the first :func:`frame_line`)."""
+    return f"{VARIABLE}='@@{nonce}@@'"
+
+
+def frame_line(label: str, *numbers: str | int, newline_before: bool = False, stderr: bool = False) -> str:
+    """The ``printf`` that prints one frame: ``label`` (a constant word) and up to two numbers (ints,
+    or sh words such as ``"$rc"``); ``newline_before`` ends a body that may lack its last newline."""
+    fields = "".join(" %s" for _ in numbers)
+    words = "".join(f" {number}" for number in numbers)
+    lead = "\\n" if newline_before else ""
+    return f"printf '{lead}%s {label}{fields}\\n' \"${VARIABLE}\"{words}" + (" >&2" if stderr else "")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame: its ``label``, its ``numbers`` and the ``body`` printed after it (without the
+    newline the next frame line added)."""
+
+    label: str
+    numbers: tuple[int, ...]
+    body: str
+
+
+def split_frames(text: str, nonce: str) -> list[Frame]:
+    """The frames in ``text`` in order; what comes before the first frame is dropped (a login
+    banner, a shell's greeting)."""
+    marker = re.compile(rf"^@@{re.escape(nonce)}@@ ({_LABEL})((?: [0-9]{{1,12}}){{0,2}})$", re.MULTILINE)
+    matches = list(marker.finditer(text))
+    frames = []
+    for position, match in enumerate(matches):
+        end = matches[position + 1].start() if position + 1 < len(matches) else len(text)
+        body = text[match.end() + 1 : end]
+        body = body[:-1] if body.endswith("\n") else body
+        frames.append(Frame(match.group(1), tuple(int(n) for n in match.group(2).split()), body))
+    return frames
