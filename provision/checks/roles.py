@@ -28,7 +28,7 @@ from provision.transport.connection import HostFailure
 from provision.transport.parallel import fan_out
 
 MARKER = ".provision-nfs-check"  # + "." + 16 random hex digits, one name per run
-_LINE = re.compile(r"^@(nfs|du) (\S+) (\S+) ?(.*)$")
+_LINE = re.compile(r"^@(nfs|du) (\S+) (\S+) ?(.*)\Z")
 
 
 @dataclass(frozen=True)
