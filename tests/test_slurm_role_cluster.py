@@ -143,30 +143,18 @@ def test_a_plain_setup_cluster_leaves_slurm_alone_unless_the_inventory_asks(slur
     assert len(slurm_tasks) == 2 * len(HOSTS) and {r["status"] for r in slurm_tasks} == {"skipped"}
 
 
-def _pose(slurm_cluster, node: str, name: str) -> None:
-    """Root on ``node`` makes ``hostname`` (every form) print ``name`` (issue 24, finding 3's attacker)."""
-    script = f'#!/bin/sh\n[ "$1" = -I ] && exec /bin/hostname -I\necho {name}\n'
-    for folder in ("/usr/local/sbin", "/usr/local/bin"):
-        subprocess_input(slurm_cluster, node, f"{folder}/hostname", script)
-        slurm_cluster.exec(node, "chmod", "755", f"{folder}/hostname", user="root")
-
-
-def _unpose(slurm_cluster, node: str) -> None:
-    slurm_cluster.exec(node, "rm", "-f", "/usr/local/sbin/hostname", "/usr/local/bin/hostname", user="root")
-
-
 @pytest.mark.parametrize("claim", ["DEFAULT", "sn1"])
 def test_a_node_reporting_default_or_another_nodes_name_never_reaches_slurm_conf(slurm_cluster, admin_files, tmp_path, claim):
-    facts = tmp_path / "facts"
+    """Issue 24, finding 3: root on sn2 sets its host name to DEFAULT (or sn1). The probe reads the
+    kernel's host name (/proc/sys/kernel/hostname), which an unprivileged container cannot change
+    (sethostname needs CAP_SYS_ADMIN), so sn2's own captures from the session's probe are replayed
+    with that host name, as the issue reproduced it; the files then go to the real Slurm nodes."""
+    facts, captures = tmp_path / "facts", tmp_path / "captures"
     subprocess.run(["cp", "-a", str(slurm_cluster.facts_dir), str(facts)], check=True)
-    _pose(slurm_cluster, "sn2", claim)
-    try:
-        probed = run_cli(
-            "probe", "sn2", "-i", str(slurm_cluster.inventory), "--known-hosts", str(slurm_cluster.known_hosts),
-            "--facts-dir", str(facts),
-        )  # fmt: skip
-    finally:
-        _unpose(slurm_cluster, "sn2")
+    captures.mkdir()
+    subprocess.run(["cp", "-a", str(slurm_cluster.facts_dir / "sn2"), str(captures / "sn2")], check=True)
+    (captures / "sn2" / "hostname.txt").write_text(claim + "\n")
+    probed = run_cli("probe", "--replay", str(captures), "sn2", "--facts-dir", str(facts))
     assert probed.returncode == 0, probed.stdout + probed.stderr
     assert json.loads((facts / "sn2.json").read_text())["hostname"] == claim  # the attack reached the facts
 
