@@ -3,14 +3,14 @@
 
 import re
 
-from provision.checks.roles import jupyter_lines, nfs_verdict, node_script, parse_node
+from provision.checks.roles import jupyter_lines, nfs_verdict, node_script, parse_node, read_marker
 
 
 def test_node_script_reads_marker_by_mount_else_nfs_cat_and_sizes_clones():
     marker = ".provision-nfs-check.0123456789abcdef"
     script = node_script(["/data/imagenet"], "172.18.0.2", "tok", [("alice", "anaconda3")], marker)
     assert f"nfs://172.18.0.2/data/imagenet/{marker}?version=4" in script
-    assert f"head -c 200 /data/imagenet/{marker}" in script
+    assert read_marker(f"/data/imagenet/{marker}") in script
     assert "getent passwd alice" in script and "du -sm" in script
 
 
@@ -207,3 +207,30 @@ def test_marker_is_created_0644_and_never_chmodded_after(tmp_path):
     assert done.returncode == 0 and "@made 0" in done.stdout, done
     marker = export / ".provision-nfs-check.0123456789abcdef"
     assert marker.read_text() == "tok" and marker.stat().st_mode & 0o777 == 0o644
+
+
+def test_the_marker_is_read_as_root_never_through_a_link_a_user_planted(tmp_path):
+    """Issue 24: a user who can write the export swaps the marker for a link to a file only root
+    reads; root's read on each client must not follow it (nor hang on a FIFO). Run here with the
+    real dd on a local folder: a kernel NFS mount cannot be made in these containers (no
+    privileges, no nfs module), so the mount itself is not exercised."""
+    import os
+    import subprocess
+
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$secret-hash:19000:0:99999:7:::\n")
+    secret.chmod(0o600)
+    export = tmp_path / "export"
+    export.mkdir()
+
+    def read(name):
+        command = read_marker(str(export / name))
+        return subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30).stdout
+
+    (export / "real").write_text("tok")
+    assert read("real") == "tok"
+    (export / "link").symlink_to(secret)
+    said = read("link")
+    assert "secret-hash" not in said and "symbolic links" in said, said
+    os.mkfifo(export / "fifo")
+    assert read("fifo") == ""  # not blocked waiting for a writer

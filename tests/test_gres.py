@@ -6,6 +6,7 @@ import pytest
 
 from plan_support import minsky
 from provision.plans.gres import core_ranges, gpu_type, host_gres, plan_gres, socket_cores
+from provision.plans.slurm import slurm_node_line
 
 
 @pytest.mark.parametrize(
@@ -107,7 +108,8 @@ def test_unknown_gpus_and_clashing_names_are_errors_naming_the_host_others_kept(
         "host node02: nvidia-smi failed (exit 9: NVIDIA-SMI has failed because it couldn't communicate): its GPUs are unknown",
         "host node03: hwloc-xml shows 4 NVIDIA GPU(s) but nvidia-smi is not available: its GPUs are unknown "
         "(install the NVIDIA driver's nvidia-smi and probe again)",
-        "host node01-bmc: short name node01 is also host node01's; NodeName must be unique",
+        "host node01-bmc: it reports the host name 'node01', which is host node01's: left out (it would take that "
+        "node's line); fix the host name on node01-bmc",
     )
     assert plan.notes == ("host login: no GPUs; no gres.conf lines",)
     assert plan.gres_conf.count("NodeName=node01 ") == 4
@@ -128,3 +130,46 @@ def test_gpu_index_not_list_order_names_the_device():
     gpus = tuple(reversed(facts.gpus))
     lines = host_gres(dataclasses.replace(facts, gpus=gpus)).lines
     assert [line.file for line in lines] == [f"/dev/nvidia{i}" for i in range(4)]
+
+
+def _claiming(host: str, reported: str):
+    return dataclasses.replace(minsky(host), hostname=reported)
+
+
+@pytest.mark.parametrize("reported", ["DEFAULT", "default", "ALL", "All.example.com"])
+def test_a_node_reporting_a_slurm_reserved_word_is_left_out_alone(reported):
+    """Issue 24, finding 3: NodeName=DEFAULT sets every later line's values (slurm.conf(5))."""
+    plan = plan_gres([minsky("node01"), _claiming("node02", reported), minsky("node03")])
+    assert plan.errors == (
+        f"host node02: it reports the host name {reported.split('.')[0]!r}, a word slurm.conf reserves (DEFAULT sets the "
+        "values of every line after it): left out; fix the host name on node02",
+    )
+    assert "DEFAULT" not in plan.slurm_conf.upper().replace("NODENAME=NODE", "") and "ALL" not in plan.slurm_conf.upper()
+    assert [line.split()[0] for line in plan.slurm_conf.splitlines()[1:]] == ["NodeName=node[01,03]"]
+    assert "node02" not in plan.gres_conf
+
+
+def test_a_node_claiming_another_nodes_name_never_takes_its_line():
+    """node01 reporting node02: node02's line stays node02's, from node02's own facts; node01 is left out."""
+    real = minsky("node02", gpus=2, gpu_sockets=(0, 1))
+    plan = plan_gres([_claiming("node01", "node02"), real])
+    assert plan.errors == (
+        "host node01: it reports the host name 'node02', which is host node02's: left out (it would take that node's line); "
+        "fix the host name on node01",
+    )
+    assert plan.slurm_conf.splitlines()[1].startswith("NodeName=node02 ") and "Gres=gpu:tesla_p100-sxm2-16gb:2" in plan.slurm_conf
+    assert plan.gres_conf.count("NodeName=node02 ") == 2 and "node01" not in plan.gres_conf + plan.slurm_conf
+
+
+def test_two_nodes_reporting_one_new_name_are_both_refused_after_the_first():
+    plan = plan_gres([_claiming("gpu1", "spare"), _claiming("gpu2", "spare")])
+    assert plan.errors == ("host gpu2: it reports the host name 'spare', as host gpu1 does: left out; fix the host name on gpu2",)
+
+
+def test_node_name_is_the_inventorys_and_node_hostname_what_the_host_calls_itself():
+    plan = plan_gres([_claiming("gpu01", "r1n07.cluster"), minsky("gpu02")])
+    assert plan.errors == ()
+    lines = plan.slurm_conf.splitlines()
+    assert lines[1].startswith("NodeName=gpu01 NodeHostname=r1n07 CPUs=160 ") and lines[2].startswith("NodeName=gpu02 CPUs=160")
+    assert plan.gres_conf.count("NodeName=gpu[01-02] ") == 4  # gres.conf names NodeNames
+    assert slurm_node_line(_claiming("10.0.0.5", "n5")).startswith("NodeName=10.0.0.5 NodeHostname=n5 ")

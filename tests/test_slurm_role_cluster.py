@@ -141,3 +141,35 @@ def test_a_plain_setup_cluster_leaves_slurm_alone_unless_the_inventory_asks(slur
         r for r in json.loads(done.stdout)["results"] if r["task"] in ("slurm.conf NodeName lines (a managed block)", "gres.conf")
     ]
     assert len(slurm_tasks) == 2 * len(HOSTS) and {r["status"] for r in slurm_tasks} == {"skipped"}
+
+
+@pytest.mark.parametrize("claim", ["DEFAULT", "sn1"])
+def test_a_node_reporting_default_or_another_nodes_name_never_reaches_slurm_conf(slurm_cluster, admin_files, tmp_path, claim):
+    """Issue 24, finding 3: root on sn2 sets its host name to DEFAULT (or sn1). The probe reads the
+    kernel's host name (/proc/sys/kernel/hostname), which an unprivileged container cannot change
+    (sethostname needs CAP_SYS_ADMIN), so sn2's own captures from the session's probe are replayed
+    with that host name, as the issue reproduced it; the files then go to the real Slurm nodes."""
+    facts, captures = tmp_path / "facts", tmp_path / "captures"
+    subprocess.run(["cp", "-a", str(slurm_cluster.facts_dir), str(facts)], check=True)
+    captures.mkdir()
+    subprocess.run(["cp", "-a", str(slurm_cluster.facts_dir / "sn2"), str(captures / "sn2")], check=True)
+    (captures / "sn2" / "hostname.txt").write_text(claim + "\n")
+    probed = run_cli("probe", "--replay", str(captures), "sn2", "--facts-dir", str(facts))
+    assert probed.returncode == 0, probed.stdout + probed.stderr
+    assert json.loads((facts / "sn2.json").read_text())["hostname"] == claim  # the attack reached the facts
+
+    gres = run_cli("slurm-gres", "slurm", "-i", str(slurm_cluster.inventory), "--facts-dir", str(facts),
+                   "--slurm-conf", str(tmp_path / "nodes.conf"))  # fmt: skip
+    assert gres.returncode == 1, gres.stderr
+    errors = [line for line in gres.stderr.splitlines() if line.startswith("provision: error:")]
+    assert len(errors) == 1 and "host sn2: it reports the host name" in errors[0] and "fix the host name on sn2" in errors[0]
+    lines = (tmp_path / "nodes.conf").read_text().splitlines()
+    assert [line.split()[0] for line in lines[1:]] == ["NodeName=sn[1,3]"], lines  # sn1's own line, sn2 left out
+    assert "DEFAULT" not in gres.stdout + "\n".join(lines) and "NodeName=sn2" not in gres.stdout
+
+    inventory = _inventory(slurm_cluster, tmp_path, {"nodes": "slurm", "facts_dir": str(facts)})
+    done = _setup(slurm_cluster, inventory, "--tags", "slurm")
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr
+    assert "host sn2: it reports the host name" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    for host in HOSTS:  # refused before any host is touched: slurm.conf must be one file on every host
+        assert _read(slurm_cluster, host, "/etc/slurm/slurm.conf") == ADMIN_CONF, host

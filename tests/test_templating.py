@@ -144,7 +144,8 @@ def test_registered_and_host_key_entries():
     assert registered(hostvars, "keys") == [{"user": "a", "public_key": "ssh-ed25519 AAA a@n1", "host": "n1"}]
     # n2 is known of nothing (outside the run, never cached): keys None, so its lines are kept.
     assert host_key_entries(hostvars) == [
-        {"node": "n1", "names": ["n1", "[127.0.0.1]:2201", "n1.c", "10.0.0.1"], "keys": ["ssh-ed25519 HK1"]},
+        # 10.0.0.1 is only reported (hostname -I): not vouched for, not written (issue 24, finding 4)
+        {"node": "n1", "names": ["n1", "[127.0.0.1]:2201", "n1.c"], "keys": ["ssh-ed25519 HK1"]},
         {"node": "n2", "names": ["n2"], "keys": None},
     ]
     assert node_keys(hostvars, "keys", "a") == {"n1": ["ssh-ed25519 AAA a@n1"], "n2": None}
@@ -160,8 +161,8 @@ def _node(name, *addresses, **extra):
     ("hostvars", "error"),
     [
         # a node claiming another's address or name: both named
-        ({"n1": _node("n1", "10.0.0.1"), "n2": _node("n2", "10.0.0.2", addresses=["10.0.0.2", "10.0.0.1"])}, "n1 and n2"),
-        ({"n1": _node("n1", "10.0.0.1"), "n2": _node("n1", "10.0.0.2")}, "both claim the name or address 'n1'"),
+        ({"n1": _node("n1", "10.0.0.1"), "n2": _node("n2", "10.0.0.2", addresses=["10.0.0.2", "10.0.0.1"])}, "'10.0.0.1', which"),
+        ({"n1": _node("n1", "10.0.0.1"), "n2": _node("n1", "10.0.0.2")}, "host n2 reports the name or address 'n1', which is"),
     ],
 )
 def test_two_hosts_claiming_one_name_or_address_is_an_error(hostvars, error):
@@ -169,6 +170,41 @@ def test_two_hosts_claiming_one_name_or_address_is_an_error(hostvars, error):
         host_key_entries(hostvars)
     with pytest.raises(TemplateError, match=error):
         cluster_addresses(hostvars)
+
+
+def _attacker(**claims):
+    """n1 and n3 honest; n2 (root on it) prints what ``claims`` say for hostname, -f and -I."""
+    n2 = _node("n2", "10.0.0.2")
+    n2["facts"].update(claims)
+    return {"n1": _node("n1", "10.0.0.1", fqdn="n1.cluster"), "n2": n2, "n3": _node("n3", "10.0.0.3")}
+
+
+def test_known_hosts_names_are_only_those_the_controller_vouches_for():
+    # A fake `hostname` on n2: -f prints gitlab.example.com, -I adds addresses outside the cluster.
+    hostvars = _attacker(fqdn="gitlab.example.com", addresses=["10.0.0.2", "192.0.2.7", "2001:db8::7"])
+    for renderer in ("n1", "n2", "n3"):  # no conflict with another host: nobody fails
+        entries = {e["node"]: e["names"] for e in host_key_entries(hostvars, renderer)}
+        assert entries == {"n1": ["n1", "10.0.0.1", "n1.cluster"], "n2": ["n2", "10.0.0.2"], "n3": ["n3", "10.0.0.3"]}
+    # A reported FQDN whose first label is the inventory name is the same host: kept.
+    hostvars = _attacker(fqdn="n2.cluster")
+    assert host_key_entries(hostvars, "n1")[1]["names"] == ["n2", "10.0.0.2", "n2.cluster"]
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [{"fqdn": "n1.cluster"}, {"hostname": "n1", "short": "n1"}, {"addresses": ["10.0.0.2", "10.0.0.3"]}, {"hostname": "N3"}],
+    ids=["another's FQDN", "another's name", "another's address", "another's name in capitals"],
+)
+def test_a_node_claiming_another_hosts_name_fails_alone(claims):
+    hostvars = _attacker(**claims)
+    with pytest.raises(TemplateError, match=r"^host n2 reports the name or address .*, which is host n[13]'s") as error:
+        host_key_entries(hostvars, "n2")
+    assert "\n" not in str(error.value)
+    for renderer in ("n1", "n3"):  # the others go on, n2's keys under its vouched-for names only
+        entries = {e["node"]: e["names"] for e in host_key_entries(hostvars, renderer)}
+        assert entries["n2"] == ["n2", "10.0.0.2"] and entries["n1"][:2] == ["n1", "10.0.0.1"], entries
+    with pytest.raises(TemplateError, match="host n2 reports"):
+        host_key_entries(hostvars)  # without a host to render for: any conflict is an error
 
 
 def test_cluster_addresses_never_shrink():

@@ -28,7 +28,7 @@ from provision.transport.connection import HostFailure
 from provision.transport.parallel import fan_out
 
 MARKER = ".provision-nfs-check"  # + "." + 16 random hex digits, one name per run
-_LINE = re.compile(r"^@(nfs|du) (\S+) (\S+) ?(.*)$")
+_LINE = re.compile(r"^@(nfs|du) (\S+) (\S+) ?(.*)\Z")
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,14 @@ class SummaryLine:
 
 def _q(value: str) -> str:
     return shlex.quote(value)
+
+
+def read_marker(marker: str) -> str:
+    """The command that prints the first 200 bytes of ``marker``, as root, in a folder users may
+    write: never through a link (O_NOFOLLOW: a user who swapped the marker for a link to
+    /etc/shadow gets "Too many levels of symbolic links" read back, not the file), never waiting
+    on a FIFO (O_NONBLOCK); what failed is printed instead (it is the verdict's reason)."""
+    return f"dd if={_q(marker)} iflag=nofollow,nonblock bs=200 count=1 status=none 2>&1"
 
 
 def node_script(
@@ -61,7 +69,7 @@ def node_script(
             lines.append(
                 f'if awk -v p={_q(path)} \'$5 == p {{ for (i = 7; i <= NF; i++) if ($i == "-" && $(i+1) ~ /^nfs/) f = 1 }} '
                 "END { exit !f }' /proc/self/mountinfo; "
-                f"then printf '@nfs %s mount %s\\n' {_q(path)} \"$(head -c 200 {_q(marker)} 2>&1 | head -n 1)\"; "
+                f"then printf '@nfs %s mount %s\\n' {_q(path)} \"$({read_marker(marker)} | head -n 1)\"; "
                 # Retries: NFSv4 clients starting at the same moment can collide (NFS4ERR_STALE_CLIENTID),
                 # and a server that just (re)started is in its grace period for a few seconds.
                 "elif command -v nfs-cat >/dev/null 2>&1; then "

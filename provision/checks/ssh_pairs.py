@@ -14,7 +14,7 @@ from provision.operations.base import check_user, is_number
 from provision.transport.connection import HostFailure
 from provision.transport.parallel import fan_out
 
-_PEER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+_PEER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")
 
 
 @dataclass(frozen=True)

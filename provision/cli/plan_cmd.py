@@ -22,7 +22,7 @@ from provision.plans.nics import plan_nics
 from provision.plans.picture import rich_tree, svg
 from provision.plans.rankcheck import check_rankfile, parse_rankfile
 from provision.plans.rankfile import RankPlan, plan_rankfile, render_rankfile
-from provision.plans.slurm import slurm_node_line, uneven_note
+from provision.plans.slurm import identity_problems, slurm_node_line, uneven_note
 from provision.probe.cached import ProbeFailed, ProbeSettings, plan_facts
 from provision.probe.store import cached_hosts, load_host
 
@@ -370,6 +370,7 @@ def slurm_nodes(
             found.append(load_host(facts_dir, name))
         except FactsError as error:
             problems.append(str(error))
+    problems.extend(identity_problems(found).values())  # a reserved word or another host's name
     if problems:
         for problem in problems[:-1]:
             stderr.print(f"provision: error: {problem}", highlight=False, soft_wrap=True, markup=False)

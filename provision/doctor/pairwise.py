@@ -100,7 +100,10 @@ def pairwise_command(me: str, peers: list[str], login_user: str, login_uid: int 
 
 
 _LIMITS = re.compile(r"doctor-limits (\S+) (\S+)")
-_NOISE = re.compile(r"Warning: Permanently added [^\n]*?known hosts\.\s*")
+# ssh's own line, "Warning: Permanently added 'node2,10.0.0.2' (ED25519) to the list of known hosts.",
+# matched by its shape: each try stops at the first quote, so a node's line of a thousand such
+# openings is read in linear time (a lazy scan to "known hosts" retried from each one is quadratic).
+_NOISE = re.compile(r"Warning: Permanently added '[^'\n]{1,1024}' \([^()\n]{1,32}\) to the list of known hosts\.\s*")
 
 
 def parse_pairwise(text: str, nonce: str, names: set[str]) -> tuple[dict[str, str], dict[str, Limits], dict[str, str]]:

@@ -92,7 +92,7 @@ DATASET = Fact(
 
 STEPS: tuple[Fact, ...] = (USER, LIMITS, SOFTWARE, RDMA, MTU, GPU_HEALTH, XID, DATASET)
 
-_PATH = re.compile(r"^/[A-Za-z0-9._/+@%=:,~ -]{0,1000}$")
+_PATH = re.compile(r"^/[A-Za-z0-9._/+@%=:,~ -]{0,1000}\Z")
 
 
 def anaconda_prefixes(variables: Any, hosts: list) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ from provision.errors import ParseError
 # today). A node claiming `0-99999999` gets a parse error, not a 100-million-entry list.
 MAX_CPUS = 1 << 16
 
-_RANGE = re.compile(r"^([0-9]{1,9})(?:-([0-9]{1,9}))?$")
+_RANGE = re.compile(r"^([0-9]{1,9})(?:-([0-9]{1,9}))?\Z")
 _NUMBER = re.compile(r"[0-9]{1,18}")
 
 

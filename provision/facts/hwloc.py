@@ -48,9 +48,9 @@ _MEMORY = frozenset({"NUMANode", "MemCache"})
 _IO = frozenset({"Bridge", "PCIDev", "OSDev", "Misc"})
 _NVIDIA = "10de"
 _GPU_CLASSES = frozenset({"0300", "0302"})  # VGA, 3D controller
-_NVIDIA_OSDEV = re.compile(r"^(cuda|nvml)\d+$")
+_NVIDIA_OSDEV = re.compile(r"^(cuda|nvml)\d+\Z")
 _PCI_TYPE = re.compile(r"^([0-9a-fA-F]{4}) \[([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\]")
-_BUS_ID = re.compile(r"^([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-9a-fA-F])$")
+_BUS_ID = re.compile(r"^([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-9a-fA-F])\Z")
 
 
 @dataclass(frozen=True)

@@ -45,18 +45,18 @@ MAX_DEVICES = MAX_RDMA_DEVICES  # see provision.facts.limits
 MAX_PORTS = 64
 MAX_GID_INDEX = 4096
 _NAME = r"[A-Za-z0-9_.-]{1,64}"
-_NAME_RE = re.compile(rf"^{_NAME}$")
+_NAME_RE = re.compile(rf"^{_NAME}\Z")
 _RDMA_PATH = re.compile(
     rf"^/sys/class/infiniband/({_NAME})/(?:device/(uevent|numa_node)"
-    r"|ports/([0-9]{1,3})/(state|phys_state|link_layer|rate|gids/([0-9]{1,4})|gid_attrs/(types|ndevs)/([0-9]{1,4})))$"
+    r"|ports/([0-9]{1,3})/(state|phys_state|link_layer|rate|gids/([0-9]{1,4})|gid_attrs/(types|ndevs)/([0-9]{1,4})))\Z"
 )
-_NET_PATH = re.compile(rf"^/sys/class/net/({_NAME})/(mtu|speed|device/uevent|device/numa_node)$")
-_GID = re.compile(r"^[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){7}$")
-_STATE = re.compile(r"^[0-9]{1,2}: ([A-Z_]{1,20})$")
-_PHYS = re.compile(r"^[0-9]{1,2}: ([A-Za-z ]{1,40})$")
-_RATE = re.compile(r"^[0-9][0-9.]{0,9} Gb/sec(?: \([A-Za-z0-9 ]{1,20}\))?$")
-_SLOT = re.compile(r"^PCI_SLOT_NAME=([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])$")
-_INT = re.compile(r"^-?[0-9]{1,9}$")
+_NET_PATH = re.compile(rf"^/sys/class/net/({_NAME})/(mtu|speed|device/uevent|device/numa_node)\Z")
+_GID = re.compile(r"^[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){7}\Z")
+_STATE = re.compile(r"^[0-9]{1,2}: ([A-Z_]{1,20})\Z")
+_PHYS = re.compile(r"^[0-9]{1,2}: ([A-Za-z ]{1,40})\Z")
+_RATE = re.compile(r"^[0-9][0-9.]{0,9} Gb/sec(?: \([A-Za-z0-9 ]{1,20}\))?\Z")
+_SLOT = re.compile(r"^PCI_SLOT_NAME=([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\Z")
+_INT = re.compile(r"^-?[0-9]{1,9}\Z")
 _NO_INTERFACE_ID = ":0000:0000:0000:0000"
 _GID_TYPES = frozenset({"IB/RoCE v1", "RoCE v2"})
 

@@ -11,9 +11,9 @@ from provision.facts.registry import Fact
 
 SOURCE = Fact("numactl-H", ("numactl",), "numactl -H", "NUMA nodes and their CPUs")
 
-_AVAILABLE = re.compile(r"^available:\s+([0-9]{1,9})\s+nodes?\s*\(([^)]*)\)\s*$")
-_CPUS = re.compile(r"^node\s+([0-9]{1,9})\s+cpus:\s*(.*)$")
-_SIZE = re.compile(r"^node\s+([0-9]{1,9})\s+(size|free):\s+([0-9]{1,18})\s+MB\s*$")
+_AVAILABLE = re.compile(r"^available:\s+([0-9]{1,9})\s+nodes?\s*\(([^)]*)\)\s*\Z")
+_CPUS = re.compile(r"^node\s+([0-9]{1,9})\s+cpus:\s*(.*)\Z")
+_SIZE = re.compile(r"^node\s+([0-9]{1,9})\s+(size|free):\s+([0-9]{1,18})\s+MB\s*\Z")
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def parse_numactl_hardware(text: str) -> NumaHardware:
         elif match := _SIZE.match(line):
             if match.group(2) == "size":
                 sizes[int(match.group(1))] = int(match.group(3))
-        elif line.startswith("node distances") or re.match(r"^(node\s+)?[\d\s:]+$", line):
+        elif line.startswith("node distances") or re.match(r"^(node\s+)?[\d\s:]+\Z", line):
             continue  # distance table
         elif line.startswith("No NUMA available"):
             raise ParseError(SOURCE.name, "the kernel reports no NUMA", number)

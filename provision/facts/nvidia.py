@@ -30,8 +30,8 @@ SOURCE_SYSFS = Fact(
 )
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # topo -m underlines its header on newer drivers
-_BUS = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
-_MIB = re.compile(r"^([0-9]{1,18})\s*MiB$")
+_BUS = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\Z")
+_MIB = re.compile(r"^([0-9]{1,18})\s*MiB\Z")
 
 
 @dataclass(frozen=True)

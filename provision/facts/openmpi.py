@@ -32,7 +32,7 @@ SOURCE = Fact(
     "installed OpenMPI packages, version, CUDA support",
 )
 
-_SECTION = re.compile(r"^#\s*(dpkg-query|rpm|ompi_info)\s*$")
+_SECTION = re.compile(r"^#\s*(dpkg-query|rpm|ompi_info)\s*\Z")
 _UPSTREAM = re.compile(r"^(?:\d+:)?(\d+(?:\.\d+)+)")  # strip epoch and packaging revision
 
 

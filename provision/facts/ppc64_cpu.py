@@ -12,8 +12,8 @@ SOURCE = Fact("ppc64_cpu-info", ("ppc64_cpu",), "ppc64_cpu --info", "POWER cores
 
 # Real output pads (`Core %3d:` then `%4d%c ` per thread); copies in documents often lost
 # the padding. Both read the same with this pattern.
-_CORE = re.compile(r"^Core\s+([0-9]{1,9})\s*:\s*(.*)$")
-_THREAD = re.compile(r"^([0-9]{1,9})(\*?)$")
+_CORE = re.compile(r"^Core\s+([0-9]{1,9})\s*:\s*(.*)\Z")
+_THREAD = re.compile(r"^([0-9]{1,9})(\*?)\Z")
 
 
 @dataclass(frozen=True)

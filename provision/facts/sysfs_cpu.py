@@ -46,8 +46,8 @@ SOURCE = Fact(
 )
 MAX_CPUS = 65_536
 
-_ROW = re.compile(r"^(\d{1,6}),(-?\d{1,10}),(-?\d{1,10}),(\d{0,6})$")
-_LIST = re.compile(r"/cpu(\d{1,6})/topology/(core_cpus_list|thread_siblings_list|package_cpus_list|core_siblings_list):(.*)$")
+_ROW = re.compile(r"^(\d{1,6}),(-?\d{1,10}),(-?\d{1,10}),(\d{0,6})\Z")
+_LIST = re.compile(r"/cpu(\d{1,6})/topology/(core_cpus_list|thread_siblings_list|package_cpus_list|core_siblings_list):(.*)\Z")
 _CORE_LISTS = ("core_cpus_list", "thread_siblings_list")
 _PACKAGE_LISTS = ("package_cpus_list", "core_siblings_list")
 

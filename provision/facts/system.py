@@ -21,8 +21,8 @@ MEMINFO = Fact("meminfo", (), 'read -r l </proc/meminfo && echo "$l"', "memory (
 IP_ADDR = Fact("ip-addr", ("ip",), "ip -o addr show", "interface addresses")
 IP_LINK = Fact("ip-link", ("ip",), "ip -o link show", "interface state")
 
-_HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
-_ARCH = re.compile(r"^[A-Za-z0-9_]+$")
+_HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*\Z")
+_ARCH = re.compile(r"^[A-Za-z0-9_]+\Z")
 _MEMTOTAL = re.compile(r"^MemTotal:\s+([0-9]{1,18})\s+kB\s*$", re.MULTILINE)
 
 

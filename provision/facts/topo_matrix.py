@@ -20,11 +20,11 @@ from provision.facts.nics import is_name
 from provision.facts.nvidia import SOURCE_TOPO
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_GPU = re.compile(r"^GPU([0-9]{1,4})$")
-_NIC = re.compile(r"^NIC([0-9]{1,4})$")
-_LEGEND_NIC = re.compile(r"^\s*NIC([0-9]{1,4}):\s*(\S+)\s*$")
+_GPU = re.compile(r"^GPU([0-9]{1,4})\Z")
+_NIC = re.compile(r"^NIC([0-9]{1,4})\Z")
+_LEGEND_NIC = re.compile(r"^\s*NIC([0-9]{1,4}):\s*(\S+)\s*\Z")
 _AFFINITY_HEADERS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
-_CELL = re.compile(r"^(X|NV[0-9]{1,3}|PIX|PXB|PHB|NODE|SYS|SOC)$")
+_CELL = re.compile(r"^(X|NV[0-9]{1,3}|PIX|PXB|PHB|NODE|SYS|SOC)\Z")
 MAX_COLUMNS = 1024
 MAX_CHARS = 4 * 1024 * 1024
 

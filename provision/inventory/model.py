@@ -31,11 +31,11 @@ from provision.yaml_lines import LineDict, load_yaml_with_lines
 DEFAULT_INVENTORY = Path("inventory/hosts.yml")
 LOCALHOST = "localhost"
 
-HOST_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})$")
-ADDRESS = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})|\[?[0-9A-Fa-f:]+\]?)$")
-USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
-GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+HOST_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})\Z")
+ADDRESS = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})|\[?[0-9A-Fa-f:]+\]?)\Z")
+USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}\Z")
+GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
+VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _HOST_KEYS = {"address", "user", "port", "key", "vars"}
 
 
@@ -145,7 +145,9 @@ def _host_fields(path: Path, name: str, raw: Any, line: int, defaults: dict[str,
     return Host(name, address, user, port, key, dict(host_vars), lines)  # key: "~" expanded at connect time
 
 
-_INI_SECTION = re.compile(r"^\s*\[[A-Za-z0-9_.:-]+\]\s*$", re.MULTILINE)
+# Blanks within the line only: a leading \s* would cross line ends and rescan every blank line below
+# from each line start (quadratic in a file of empty lines).
+_INI_SECTION = re.compile(r"^[^\S\n]*\[[A-Za-z0-9_.:-]+\][^\S\n]*$", re.MULTILINE)
 
 
 def _ansible_hint(path: Path, kind: str | None = None) -> InventoryError | None:

@@ -33,8 +33,10 @@ if TYPE_CHECKING:
     from provision.inventory.model import Host, Inventory
 
 _RANGE = re.compile(r"\[([0-9]+):([0-9]+)\]|\[([a-z]):([a-z])\]")
-_SUBSCRIPT = re.compile(r"^(?P<base>.+)\[(?:(?P<index>-?[0-9]+)|(?P<start>-?[0-9]*):(?P<end>-?[0-9]*))\]$")
-_TERM_SPLIT = re.compile(r"(?:[^:\[\]]|\[[^\]]*\])+")
+_SUBSCRIPT = re.compile(r"^(?P<base>.+)\[(?:(?P<index>-?[0-9]+)|(?P<start>-?[0-9]*):(?P<end>-?[0-9]*))\]\Z")
+# "[" opens a range only up to its "]", never across another "[": each try stops at the next
+# bracket, so a pattern of many "[" is split in linear time (issue 24, finding 5).
+_TERM_SPLIT = re.compile(r"(?:[^:\[\]]|\[[^\[\]]*\])+")
 _GLOB = set("*?[")
 _MAX_LISTED = 12
 

@@ -22,7 +22,7 @@ DDL_MODES = {
     "p": "exploration: best algorithm per dimension",
 }
 DEFAULT_EXPORTS = ("PATH", "LD_LIBRARY_PATH")  # the seed's -x PATH -x LD_LIBRARY_PATH
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from provision.plans.rankfile import RankPlan
 from provision.text import shown
 from provision.transport.connection import SshOptions, describe_failure, open_connection
 
-_RUN_DIR = re.compile(r"^\.provision/[0-9x]{1,40}\.[A-Za-z0-9]{10}$")
+_RUN_DIR = re.compile(r"^\.provision/[0-9x]{1,40}\.[A-Za-z0-9]{10}\Z")
 MAX_LINE = 1 << 16  # longest output line scanned for a binding report
 INTERRUPTED = 130
 

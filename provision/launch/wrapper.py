@@ -33,8 +33,8 @@ from provision.plans.nics import NicPlan, RankNic
 from provision.plans.rankfile import RankPlan
 
 WRAPPER_NAME = "provision-rank"  # $0 of the wrapper when given inline (sh -c TEXT provision-rank ...)
-_SAFE = re.compile(r"^[A-Za-z0-9_.:=,-]{1,128}$")
-_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$")
+_SAFE = re.compile(r"^[A-Za-z0-9_.:=,-]{1,128}\Z")
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}\Z")
 LOCAL_RANK = "${OMPI_COMM_WORLD_LOCAL_RANK:-${LOCAL_RANK:-${HOROVOD_LOCAL_RANK:-${SLURM_LOCALID:-}}}}"
 
 

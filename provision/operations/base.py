@@ -20,10 +20,10 @@ from typing import Any
 from provision.errors import ProvisionError
 from provision.text import shown
 
-USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
-PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_:-]{0,127}$")
-SERVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.@_:-]{0,127}$")
-_HOME_PATH = re.compile(r"^~([A-Za-z_][A-Za-z0-9._-]{0,31})(/.*)?$")
+USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}\Z")
+PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_:-]{0,127}\Z")
+SERVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.@_:-]{0,127}\Z")
+_HOME_PATH = re.compile(r"^~([A-Za-z_][A-Za-z0-9._-]{0,31})(/.*)?\Z")
 UNKNOWN = object()  # a fact value a change made unknowable (read again, or unknown in --check)
 
 
@@ -252,14 +252,39 @@ def printable(text: str, limit: int = 300, newlines: bool = False) -> str:
     return clean if len(clean) <= limit else clean[: max(limit - 3, 0)] + "..."
 
 
-# The value is masked to the end of its line (a multi-word secret is hidden whole).
-_SECRET = re.compile(r"(?i)((?:pass(?:word|wd)?|secret|token|hashed_password|private)[\w.]*[^\S\r\n]*[=:][^\S\r\n]*)(\S[^\r\n]*)")
-_PRIVATE = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)
+# A setting: a key (a run of word characters and dots, from its start) then ``=`` or ``:`` and a
+# value on the same line. A key naming a secret has its value masked to the end of its line (a
+# multi-word secret is hidden whole). Each key is tried once, from its first character, and each
+# line end is found once, so masking is linear in the text: a user's 100 KB line of ``password``
+# must not hold every host's --diff for minutes (issue 24, finding 5).
+_SETTING = re.compile(r"(?<![\w.])[\w.]+[^\S\r\n]*[=:][^\S\r\n]*(?=\S)")
+_SECRET_KEY = re.compile(r"pass|secret|token|private", re.IGNORECASE)  # password, passwd, hashed_password...
+_LINE_END = re.compile(r"[\r\n]|\Z")
+_PRIVATE_BEGIN = re.compile(r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----")
+_PRIVATE_END = re.compile(r"-----END [A-Z ]{0,40}PRIVATE KEY-----")
+
+
+def _hide_private_keys(text: str) -> str:
+    """Each private key block replaced by a note; one without its END line is hidden to the end."""
+    out, position = [], 0
+    while begin := _PRIVATE_BEGIN.search(text, position):
+        out.append(text[position : begin.start()] + "(private key hidden)")
+        end = _PRIVATE_END.search(text, begin.end())
+        position = end.end() if end else len(text)
+    return "".join(out) + text[position:]
 
 
 def mask_secrets(text: str) -> str:
     """Hide values of password/secret/token-like settings and private key blocks."""
-    return _SECRET.sub(r"\1********", _PRIVATE.sub("(private key hidden)", text))
+    text = _hide_private_keys(text)
+    out, position = [], 0
+    for setting in _SETTING.finditer(text):
+        if setting.start() < position or not _SECRET_KEY.search(setting.group()):
+            continue  # inside a value already hidden, or no secret
+        end = _LINE_END.search(text, setting.end())
+        out.append(text[position : setting.end()] + "********")
+        position = end.start() if end else len(text)
+    return "".join(out) + text[position:]
 
 
 def check_path(path: Any) -> str:

@@ -47,10 +47,10 @@ IN_PROGRESS = ".provision-installing"  # PREFIX + this: an install of ours has s
 INSTALL_TIMEOUT = 1800  # seconds the installer may run (the task's ``timeout`` argument)
 AFTER_INSTALL = 600  # seconds more its step may take: checksums, chown -R of a large prefix
 UPLOAD_DIR = "/var/tmp"  # the installer goes to a private ``mktemp -d`` folder (0700, root) in here
-_PREFIX = re.compile(r"^/[A-Za-z0-9._/+-]+$")  # written raw-safe into shell profiles and .condarc
-_CHANNEL = re.compile(r"^[A-Za-z0-9._:/@+-]+$")
-_URL = re.compile(r"^(https?|ftp)://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
-_HEX = {"sha256": re.compile(r"^[0-9a-f]{64}$"), "md5": re.compile(r"^[0-9a-f]{32}$")}
+_PREFIX = re.compile(r"^/[A-Za-z0-9._/+-]+\Z")  # written raw-safe into shell profiles and .condarc
+_CHANNEL = re.compile(r"^[A-Za-z0-9._:/@+-]+\Z")
+_URL = re.compile(r"^(https?|ftp)://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+\Z")
+_HEX = {"sha256": re.compile(r"^[0-9a-f]{64}\Z"), "md5": re.compile(r"^[0-9a-f]{32}\Z")}
 
 
 def checksum_of(args: dict) -> tuple[str, str]:

@@ -220,7 +220,7 @@ def _block_top_requests(args: dict) -> list[StateKey]:
     return [StateKey("file", check_path(p)) for p in paths] + ([OS] if per_family(args["path"]) else [])
 
 
-_URL = re.compile(r"^(https?|ftp)://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
+_URL = re.compile(r"^(https?|ftp)://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+\Z")
 
 
 def plan_download(args: dict, current: Mapping[StateKey, Any]) -> list:

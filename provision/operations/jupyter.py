@@ -231,9 +231,23 @@ def plan_config(args: dict, current: Mapping[StateKey, Any]) -> list:
     ]
 
 
-_SECRET_SETTING = re.compile(
-    r"(?im)^([ \t]*[\w.]*(?:passw(?:or)?d|token|secret)[\w.]*[ \t]*=[ \t]*)(?![ \t]*(?:\"\"|''|True|False)[ \t]*$)(\S.*)$"
-)
+# A setting's name says it holds a secret. The line is split at its first "=" in Python and only
+# the name is searched: a pattern spanning name and value backtracked quadratically on a long line.
+_SECRET_NAME = re.compile(r"passw(?:or)?d|token|secret", re.IGNORECASE)
+_SETTING_NAME = re.compile(r"[\w.]+")
+_NOT_SECRET = {'""', "''", "true", "false"}  # an empty or boolean value hides nothing
+
+
+def _masked_line(line: str) -> str:
+    name, equals, rest = line.partition("=")
+    key = name.strip(" \t")
+    value = rest.lstrip(" \t")
+    if not equals or not _SETTING_NAME.fullmatch(key) or not _SECRET_NAME.search(key):
+        return line
+    if not value or value[0].isspace() or value.rstrip(" \t").lower() in _NOT_SECRET:
+        return line
+    fingerprint = hashlib.sha256(value.encode()).hexdigest()[:8]
+    return f"{line[: len(line) - len(value)]}(hidden, fingerprint {fingerprint})"
 
 
 def mask_config(text: str, hashes: tuple[str, ...] = ()) -> str:
@@ -246,9 +260,7 @@ def mask_config(text: str, hashes: tuple[str, ...] = ()) -> str:
     >>> mask_config('c.ServerApp.port = 8888\\nc.PasswordIdentityProvider.hashed_password = "argon2:$x"\\n')
     'c.ServerApp.port = 8888\\nc.PasswordIdentityProvider.hashed_password = (hidden, fingerprint f43c9597)\\n'
     """
-    masked = _SECRET_SETTING.sub(
-        lambda m: f"{m.group(1)}(hidden, fingerprint {hashlib.sha256(m.group(2).encode()).hexdigest()[:8]})", text
-    )
+    masked = "\n".join(_masked_line(line) for line in text.split("\n"))  # lines as (?m)$ sees them
     if any(h and h in masked for h in hashes):
         return "(content hidden: secret)\n"
     return masked

@@ -33,11 +33,11 @@ from provision.operations.base import (
 )
 from provision.operations.files import content_changes
 
-_OPTIONS = re.compile(r"^[A-Za-z0-9_=.,-]{1,200}$")
-_SERVER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$")
+_OPTIONS = re.compile(r"^[A-Za-z0-9_=.,-]{1,200}\Z")
+_SERVER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}\Z")
 
 
-_EXPORT_PATH = re.compile(r"^/[A-Za-z0-9._/+-]+$")
+_EXPORT_PATH = re.compile(r"^/[A-Za-z0-9._/+-]+\Z")
 
 
 def check_export_path(path: Any) -> str:
@@ -51,7 +51,7 @@ def check_export_path(path: Any) -> str:
     return path
 
 
-_CLIENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}(/[0-9]{1,3})?$")
+_CLIENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}(/[0-9]{1,3})?\Z")
 
 
 def check_clients(clients: Any) -> list[str]:

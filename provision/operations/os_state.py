@@ -25,9 +25,9 @@ from provision.errors import ParseError
 from provision.facts.registry import Fact
 from provision.operations.base import PACKAGE_NAME, quote
 
-_OS_KEY = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
-_OS_WORD = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")  # os-release(5): ID and ID_LIKE words
-_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+~:_-]{0,127}$")
+_OS_KEY = re.compile(r"^[A-Z][A-Z0-9_]{0,63}\Z")
+_OS_WORD = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")  # os-release(5): ID and ID_LIKE words
+_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+~:_-]{0,127}\Z")
 _MAX_OS_LINES = 200
 DEBIAN_LIKE = ("debian", "ubuntu")
 RHEL_LIKE = ("rhel", "fedora", "centos", "rocky", "almalinux", "ol", "amzn")

@@ -22,9 +22,9 @@ from provision.operations.base import (
 from provision.operations.files import content_changes, edit_block
 
 KEY_LINE = re.compile(
-    r"^(?:(?P<opts>\S+) )?(?P<type>(?:ssh|ecdsa|sk)-[a-z0-9@.-]+) (?P<blob>[A-Za-z0-9+/]+={0,3})(?: (?P<comment>[^\n]*))?$"
+    r"^(?:(?P<opts>\S+) )?(?P<type>(?:ssh|ecdsa|sk)-[a-z0-9@.-]+) (?P<blob>[A-Za-z0-9+/]+={0,3})(?: (?P<comment>[^\n]*))?\Z"
 )
-NAME = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,252}|\[[0-9A-Za-z.:-]+\]:\d+|[0-9A-Fa-f:.]+)$")
+NAME = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,252}|\[[0-9A-Za-z.:-]+\]:\d+|[0-9A-Fa-f:.]+)\Z")
 
 
 def _key_path(args: dict) -> str:
@@ -132,7 +132,7 @@ def add_keys(text: str, keys: list[str]) -> str:
     return text + "".join(line + "\n" for line in added)
 
 
-MARK = re.compile(r" provision-node=(?P<node>[A-Za-z0-9._-]+)$")
+MARK = re.compile(r" provision-node=(?P<node>[A-Za-z0-9._-]+)\Z")
 
 
 def managed_line(key: str, node: str) -> str:

@@ -30,12 +30,12 @@ from provision.operations.base import (
 )
 
 CONTENT_LIMIT = 4 * 1024 * 1024  # files larger than this are compared by sha256 only
-_SHA = re.compile(r"^[0-9a-f]{64}$")
+_SHA = re.compile(r"^[0-9a-f]{64}\Z")
 # What a node may call itself (a DNS name) and a host key line ("type blob"): anything else it
 # reports is dropped here, before it reaches every node's known_hosts or a pairwise ssh command.
-_HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
-_HOST_KEY = re.compile(r"^(?:ssh|ecdsa|sk)-[a-z0-9@.-]{1,64} [A-Za-z0-9+/]{1,8192}={0,3}$")
-_HOME_FS = re.compile(r"^[a-z0-9_./-]{1,32} \d{1,20}:\d{1,20}(?: [A-Za-z0-9_.:/@\[\]-]{1,256})?$")
+_HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")
+_HOST_KEY = re.compile(r"^(?:ssh|ecdsa|sk)-[a-z0-9@.-]{1,64} [A-Za-z0-9+/]{1,8192}={0,3}\Z")
+_HOME_FS = re.compile(r"^[a-z0-9_./-]{1,32} \d{1,20}:\d{1,20}(?: [A-Za-z0-9_.:/@\[\]-]{1,256})?\Z")
 
 # The path as the reading user may act on it, without following a final link: a folder above it
 # that another user can write (owned by someone else than the reader and root, or group/other

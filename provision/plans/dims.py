@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from provision.errors import PlanError
 from provision.inventory.model import Rack
 
-_DIMS = re.compile(r"^(\d+)x(\d+)x(\d+)$")
+_DIMS = re.compile(r"^(\d+)x(\d+)x(\d+)\Z")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """gres.conf and the slurm.conf lines it needs, from probed facts.
 
-One line per GPU: ``NodeName=<short name> Name=gpu Type=<type> File=/dev/nvidiaN Cores=<list>``
+One line per GPU: ``NodeName=<inventory short name> Name=gpu Type=<type> File=/dev/nvidiaN Cores=<list>``
 under ``AutoDetect=off`` (slurmd built without NVML, or NVML unwanted, must not guess).
 
 - ``Cores=`` is Slurm's *logical* core index (gres.conf(5): "core 0 is the first core on the first
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from provision.facts.model import HostFacts
 from provision.plans.hostlist import HostlistError, expand, fold
-from provision.plans.slurm import slurm_node_line
+from provision.plans.slurm import identity_problems, node_name, slurm_node_line
 
 GRES_TYPES_LINE = "GresTypes=gpu"
 _UNSAFE = re.compile(r"[^a-z0-9._-]")
@@ -80,7 +80,7 @@ class GpuLine:
 class HostGres:
     """One host's GPUs as gres.conf and slurm.conf describe them."""
 
-    name: str  # NodeName: the short host name
+    name: str  # NodeName: the inventory name's short form
     lines: tuple[GpuLine, ...]
     node_line: str  # slurm.conf NodeName line, Gres=gpu:TYPE:N
     notes: tuple[str, ...]
@@ -111,7 +111,7 @@ def _gpus_unknown(facts: HostFacts) -> str | None:
 
 def host_gres(facts: HostFacts) -> HostGres:
     """gres.conf lines and the typed slurm.conf NodeName line of one host."""
-    name = facts.hostname.split(".", 1)[0]
+    name = node_name(facts.host)
     notes: list[str] = []
     lines = []
     for gpu in sorted(facts.gpus, key=lambda g: g.index):
@@ -149,10 +149,14 @@ def plan_gres(hosts: list[HostFacts], version: str = "") -> GresPlan:
     errors: list[str] = []
     described: list[HostGres] = []
     owners: dict[str, str] = {}
+    refused = identity_problems(hosts)
     for facts in hosts:
         unknown = _gpus_unknown(facts)
         if unknown:
             errors.append(f"host {facts.host}: {unknown}")
+            continue
+        if facts.host in refused:
+            errors.append(refused[facts.host])
             continue
         gres = host_gres(facts)
         if gres.name in owners:

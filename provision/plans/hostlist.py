@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from provision.errors import ProvisionError
 
 MAX_SUFFIX_DIGITS = 9  # longer digit runs are left unfolded (Slurm keeps suffixes in an unsigned long)
-_NAME = re.compile(rf"^(.*?)([0-9]{{1,{MAX_SUFFIX_DIGITS}}})?$", re.DOTALL)
+_NAME = re.compile(rf"^(.*?)([0-9]{{1,{MAX_SUFFIX_DIGITS}}})?\Z", re.DOTALL)
 _SPECIAL = re.compile(r"[\[\],\s]")
-_PART = re.compile(r"([^\[\],]*)(?:\[([^\]]*)\])?(?:,|$)")
-_RANGE = re.compile(rf"^([0-9]{{1,{MAX_SUFFIX_DIGITS}}})(?:-([0-9]{{1,{MAX_SUFFIX_DIGITS}}}))?$")
+# No bracket inside brackets: a "[" without its "]" ends the try there (linear, never a rescan to the end).
+_PART = re.compile(r"([^\[\],]*)(?:\[([^\[\]]*)\])?(?:,|\Z)")
+_RANGE = re.compile(rf"^([0-9]{{1,{MAX_SUFFIX_DIGITS}}})(?:-([0-9]{{1,{MAX_SUFFIX_DIGITS}}}))?\Z")
 
 
 class HostlistError(ProvisionError):

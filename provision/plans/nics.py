@@ -23,7 +23,7 @@ from provision.facts.model import DISTANCES, HostFacts, RdmaDevice, RdmaPort
 from provision.plans.rankfile import RankPlan, some_names
 
 UNKNOWN = "?"
-_IFACE = re.compile(r"^[A-Za-z0-9._:-]{1,15}$")
+_IFACE = re.compile(r"^[A-Za-z0-9._:-]{1,15}\Z")
 _VIRTUAL = ("docker", "virbr", "veth", "br-", "cni", "flannel", "cali", "vxlan", "tun", "tap")
 
 

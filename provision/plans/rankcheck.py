@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from provision.errors import PlanError
 from provision.facts.model import HostFacts
 
-_LINE = re.compile(r"^rank\s+(\d+)\s*=\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s+slot\s*=\s*(\S+)$")
-_SLOT = re.compile(r"^(\d+):(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)$")
+_LINE = re.compile(r"^rank\s+(\d+)\s*=\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s+slot\s*=\s*(\S+)\Z")
+_SLOT = re.compile(r"^(\d+):(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)\Z")
 
 
 @dataclass(frozen=True)

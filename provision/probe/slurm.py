@@ -36,9 +36,9 @@ from provision.transport.connection import HostFailure, SshOptions, run_command
 
 __all__ = ["SlurmRequest", "SlurmProbeError", "probe_script", "probe_via_slurm", "results_from_output"]
 
-_PARTITION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_NODELIST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._,\[\]-]{0,4095}$")
-_LABEL = re.compile(r"^ *(\d{1,7}): (.*)$")
+_PARTITION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+_NODELIST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._,\[\]-]{0,4095}\Z")
+_LABEL = re.compile(r"^ *(\d{1,7}): (.*)\Z")
 _TASK_MESSAGE = re.compile(r"^srun: error: ([\w.-]{1,253}): tasks? (\d{1,7})(?:-\d{1,7})?: (.{0,200})")
 _BAD_INPUT = ("invalid partition", "invalid node name", "invalid nodelist", "node count specification invalid")
 SHOWN = 300  # characters of a Slurm message quoted in an error

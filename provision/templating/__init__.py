@@ -22,7 +22,7 @@ from provision.resources import jinja_environment, resource_dir
 from provision.templating.filters import FILTERS
 from provision.templating.shell import VALUES_END, VARIABLE, place_values
 
-_SINGLE = re.compile(r"^\{\{(?P<expr>(?:(?!\}\}).)*)\}\}$", re.DOTALL)
+_SINGLE = re.compile(r"^\{\{(?P<expr>(?:(?!\}\}).)*)\}\}\Z", re.DOTALL)
 
 
 def _quote(value: Any) -> str:

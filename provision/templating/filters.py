@@ -5,6 +5,7 @@ what a node reported is checked before it is believed."""
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -29,39 +30,93 @@ def registered(hostvars: Any, name: str) -> list:
     return out
 
 
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def _host_names(host: str, values: dict) -> list[str]:
-    """Every name ``host`` is reached by: inventory name (first), ``[address]:port`` (or
-    address), host name, FQDN, short name and addresses (names a node reports are its claims)."""
+    """The names and addresses the controller itself vouches for ``host`` by, the only ones that
+    go cluster-wide: its inventory name (first), the address the controller connected to
+    (``[address]:port`` off port 22; its host key verified on that connection), and the names
+    the node reports that its inventory name already gives: its host name, FQDN and short name
+    when their first label is the inventory name's (``node02`` reporting
+    ``node02.cluster.local``). Other names and addresses a node reports are its claims: never
+    written (a node printing ``gitlab.example.com`` must not get its keys trusted under it)."""
     facts = values.get("facts") or {}
     address, port = values.get("inventory_address"), values.get("inventory_port")
     names = [host]
     if address:
         names.append(f"[{address}]:{port}" if port and port != 22 else address)
-    names += [facts.get("hostname"), facts.get("fqdn"), facts.get("short"), *(facts.get("addresses") or [])]
+    label = None if _is_address(host) else host.split(".", 1)[0].lower()
+    for claim in (facts.get("hostname"), facts.get("fqdn"), facts.get("short")):
+        if isinstance(claim, str) and claim and claim.split(".", 1)[0].lower() == label:
+            names.append(claim)
     return [n for n in dict.fromkeys(names) if n]
 
 
-def _check_claims(hostvars: dict) -> None:
-    """Two hosts claiming one name or address is an error naming both (a compromised node must
-    not pose as another in every node's known_hosts or in the NFS export list)."""
+def _claims(values: dict) -> list[str]:
+    """Every name and address a node reports for itself."""
+    facts = values.get("facts") or {}
+    reported = [facts.get("hostname"), facts.get("fqdn"), facts.get("short"), *(facts.get("addresses") or [])]
+    return [c for c in reported if isinstance(c, str) and c]
+
+
+def claim_problems(hostvars: dict) -> dict[str, str]:
+    """{host: why} for each host whose identity conflicts with another's: a name or address it
+    reports that is another host's own (its inventory name or short name, the address the
+    controller reaches it at, its vouched-for names); the claimant alone is named (a compromised
+    node must not pose as another in every node's known_hosts, nor stop the others). Two hosts
+    the inventory itself gives one name or address (an inventory error) are both named."""
     owner: dict[str, str] = {}
+    problems: dict[str, str] = {}
     for host, values in sorted(hostvars.items()):
         for name in _host_names(host, values if isinstance(values, dict) else {}):
             other = owner.setdefault(name.lower(), host)
             if other != host:
-                raise TemplateError(f"hosts {other} and {host} both claim the name or address {name!r}: fix it on the wrong one")
-
-
-def host_key_entries(hostvars: Any) -> list:
-    """known_hosts entries for every inventory host: ``node``, its names (see
-    :func:`_host_names`) and its host keys (read over the verified connection, or cached from
-    its last run); ``keys`` None when nothing is known of it (its present lines are kept)."""
-    hostvars = hostvars or {}
-    _check_claims(hostvars)
-    entries = []
+                message = f"hosts {other} and {host} both have the name or address {name!r}: fix it in the inventory"
+                problems.setdefault(other, message)
+                problems.setdefault(host, message)
+        if not _is_address(host):
+            owner.setdefault(host.split(".", 1)[0].lower(), host)
     for host, values in sorted(hostvars.items()):
+        for claim in _claims(values if isinstance(values, dict) else {}):
+            other = owner.get(claim.lower())
+            if other is not None and other != host:
+                problems.setdefault(
+                    host,
+                    f"host {host} reports the name or address {claim!r}, which is host {other}'s: not believed "
+                    f"(fix the host name or addresses on {host}; the other hosts go on)",
+                )
+    return problems
+
+
+def _check_claims(hostvars: dict, host: str | None = None) -> None:
+    """Raise :class:`TemplateError` for ``host``'s conflicting claim (see :func:`claim_problems`);
+    without ``host``, for any host's."""
+    problems = claim_problems(hostvars)
+    if host is None and problems:
+        raise TemplateError(next(iter(problems.values())))
+    if host in problems:
+        raise TemplateError(problems[host])
+
+
+def host_key_entries(hostvars: Any, host: Any = None) -> list:
+    """``hostvars | host_key_entries(inventory_hostname)``: known_hosts entries for every
+    inventory host: ``node``, the names the controller vouches for (see :func:`_host_names`) and
+    its host keys (read over the verified connection, or cached from its last run); ``keys`` None
+    when nothing is known of it (its present lines are kept). Rendered for a host whose reported
+    names conflict with another's, an error naming it; the others get every host's entry, the
+    claimant's under its vouched-for names only."""
+    hostvars = hostvars or {}
+    _check_claims(hostvars, str(host) if host else None)
+    entries = []
+    for name, values in sorted(hostvars.items()):
         keys = (values.get("facts") or {}).get("host_keys") or None
-        entries.append({"node": host, "names": _host_names(host, values), "keys": list(keys) if keys else None})
+        entries.append({"node": name, "names": _host_names(name, values), "keys": list(keys) if keys else None})
     return entries
 
 
