@@ -89,7 +89,7 @@ def plan_rounds(nodes: list[str], settings: PerfSettings) -> list[list[Pair]]:
     return circle_rounds(order)
 
 
-def test_seconds(settings: PerfSettings, planned: int) -> int:
+def test_length(settings: PerfSettings, planned: int) -> int:
     """The test length that lets ``planned`` rounds fit the budget (1 s at least)."""
     if settings.budget_s is None or planned == 0:
         return settings.seconds
@@ -262,7 +262,7 @@ def run_perf(hosts: list[Host], reports: list[NodeReport], settings: PerfSetting
                     left_out[name] = why
         nodes = [h.name for h in hosts if h.name in addresses and h.name not in left_out]
         rounds = plan_rounds(nodes, settings)
-        seconds = test_seconds(settings, len(rounds))
+        seconds = test_length(settings, len(rounds))
         pairs = _Pairs(f"tcp {interface or '?'}", sessions, addresses, settings, bidir)
         links, run = _run_rounds(rounds, pairs, settings, seconds, started)
     finally:
