@@ -94,10 +94,13 @@ def test_the_commands_quote_their_addresses_and_cap_the_output():
     assert "iperf3 -c 10.0.0.2 -B 10.0.0.1 -p 47201 -t 3 --bidir -J" in client and "head -c 1048576" in client
 
 
+SERVED = CommandResult("", "", 0)  # the server's answer when its one client came
+
+
 class _Node:
     """A stand-in session: answers the server and the client command as told."""
 
-    def __init__(self, client=None, server=CommandResult("", "", 0)):
+    def __init__(self, client=None, server=SERVED):
         self.client, self.server = client, server
 
     def run(self, command, stdin, timeout=None):
@@ -107,7 +110,7 @@ class _Node:
         return answer
 
 
-def _pair(client_answer, server_answer=CommandResult("", "", 0)):
+def _pair(client_answer, server_answer=SERVED):
     sessions = {"a": _Node(client=client_answer), "b": _Node(server=server_answer)}
     pairs = _Pairs("tcp eth0", sessions, {"a": "10.0.0.1", "b": "10.0.0.2"}, PerfSettings(), {"a": True})
     return pairs.run(("a", "b"), 1, 5.0)
