@@ -11,7 +11,6 @@ NVIDIA/nccl-tests issue #7, "Out of bounds values : 248 FAILED"). Lines prefixed
 >>> row = "  1048576  262144  float  sum  -1  100.0  10.49  18.35  0  99.0  10.59  18.53  0"
 >>> parse_all_reduce(row + "\\n# Out of bounds values : 0 OK\\n# Avg bus bandwidth    : 18.44\\n").busbw_gbytes
 18.44
-18.44
 """
 
 from __future__ import annotations
