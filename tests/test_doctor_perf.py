@@ -134,3 +134,8 @@ def test_a_server_that_could_not_listen_says_why():
     link = _pair(refused, busy)
     assert link.error.startswith("b refused the test port 47201 on 10.0.0.2")
     assert link.error.endswith("the server on b: unable to start listener for connections: Address already in use")
+
+
+def test_a_nodes_error_text_is_shown_with_control_characters_made_visible():
+    link = _pair(CommandResult('{"error": "boom\\u001b[31m red\\u0007"}', "", 1))
+    assert link.error == "boom?[31m red?"

@@ -166,3 +166,51 @@ def test_rounds_and_budget_say_what_they_covered(perf_cluster):
     perf = timings["perf"]
     assert perf["pairs_tested"] == 2 * perf["rounds_run"] and perf["rounds_planned"] == 5, perf
     assert f"covered {perf['pairs_tested']} of 10 pairs in {perf['rounds_run']} of 5 rounds (budget 4s" in checks[CHECK]["detail"]
+
+
+def _racked_inventory(cluster: Cluster, inventory: Path) -> Path:
+    """The perf cluster's inventory with racks r1: p1-p3, r2: p4-p5."""
+    racked = inventory.with_name("racked.yml")
+    racks = "racks:\n  - {name: r1, hosts: [p1, p2, p3]}\n  - {name: r2, hosts: [p4, p5]}\n"
+    racked.write_text(cluster.inventory_yaml(NODES) + racks)
+    return racked
+
+
+def _launch(cluster_bits, tmp_path: Path, *args: str):
+    cluster, inventory, known = cluster_bits
+    racked = _racked_inventory(cluster, inventory)
+    rankfile = tmp_path / "job.rf"
+    done = run_cli(
+        "launch", "1x2x2", "-i", str(racked), "--known-hosts", str(known), "--probe", "--facts-dir", str(tmp_path / "facts"),
+        "--allow-no-gpu", "--rankfile", str(rankfile), *args, "--", "hostname",
+    )  # fmt: skip
+    return done, rankfile
+
+
+def test_launch_fills_the_shape_around_a_bad_node_rack_by_rack(perf_cluster, tmp_path):
+    cluster = perf_cluster[0]
+    cluster.docker_exec(
+        "p1", "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "100mbit", "burst", "32kbit", "latency", "50ms"
+    )
+    try:
+        done, rankfile = _launch(perf_cluster, tmp_path, "--pick-healthy", "--perf")
+    finally:
+        cluster.docker_exec("p1", "tc", "qdisc", "del", "dev", "eth0", "root")
+    assert done.returncode == 0, done.stderr
+    assert "provision: left out p1: perf: bad node: slow with 4 of 4 peers" in done.stderr, done.stderr
+    hosts = [line.split()[1].split("=")[1] for line in rankfile.read_text().splitlines() if line.startswith("rank ")]
+    assert hosts == ["p2", "p3", "p4", "p5"], rankfile.read_text()
+
+
+def test_launch_with_too_few_healthy_hosts_is_one_line_and_exit_1(perf_cluster, tmp_path):
+    cluster = perf_cluster[0]
+    cluster.docker_exec("p5", "mv", "/usr/bin/iperf3", "/usr/bin/iperf3.away")
+    try:
+        done, rankfile = _launch(perf_cluster, tmp_path, "--perf")
+    finally:
+        cluster.docker_exec("p5", "mv", "/usr/bin/iperf3.away", "/usr/bin/iperf3")
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("provision: error: not launched: dims 1x2x2 need 2 racks of 2 healthy hosts; "), done.stderr
+    assert "only 1 of the inventory's racks have them; at fault: p5 (perf nodes: not tested: p5: no iperf3 on PATH" in last
+    assert not rankfile.exists()

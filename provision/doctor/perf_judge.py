@@ -96,7 +96,8 @@ def decide(links: list[Link], slow: float = SLOW, node_share: float = NODE) -> V
     for link in slow_links:
         if link.a in bad_nodes or link.b in bad_nodes:
             continue
-        fine_elsewhere = [_fine_with_others(node, link, measured, threshold) for node in (link.a, link.b)]
+        fair = [other for other in measured if other.a not in bad_nodes and other.b not in bad_nodes]
+        fine_elsewhere = [_fine_with_others(node, link, fair, threshold) for node in (link.a, link.b)]
         why = f"{_gbps(link.gbps)} ({_direction(link)})"
         if all(fine_elsewhere):
             bad_links[(link.a, link.b)] = why
