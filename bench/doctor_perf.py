@@ -42,28 +42,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import sshd_nodes  # noqa: E402
+from doctor_vs_probe import doctor_timings, load, timed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PERF_IMAGE = os.environ.get("PROVISION_PERF_IMAGE", "provision-perf:test")
 SECONDS = 3  # doctor --perf's default test length, used by the competitor too
 PORT = 47301
-
-
-def timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess]:
-    started = time.monotonic()
-    done = subprocess.run(argv, capture_output=True, text=True)
-    return time.monotonic() - started, done
-
-
-def load() -> str:
-    return " ".join(f"{value:.2f}" for value in os.getloadavg())
-
-
-def doctor_timings(stderr: str) -> dict:
-    for line in stderr.splitlines():
-        if line.startswith('{"doctor_timings"'):
-            return json.loads(line)["doctor_timings"]
-    raise SystemExit(f"doctor printed no timings:\n{stderr[-2000:]}")
 
 
 def addresses(names: list[str]) -> dict[str, str]:
@@ -83,19 +67,24 @@ def competitor(
     ssh = ["ssh", "-i", str(key), "-o", f"UserKnownHostsFile={known}", "-o", "BatchMode=yes", "-l", "mpi"]
     measured = 0
     started = time.monotonic()
-    for a, b in pairs:
+    for index, (a, b) in enumerate(pairs):
+        port = PORT + index % 500  # a server whose client never came must not block the next pair's port
         server = subprocess.Popen(
-            [*ssh, "-p", str(ports[b]), "127.0.0.1", f"iperf3 -s -1 -B {ips[b]} -p {PORT}"],
+            [*ssh, "-p", str(ports[b]), "127.0.0.1", f"timeout 60 iperf3 -s -1 -B {ips[b]} -p {port}"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        time.sleep(0.5)  # what a script does: give the server a moment
+        time.sleep(1.0)  # what a script does: give the server a moment
         client = subprocess.run(
-            [*ssh, "-p", str(ports[a]), "127.0.0.1", f"iperf3 -c {ips[b]} -B {ips[a]} -p {PORT} -t {SECONDS} --bidir -J"],
+            [*ssh, "-p", str(ports[a]), "127.0.0.1", f"iperf3 -c {ips[b]} -B {ips[a]} -p {port} -t {SECONDS} --bidir -J"],
             capture_output=True,
             text=True,
         )
-        server.wait(timeout=60)
+        try:
+            server.wait(timeout=SECONDS + 10)
+        except subprocess.TimeoutExpired:  # its client failed: the script moves on
+            server.kill()
+            server.wait()
         with contextlib.suppress(ValueError):  # a failed pair prints no JSON: not measured
             measured += "sum_received" in json.loads(client.stdout).get("end", {})
     return time.monotonic() - started, measured
