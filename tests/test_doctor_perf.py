@@ -101,9 +101,10 @@ class _Node:
     """A stand-in session: answers the server and the client command as told."""
 
     def __init__(self, client=None, server=SERVED):
-        self.client, self.server = client, server
+        self.client, self.server, self.commands = client, server, []
 
     def run(self, command, stdin, timeout=None):
+        self.commands.append(command)
         answer = self.server if "iperf3 -s" in command else self.client
         if isinstance(answer, BaseException):
             raise answer
@@ -112,7 +113,7 @@ class _Node:
 
 def _pair(client_answer, server_answer=SERVED):
     sessions = {"a": _Node(client=client_answer), "b": _Node(server=server_answer)}
-    pairs = _Pairs("tcp eth0", sessions, {"a": "10.0.0.1", "b": "10.0.0.2"}, PerfSettings(), {"a": True})
+    pairs = _Pairs("tcp eth0", sessions, {"a": "10.0.0.1", "b": "10.0.0.2"}, PerfSettings(), {"a": True, "b": True})
     return pairs.run(("a", "b"), 1, 5.0)
 
 
@@ -139,3 +140,11 @@ def test_a_server_that_could_not_listen_says_why():
 def test_a_nodes_error_text_is_shown_with_control_characters_made_visible():
     link = _pair(CommandResult('{"error": "boom\\u001b[31m red\\u0007"}', "", 1))
     assert link.error == "boom?[31m red?"
+
+
+def test_bidir_only_when_both_ends_have_iperf3_3_7():
+    sessions = {"a": _Node(client=CommandResult("{}", "", 1)), "b": _Node()}
+    _Pairs("tcp eth0", sessions, {"a": "10.0.0.1", "b": "10.0.0.2"}, PerfSettings(), {"a": True, "b": False}).run(
+        ("a", "b"), 1, 5.0
+    )
+    assert "iperf3 -c" in sessions["a"].commands[0] and "--bidir" not in sessions["a"].commands[0]

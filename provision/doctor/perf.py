@@ -213,7 +213,8 @@ class _Pairs:
     def _client(self, pair: Pair, seconds: int, limit: float) -> Link:
         client, server = pair
         kind = self.kind
-        command = client_command(self.addresses[client], self.addresses[server], self.settings.port, seconds, self.bidir[client])
+        both = self.bidir[client] and self.bidir[server]  # --bidir needs iperf3 3.7 at both ends
+        command = client_command(self.addresses[client], self.addresses[server], self.settings.port, seconds, both)
         try:
             done = self.sessions[client].run(command, "", timeout=limit)
         except Exception as error:  # noqa: BLE001 - a hung or lost test is one failed pair, named
