@@ -214,3 +214,30 @@ def test_launch_with_too_few_healthy_hosts_is_one_line_and_exit_1(perf_cluster, 
     assert last.startswith("provision: error: not launched: dims 1x2x2 need 2 racks of 2 healthy hosts; "), done.stderr
     assert "only 1 of the inventory's racks have them; at fault: p5 (perf nodes: not tested: p5: no iperf3 on PATH" in last
     assert not rankfile.exists()
+
+
+def test_a_test_that_hangs_is_named_and_bounded_by_the_budget(perf_cluster):
+    """p4's traffic to its peers crawls at 8 kbit/s (htb, queued, not dropped: its SSH to the
+    controller stays fast): iperf3 stalls past its length, and doctor stops it and names the pair."""
+    cluster = perf_cluster[0]
+    shaping = [
+        "tc qdisc add dev eth0 root handle 1: htb default 10",
+        "tc class add dev eth0 parent 1: classid 1:10 htb rate 10gbit",
+        "tc class add dev eth0 parent 1: classid 1:20 htb rate 8kbit ceil 8kbit",
+    ]
+    shaping += [
+        f"tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst {_address(cluster, peer)}/32 flowid 1:20"
+        for peer in NODES
+        if peer != "p4"
+    ]
+    cluster.docker_exec("p4", "sh", "-ec", "; ".join(shaping))
+    try:
+        code, checks, timings = _doctor(perf_cluster, "--budget", "40s")
+    finally:
+        cluster.docker_exec("p4", "tc", "qdisc", "del", "dev", "eth0", "root")
+    perf = checks[CHECK]
+    assert perf["status"] == "fail" and "p4" in perf["hosts"], perf
+    assert "the test hung: stopped after" in perf["detail"] or "the test did not finish" in perf["detail"], perf
+    assert "(budget 40s" in perf["detail"]
+    assert timings["perf"]["pairs_measured"] < timings["perf"]["pairs_tested"], timings
+    assert code == 1
