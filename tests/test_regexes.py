@@ -157,7 +157,8 @@ def _dollars_outside_classes(pattern: str) -> list[int]:
 def test_the_walk_finds_the_patterns_the_issue_names():
     where = {name for names in FOUND.values() for name in names}
     for name in ("operations.base._SETTING", "operations.nfs._OPTIONS", "operations.nfs._CLIENT", "operations.base.USER_NAME",
-                 "operations.conda._CHANNEL", "launch.wrapper._SAFE", "plans.nics._IFACE", "inventory.model.ADDRESS"):  # fmt: skip
+                 "operations.conda._CHANNEL", "launch.wrapper._SAFE", "plans.nics._IFACE",
+                 "inventory.model.ADDRESS"):  # fmt: skip
         assert f"provision.{name}" in where, name
     assert any(w.startswith("provision/facts/numactl.py:") for w in where)  # an inline re.match
     assert len(PATTERNS) > 80

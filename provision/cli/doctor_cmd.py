@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -15,6 +16,7 @@ from provision.doctor.checks import verdict
 from provision.doctor.model import CheckResult
 from provision.doctor.mounts import inventory_exports
 from provision.doctor.pairwise import PARALLEL
+from provision.doctor.perf import PORT, perf_settings
 from provision.doctor.runner import DoctorSettings, doctor as run_doctor
 from provision.doctor.sources import anaconda_prefixes, check_dataset, check_user
 from provision.errors import ProvisionError
@@ -67,7 +69,8 @@ def doctor_settings(
 
 @app.command(
     epilog="Examples:\n\n  provision doctor -i inventory/hosts.yml all --user alice\n\n"
-    "  provision doctor node01 node02 --dataset /data/imagenet --deep --json"
+    "  provision doctor node01 node02 --dataset /data/imagenet --deep --json\n\n"
+    "  provision doctor all --perf --budget 60s"
 )
 def doctor(
     hosts: list[str] = typer.Argument(None, help="Hosts or groups (default: all in the inventory)."),
@@ -80,6 +83,16 @@ def doctor(
     timings: bool = typer.Option(
         False, "--timings", help="Also print each phase's wall time and the work it did, as one JSON line on stderr."
     ),
+    perf: bool = typer.Option(
+        False,
+        "--perf",
+        help="Also test each pair's bandwidth (iperf3, over the job's interface) in rounds; judge links against each other.",
+    ),
+    rounds: int = typer.Option(None, "--rounds", help="With --perf: K random matchings instead of every pair (large clusters)."),
+    budget: str = typer.Option(
+        None, "--budget", help="With --perf: fit the tests in this time (60s, 5m); the check says what it covered."
+    ),
+    perf_port: int = typer.Option(PORT, "--perf-port", help="With --perf: the TCP port iperf3's servers listen on."),
     forks: int = opt.FORKS,
     pairwise_fanout: int = typer.Option(
         PARALLEL,
@@ -108,6 +121,7 @@ def doctor(
         prefixes = anaconda_prefixes(Variables(inv), targets)
         exports = inventory_exports(Variables(inv), targets)
         settings = doctor_settings(user, dataset, deep, False, ssh, forks, pairwise_fanout, prefixes, exports)
+        settings = replace(settings, perf=perf_settings(perf, rounds, budget, perf_port))
     except ProvisionError as error:
         raise fail(str(error)) from None
     if not targets:

@@ -182,6 +182,13 @@ def launch(
     no_doctor: bool = typer.Option(
         False, "--no-doctor", help="With --run: skip doctor's fast checks (reach, pairwise SSH, software, limits) first."
     ),
+    pick_healthy: bool = typer.Option(
+        False,
+        "--pick-healthy",
+        help="Fill Y·Z from the candidates that pass doctor's fast checks, rack by rack; name those left out.",
+    ),
+    perf: bool = typer.Option(False, "--perf", help="With --pick-healthy: also leave out what doctor --perf finds."),
+    budget: str = typer.Option(None, "--budget", help="With --perf: doctor --perf's time budget (60s, 5m)."),
     probe: bool = PROBE,
     allow_no_gpu: bool = ALLOW_NO_GPU,
     no_gpu_affinity: bool = NO_AFFINITY,
@@ -194,6 +201,10 @@ def launch(
 ) -> None:
     """Print (or --run) the mpirun command for a rank file made from the facts."""
     settings = opt.probe_settings(forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config)
+    if pick_healthy or perf:
+        from provision.cli.healthy_cmd import healthy_hosts
+
+        hosts = healthy_hosts(dims, hosts, inventory, settings, perf, budget)
     plan = make_plan(dims, hosts, inventory, facts_dir, settings if probe else None, allow_no_gpu, no_gpu_affinity)
     local = rankfile_out or Path(f"{plan.dims}.rf")
     nic_plan = plan_nics(plan, iface)  # a PlanError (no common interface) exits 2 naming the hosts

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from provision.doctor import checks, mounts, pairwise, sources
 from provision.doctor.model import FAIL, WARN, CheckResult, NodeReport
+from provision.doctor.perf import PerfRun, PerfSettings, run_perf
 from provision.errors import ParseError
 from provision.facts import nvidia
 from provision.inventory.model import Host
@@ -45,6 +46,7 @@ class DoctorSettings:
     pairwise_fanout: int = pairwise.PARALLEL  # ssh clients at once on each node
     conda_prefixes: tuple[str, ...] = ()  # the inventory's Anaconda prefixes (checked), looked at first
     exports: tuple[mounts.Export, ...] = ()  # the inventory's NFS exports: clients must mount them from the server
+    perf: PerfSettings | None = None  # --perf: pairwise bandwidth tests in rounds (:mod:`.perf`)
 
 
 def doctor_steps(fast: bool) -> tuple:
@@ -53,8 +55,8 @@ def doctor_steps(fast: bool) -> tuple:
     return (sources.CLOCK_START, *STEPS, *extra, sources.CLOCK_END)
 
 
-class _Session:
-    """One host's connection (or the local shell for ``localhost``), reused for both round trips."""
+class Session:
+    """One host's connection (or the local shell for ``localhost``), reused for every round trip."""
 
     def __init__(self, host: Host, options: SshOptions) -> None:
         self.host, self.options, self.connection = host, options, None
@@ -62,10 +64,11 @@ class _Session:
             self.connection = open_connection(host, options)
             self.connection.open()
 
-    def run(self, command: str, stdin: str):
+    def run(self, command: str, stdin: str, timeout: float | None = None):
         if self.connection is None:
-            return run_command(self.host, command, self.options, stdin=stdin)
-        return run_on_connection(self.connection, command, stdin.encode(), self.options)
+            options = self.options if timeout is None else replace(self.options, command_timeout=timeout)
+            return run_command(self.host, command, options, stdin=stdin)
+        return run_on_connection(self.connection, command, stdin.encode(), self.options, timeout=timeout)
 
     def close(self) -> None:
         if self.connection is not None:
@@ -131,13 +134,13 @@ def gather_command(settings: DoctorSettings) -> str:
     return conda + ("DOCTOR_DEEP=1 " if settings.deep else "") + f"sh -s -- {args}"
 
 
-def _gather_host(host: Host, settings: DoctorSettings, sessions: dict[str, _Session]) -> NodeReport:
+def _gather_host(host: Host, settings: DoctorSettings, sessions: dict[str, Session]) -> NodeReport:
     """The gather round trip on one host; its open session is left in ``sessions`` for the
     pairwise phase when the host answered. Every failure becomes this host's error."""
     session = None
     steps = doctor_steps(settings.fast)
     try:
-        session = _Session(host, settings.ssh)
+        session = Session(host, settings.ssh)
         nonce = new_nonce()
         sent = time.time()
         result = session.run(gather_command(settings), gather_script(nonce, steps))
@@ -154,7 +157,7 @@ def _gather_host(host: Host, settings: DoctorSettings, sessions: dict[str, _Sess
             session.close()
 
 
-def _pairwise_host(report: NodeReport, session: _Session, names: list[str], settings: DoctorSettings) -> NodeReport:
+def _pairwise_host(report: NodeReport, session: Session, names: list[str], settings: DoctorSettings) -> NodeReport:
     """The pairwise round trip on the session the gather left open; closes it. When it fails
     (lost connection, timeout), every pair from this node fails with the reason; what the
     gather found still counts in the other checks."""
@@ -195,7 +198,8 @@ class DoctorRun:
 
     results: list[CheckResult]
     reports: list[NodeReport]
-    seconds: dict[str, float]  # gather, pairwise, checks: wall time of each phase
+    seconds: dict[str, float]  # gather, pairwise, checks (and perf): wall time of each phase
+    perf: PerfRun | None = None
 
     def timings(self) -> dict:
         """Phase wall times and the work each phase did (``--timings``): nodes gathered, ordered
@@ -203,7 +207,20 @@ class DoctorRun:
         reached = [r for r in self.reports if r.ok and r.job_ids is not None]
         reported = sum(len(r.pairwise) for r in reached)
         connected = sum(1 for r in reached for why in r.pairwise.values() if not why)
-        return {
+        perf = {}
+        if self.perf is not None:
+            coverage = self.perf.coverage
+            perf = {
+                "perf": {
+                    "pairs_total": coverage.pairs_total,
+                    "pairs_tested": coverage.pairs_tested,
+                    "pairs_measured": sum(1 for link in self.perf.links if link.gbps is not None),
+                    "rounds_run": coverage.rounds_run,
+                    "rounds_planned": coverage.rounds_planned,
+                    "nodes_left_out": len(self.perf.left_out),
+                }
+            }
+        return perf | {
             "seconds": {phase: round(value, 3) for phase, value in self.seconds.items()},
             "nodes": len(self.reports),
             "nodes_gathered": sum(1 for r in self.reports if r.facts is not None),
@@ -221,7 +238,7 @@ def gather_reports(hosts: list[Host], settings: DoctorSettings, seconds: dict[st
     its own wall time (written to ``seconds``). Threads in this process: the connections stay
     open between the phases."""
     names = [h.name for h in hosts]
-    sessions: dict[str, _Session] = {}  # host -> open session, filled by the gather threads
+    sessions: dict[str, Session] = {}  # host -> open session, filled by the gather threads
     started = time.monotonic()
     try:
         gathered = fan_out(
@@ -281,7 +298,13 @@ def doctor(hosts: list[Host], settings: DoctorSettings) -> DoctorRun:
     started = time.monotonic()
     results = run_checks(reports, settings)
     seconds["checks"] = time.monotonic() - started
-    return DoctorRun(results, reports, seconds)
+    perf = None
+    if settings.perf is not None:
+        started = time.monotonic()
+        perf = run_perf(hosts, reports, settings.perf, lambda host: Session(host, settings.ssh))
+        results += perf.results(sum(1 for r in reports if r.ok))
+        seconds["perf"] = time.monotonic() - started
+    return DoctorRun(results, reports, seconds, perf)
 
 
 def fast_checks(hosts: list[Host], ssh: SshOptions, forks: int = DEFAULT_FORKS) -> list[CheckResult]:

@@ -1,0 +1,362 @@
+"""`doctor --perf`: pairwise bandwidth tests in rounds over the job's own interface, within a budget.
+
+Each round is a matching (every node in at most one pair) and all its pairs run at once. Without
+``--rounds`` the round-robin circle method gives every pair exactly once in N-1 rounds (N rounds
+for odd N, one node resting each round); ``--rounds K`` takes K random matchings instead (a large
+cluster, sampled). ``--budget`` sizes the rounds: each test's length is cut (to 1 s at least) so
+that the planned rounds fit, and no round starts that would not end within the budget; the check
+says how many pairs and rounds it covered. A link that comes out slow (and is not a bad node's) is
+tested once more, within the budget, before it is blamed: the better figure counts.
+
+A test is ``iperf3 -s -1`` (one-off server: it serves one client and exits) on one node, bound to
+its address on the job's interface (:func:`provision.plans.nics.fabric_interface`, the interface
+`launch` passes as ``btl_tcp_if_include`` / ``NCCL_SOCKET_IFNAME``), on a high port, as the SSH
+user, and ``iperf3 -c ... --bidir --json`` from the other node's address on the same interface.
+The controller holds one SSH connection per node for the whole run. Every node command runs
+under ``timeout``, and the SSH call has its own limit, so a hung test ends and is named.
+
+>>> circle_rounds(["a", "b", "c", "d"])
+[[('a', 'd'), ('b', 'c')], [('c', 'a'), ('d', 'b')], [('a', 'b'), ('c', 'd')]]
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+import shlex
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from provision.doctor.model import FAIL, CheckResult, NodeReport
+from provision.doctor.perf_judge import Coverage, Link, decide, judge_kind
+from provision.errors import ParseError, ProvisionError
+from provision.facts.iperf3 import MAX_BYTES, parse_iperf3
+from provision.inventory.model import Host
+from provision.operations.base import printable
+from provision.plans.nics import fabric_interface
+
+Pair = tuple[str, str]
+DEFAULT_SECONDS = 3  # iperf3 -t: long enough for TCP to leave slow start on a fast link
+ROUND_OVERHEAD_S = 1.5  # starting both ends and reading back, per round (measured: ~0.5-1.2 s here)
+PORT = 47201  # a high port, the same on every node (--perf-port)
+INSTALL_HINT = "install iperf3 (Debian/Ubuntu: apt-get install iperf3; RHEL/Rocky: dnf install iperf3)"
+
+
+@dataclass(frozen=True)
+class PerfSettings:
+    """What to test: the rounds (None: every pair), the budget in seconds (None: none), the test length."""
+
+    rounds: int | None = None
+    budget_s: float | None = None
+    seconds: int = DEFAULT_SECONDS
+    port: int = PORT
+    seed: int | None = None  # random matchings: None draws a fresh order each run
+
+
+def circle_rounds(nodes: list[str]) -> list[list[Pair]]:
+    """Every pair once, in N-1 matchings (N for odd N): the first node stays, the rest rotate.
+    The first of a pair runs the client, the second the server (which a firewall would stop);
+    every node is each in some of its pairs."""
+    ring = list(nodes) + ([None] if len(nodes) % 2 else [])
+    rounds = []
+    for number in range(len(ring) - 1):
+        half = len(ring) // 2
+        pairs = [(ring[i], ring[-1 - i]) for i in range(half)]
+        if number % 2:  # the fixed node serves every other round: each node takes connections too
+            pairs[0] = (pairs[0][1], pairs[0][0])
+        rounds.append([(a, b) for a, b in pairs if a is not None and b is not None])
+        ring = [ring[0], ring[-1], *ring[1:-1]]
+    return [r for r in rounds if r]
+
+
+def random_rounds(nodes: list[str], count: int, rng: random.Random) -> list[list[Pair]]:
+    """``count`` random perfect matchings (one node rests in each when N is odd)."""
+    rounds = []
+    for _ in range(count):
+        order = list(nodes)
+        rng.shuffle(order)
+        rounds.append([(order[i], order[i + 1]) for i in range(0, len(order) - 1, 2)])
+    return rounds
+
+
+def plan_rounds(nodes: list[str], settings: PerfSettings) -> list[list[Pair]]:
+    """The matchings to run, in order (the circle from a shuffled order: a budget that stops early
+    leaves no node systematically untested)."""
+    rng = random.Random(settings.seed)
+    if settings.rounds is not None:
+        return random_rounds(nodes, settings.rounds, rng)
+    order = list(nodes)
+    rng.shuffle(order)
+    return circle_rounds(order)
+
+
+def test_length(settings: PerfSettings, planned: int) -> int:
+    """The test length that lets ``planned`` rounds fit the budget (1 s at least)."""
+    if settings.budget_s is None or planned == 0:
+        return settings.seconds
+    fits = int(settings.budget_s / planned - ROUND_OVERHEAD_S)
+    return max(1, min(settings.seconds, fits))
+
+
+_PREFLIGHT = "v=$(iperf3 --version 2>/dev/null | head -n 1) && printf 'iperf3 %.60s\\n' \"$v\" || echo 'iperf3 missing'"
+
+
+def server_command(address: str, port: int, wait: int) -> str:
+    """One-off server on ``address``:``port`` for at most ``wait`` seconds; prints its JSON (capped)
+    only when it failed to start (a port in use)."""
+    return (
+        f"out=$(timeout -k 1 {wait} iperf3 -s -1 -J -B {shlex.quote(address)} -p {port} 2>&1); rc=$?; "
+        f'[ $rc -eq 0 ] || printf "%s\\n" "$out" | head -c 4096; exit $rc'
+    )
+
+
+def client_command(source: str, target: str, port: int, seconds: int, bidir: bool) -> str:
+    """``iperf3 -c`` from ``source`` to ``target``, retried while the server is not yet listening
+    (about 3 s); its JSON capped at :data:`MAX_BYTES`."""
+    test = (
+        f"iperf3 -c {shlex.quote(target)} -B {shlex.quote(source)} -p {port} -t {seconds}"
+        + (" --bidir" if bidir else "")
+        + " -J --connect-timeout 3000"
+    )
+    return (
+        "i=0; while :; do "
+        f"out=$(timeout -k 1 {seconds + 10} {test} 2>&1); rc=$?; "
+        'case $out in *"Connection refused"*) if [ $i -lt 15 ]; then i=$((i + 1)); sleep 0.2; continue; fi ;; esac; '
+        "break; done; "
+        f'printf "%s\\n" "$out" | head -c {MAX_BYTES}; exit $rc'
+    )
+
+
+def job_addresses(reports: list[NodeReport]) -> tuple[str | None, dict[str, str], dict[str, str]]:
+    """(the job's interface, host -> its IPv4 address there, host -> why it has none)."""
+    facts = [r.facts for r in reports if r.ok and r.facts is not None]
+    try:
+        interface = fabric_interface(facts)
+    except ProvisionError as error:
+        return None, {}, {r.host: str(error)[:160] for r in reports if r.ok}
+    addresses: dict[str, str] = {}
+    missing: dict[str, str] = {}
+    for report in reports:
+        if not report.ok or report.facts is None:
+            continue
+        found = [a for i in report.facts.interfaces if i.name == interface for a in i.ipv4()]
+        try:
+            addresses[report.host] = str(ipaddress.IPv4Interface(found[0]).ip)
+        except (IndexError, ValueError):
+            missing[report.host] = f"no IPv4 address on {interface or 'a common interface'}"
+    return interface, addresses, missing
+
+
+def _version_ok(line: str) -> bool:
+    """iperf3 3.7 or later (--bidir)."""
+    parts = line.split()
+    try:
+        major, minor = (int(x) for x in parts[2].split(".")[:2])
+    except (IndexError, ValueError):
+        return False
+    return (major, minor) >= (3, 7)
+
+
+@dataclass(frozen=True)
+class PerfRun:
+    """Every tested link, the coverage, the nodes left out (host -> why) and the interface."""
+
+    links: list[Link]
+    coverage: Coverage
+    left_out: dict[str, str]
+    interface: str | None
+    seconds: float
+
+    def results(self, node_count: int) -> list[CheckResult]:
+        """The checks: one per kind of link, one failing for nodes that could not be tested."""
+        kind = f"tcp {self.interface or '?'}"
+        results = [judge_kind(kind, self.links, node_count, self.coverage)]
+        if self.left_out:
+            detail = "; ".join(f"{host}: {why}" for host, why in self.left_out.items())
+            results.append(CheckResult("perf nodes", FAIL, tuple(self.left_out), f"not tested: {detail}"[:2000]))
+        return results
+
+
+class _Pairs:
+    """Runs one pair's test on the two nodes' open sessions."""
+
+    def __init__(
+        self, kind: str, sessions: dict, addresses: dict[str, str], settings: PerfSettings, bidir: dict[str, bool]
+    ) -> None:
+        self.kind, self.sessions, self.addresses, self.settings, self.bidir = kind, sessions, addresses, settings, bidir
+
+    def run(self, pair: Pair, seconds: int, limit: float) -> Link:
+        client, server = pair
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            served = pool.submit(self._server, server, seconds + 8, limit)
+            time.sleep(0.05)  # the server usually listens first; the client retries when not
+            link = self._client(pair, seconds, limit)
+            server_error = served.result()
+        if link.gbps is None and server_error:
+            return Link(link.kind, client, server, None, error=f"{link.error}; the server on {server}: {server_error}"[:300])
+        return link
+
+    def _server(self, host: str, wait: int, limit: float) -> str:
+        command = server_command(self.addresses[host], self.settings.port, wait)
+        try:
+            done = self.sessions[host].run(command, "", timeout=limit)
+        except Exception as error:  # noqa: BLE001 - a lost node is one failed pair
+            return f"{type(error).__name__}: {error}"[:160]
+        if done.exit_code in (0, 124):  # served its one client, or nobody came
+            return "" if done.exit_code == 0 else "no client reached it"
+        try:
+            return printable(parse_iperf3(done.stdout).error, 160) or f"exit {done.exit_code}"
+        except ParseError:
+            return printable((done.stdout.strip().splitlines() or [f"exit {done.exit_code}"])[0], 160)
+
+    def _client(self, pair: Pair, seconds: int, limit: float) -> Link:
+        client, server = pair
+        kind = self.kind
+        both = self.bidir[client] and self.bidir[server]  # --bidir needs iperf3 3.7 at both ends
+        command = client_command(self.addresses[client], self.addresses[server], self.settings.port, seconds, both)
+        try:
+            done = self.sessions[client].run(command, "", timeout=limit)
+        except Exception as error:  # noqa: BLE001 - a hung or lost test is one failed pair, named
+            return Link(kind, client, server, None, error=f"the test did not finish: {type(error).__name__}: {error}"[:200])
+        if done.exit_code == 124:
+            return Link(kind, client, server, None, error=f"the test hung: stopped after {seconds + 10}s")
+        try:
+            result = parse_iperf3(done.stdout)
+        except ParseError as error:
+            return Link(kind, client, server, None, error=f"iperf3's output on {client} does not parse: {error}"[:200])
+        if result.error:  # the node's words: control characters made visible
+            why = printable(result.error, 200)
+            if "refused" in why:
+                why = f"{server} refused the test port {self.settings.port} on {self.addresses[server]} ({why}; a firewall?)"
+            return Link(kind, client, server, None, error=why[:240])
+        figures = [g for g in (result.forward_gbps, result.reverse_gbps) if g is not None]
+        return Link(kind, client, server, min(figures), result.forward_gbps, result.reverse_gbps, result.rtt_us)
+
+
+def run_perf(hosts: list[Host], reports: list[NodeReport], settings: PerfSettings, open_session) -> PerfRun:
+    """The rounds on the nodes doctor reached; ``open_session(host)`` gives an object with
+    ``run(command, stdin, timeout=)`` and ``close()`` (the runner's session)."""
+    started = time.monotonic()
+    interface, addresses, left_out = job_addresses(reports)
+    for report in reports:
+        if not report.ok:
+            left_out[report.host] = "not reached"
+    by_name = {h.name: h for h in hosts}
+    sessions: dict = {}
+    bidir: dict[str, bool] = {}
+
+    def preflight(name: str) -> tuple[str, str]:
+        try:
+            session = open_session(by_name[name])
+            sessions[name] = session
+            line = session.run(_PREFLIGHT, "", timeout=30).stdout.strip()
+        except Exception as error:  # noqa: BLE001 - one node's trouble never stops the others
+            return name, f"could not connect for the tests: {type(error).__name__}: {error}"[:200]
+        if not line.startswith("iperf3 iperf"):
+            return name, f"no iperf3 on PATH: {INSTALL_HINT}"
+        bidir[name] = _version_ok(line)
+        return name, ""
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(32, len(addresses)))) as pool:
+            for name, why in pool.map(preflight, list(addresses)):
+                if why:
+                    left_out[name] = why
+        nodes = [h.name for h in hosts if h.name in addresses and h.name not in left_out]
+        rounds = plan_rounds(nodes, settings)
+        seconds = test_length(settings, len(rounds))
+        pairs = _Pairs(f"tcp {interface or '?'}", sessions, addresses, settings, bidir)
+        links, run = _run_rounds(rounds, pairs, settings, seconds, started)
+        links = _retest_slow(links, pairs, settings, seconds, started)
+    finally:
+        for session in sessions.values():
+            session.close()
+    total = len(nodes) * (len(nodes) - 1) // 2
+    tested = len({frozenset((link.a, link.b)) for link in links})
+    coverage = Coverage(tested, total, run, len(rounds), settings.budget_s, run < len(rounds))
+    return PerfRun(links, coverage, left_out, interface, time.monotonic() - started)
+
+
+def _run_rounds(rounds: list[list[Pair]], pairs: _Pairs, settings: PerfSettings, seconds: int, started: float):
+    """Run the rounds in order; with a budget, stop before a round that would not end within it."""
+    links: list[Link] = []
+    run = 0
+    longest = seconds + ROUND_OVERHEAD_S
+    width = max((len(r) for r in rounds), default=1)
+    with ThreadPoolExecutor(max_workers=max(1, width)) as pool:
+        for matching in rounds:
+            elapsed = time.monotonic() - started
+            if settings.budget_s is not None and elapsed + longest > settings.budget_s:
+                break
+            limit = seconds + 15.0
+            if settings.budget_s is not None:  # a hung test still ends within the budget (and a little)
+                limit = min(limit, max(seconds + 3.0, settings.budget_s - elapsed))
+            began = time.monotonic()
+            links += list(pool.map(pairs.run, matching, [seconds] * len(matching), [limit] * len(matching)))
+            longest = max(longest, time.monotonic() - began)
+            run += 1
+    return links, run
+
+
+def greedy_matchings(pairs: list[Pair]) -> list[list[Pair]]:
+    """``pairs`` in as few rounds as a greedy pass gives, each round a matching.
+
+    >>> greedy_matchings([("a", "b"), ("a", "c"), ("d", "e")])
+    [[('a', 'b'), ('d', 'e')], [('a', 'c')]]
+    """
+    rounds: list[list[Pair]] = []
+    for pair in pairs:
+        for matching in rounds:
+            if not {n for p in matching for n in p} & set(pair):
+                matching.append(pair)
+                break
+        else:
+            rounds.append([pair])
+    return rounds
+
+
+def _retest_slow(links: list[Link], pairs: _Pairs, settings: PerfSettings, seconds: int, started: float) -> list[Link]:
+    """Test each slow link once more (within the budget) before it is blamed on a link: on a busy
+    node one test can dip; a bad cable is slow both times. The better figure counts. A bad node's
+    links are not re-tested (all of them being slow is already the confirmation)."""
+    verdict = decide(links)
+    suspects = [*verdict.bad_links, *verdict.unsure]
+    if not suspects:
+        return links
+    again, _ = _run_rounds(greedy_matchings(suspects), pairs, settings, seconds, started)
+    better = {(link.a, link.b): link for link in again if link.gbps is not None}
+    return [
+        better[(link.a, link.b)]
+        if (link.a, link.b) in better and link.gbps is not None and better[(link.a, link.b)].gbps > link.gbps
+        else link
+        for link in links
+    ]
+
+
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
+
+
+def perf_settings(perf: bool, rounds: int | None, budget: str | None, port: int = PORT) -> PerfSettings | None:
+    """``--perf``, ``--rounds K``, ``--budget 60s|2m``, ``--perf-port`` checked at the edge
+    (:class:`ProvisionError`: exit 2); None without ``--perf``.
+
+    >>> perf_settings(True, None, "2m").budget_s
+    120.0
+    """
+    if not perf:
+        if rounds is not None or budget is not None:
+            raise ProvisionError("--rounds and --budget size doctor --perf's tests: add --perf")
+        return None
+    budget_s = None
+    if budget is not None:
+        text = budget.strip().lower()
+        number, unit = text.rstrip("smh"), text[len(text.rstrip("smh")) :]
+        if unit not in _UNITS or not number.isdigit() or int(number) == 0 or len(number) > 6:
+            raise ProvisionError(f"--budget {budget[:20]!r}: give whole seconds, minutes or hours, e.g. 60s, 5m")
+        budget_s = float(int(number) * _UNITS[unit])
+    if rounds is not None and rounds < 1:
+        raise ProvisionError("--rounds: at least 1")
+    if not 1024 < port < 65536:
+        raise ProvisionError(f"--perf-port {port}: a port above 1024 (the test runs as the SSH user, without root)")
+    return PerfSettings(rounds=rounds, budget_s=budget_s, port=port)

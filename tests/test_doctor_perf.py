@@ -1,0 +1,150 @@
+"""doctor --perf's scheduling (provision.doctor.perf): matchings, the budget's sizing, the options
+checked at the edge, and how one pair's trouble becomes that pair's failure. The real tests run
+iperf3 between containers (test_doctor_perf_cluster.py); here the sessions are stand-ins that
+answer as a node would (a hang, unparsable output, a lost connection), to pin what is said."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from provision.doctor.perf import (
+    PerfSettings,
+    _Pairs,
+    _version_ok,
+    circle_rounds,
+    client_command,
+    perf_settings,
+    plan_rounds,
+    random_rounds,
+    server_command,
+    test_length as seconds_for,
+)
+from provision.errors import ProvisionError
+from provision.transport.connection import CommandResult, HostFailure
+
+
+@pytest.mark.parametrize("count", range(2, 18))
+def test_the_circle_covers_every_pair_once_in_n_minus_1_rounds_of_matchings(count):
+    nodes = [f"n{i}" for i in range(count)]
+    rounds = circle_rounds(nodes)
+    assert len(rounds) == (count - 1 if count % 2 == 0 else count)
+    for matching in rounds:
+        used = [n for pair in matching for n in pair]
+        assert len(used) == len(set(used)) and len(matching) == count // 2  # a matching, as wide as it can be
+    pairs = [frozenset(p) for m in rounds for p in m]
+    assert sorted(pairs, key=sorted) == sorted((frozenset(p) for p in itertools.combinations(nodes, 2)), key=sorted)
+    if count > 2:  # every node serves in some pair (a firewall on it is seen)
+        assert {b for m in rounds for _, b in m} == set(nodes)
+
+
+def test_random_rounds_are_matchings():
+    rounds = random_rounds([f"n{i}" for i in range(7)], 4, random.Random(1))
+    assert len(rounds) == 4
+    for matching in rounds:
+        used = [n for pair in matching for n in pair]
+        assert len(used) == 6 == len(set(used))
+
+
+def test_plan_rounds_takes_k_random_matchings_with_rounds_else_the_circle():
+    nodes = [f"n{i}" for i in range(6)]
+    assert len(plan_rounds(nodes, PerfSettings(rounds=2, seed=3))) == 2
+    assert len(plan_rounds(nodes, PerfSettings(seed=3))) == 5
+
+
+def test_the_budget_shortens_each_test_to_fit_the_rounds_but_not_below_a_second():
+    assert seconds_for(PerfSettings(), 63) == 3  # no budget: the default length
+    assert seconds_for(PerfSettings(budget_s=600), 15) == 3
+    assert seconds_for(PerfSettings(budget_s=60), 15) == 2  # 60/15 = 4 s a round, 1.5 of it overhead
+    assert seconds_for(PerfSettings(budget_s=60), 63) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((False, 3, None), "add --perf"),
+        ((False, None, "60s"), "add --perf"),
+        ((True, None, "soon"), "--budget 'soon'"),
+        ((True, None, "0s"), "--budget '0s'"),
+        ((True, None, "1.5m"), "--budget '1.5m'"),
+        ((True, 0, None), "--rounds"),
+        ((True, None, None, 80), "--perf-port 80"),
+    ],
+)
+def test_bad_options_are_one_line(args, message):
+    with pytest.raises(ProvisionError, match=message.replace(".", r"\.")):
+        perf_settings(*args)
+
+
+def test_budgets_in_seconds_minutes_hours():
+    assert [perf_settings(True, None, b).budget_s for b in ("45", "45s", "2m", "1h")] == [45, 45, 120, 3600]
+    assert perf_settings(False, None, None) is None
+
+
+def test_bidir_needs_iperf3_3_7():
+    assert _version_ok("iperf3 iperf 3.12 (cJSON 1.7.15)") and _version_ok("iperf3 iperf 3.7")
+    assert not _version_ok("iperf3 iperf 3.1.3") and not _version_ok("iperf3 iperf x")
+
+
+def test_the_commands_quote_their_addresses_and_cap_the_output():
+    assert "iperf3 -s -1 -J -B 10.0.0.2 -p 47201" in server_command("10.0.0.2", 47201, 9)
+    client = client_command("10.0.0.1", "10.0.0.2", 47201, 3, True)
+    assert "iperf3 -c 10.0.0.2 -B 10.0.0.1 -p 47201 -t 3 --bidir -J" in client and "head -c 1048576" in client
+
+
+SERVED = CommandResult("", "", 0)  # the server's answer when its one client came
+
+
+class _Node:
+    """A stand-in session: answers the server and the client command as told."""
+
+    def __init__(self, client=None, server=SERVED):
+        self.client, self.server, self.commands = client, server, []
+
+    def run(self, command, stdin, timeout=None):
+        self.commands.append(command)
+        answer = self.server if "iperf3 -s" in command else self.client
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+def _pair(client_answer, server_answer=SERVED):
+    sessions = {"a": _Node(client=client_answer), "b": _Node(server=server_answer)}
+    pairs = _Pairs("tcp eth0", sessions, {"a": "10.0.0.1", "b": "10.0.0.2"}, PerfSettings(), {"a": True, "b": True})
+    return pairs.run(("a", "b"), 1, 5.0)
+
+
+def test_a_test_that_hangs_is_named_and_ends():
+    link = _pair(CommandResult("", "", 124))
+    assert link.gbps is None and link.error == "the test hung: stopped after 11s"
+    link = _pair(HostFailure("timeout", "command timed out after 5s"))
+    assert link.gbps is None and link.error.startswith("the test did not finish: HostFailure: command timed out after 5s")
+
+
+def test_output_that_does_not_parse_fails_that_pair_only():
+    link = _pair(CommandResult("Segmentation fault\n", "", 0))
+    assert link.gbps is None and link.error.startswith("iperf3's output on a does not parse: cannot parse `iperf3` output")
+
+
+def test_a_server_that_could_not_listen_says_why():
+    refused = CommandResult('{"error": "unable to connect to server: Connection refused"}', "", 1)
+    busy = CommandResult('{"error": "unable to start listener for connections: Address already in use"}', "", 1)
+    link = _pair(refused, busy)
+    assert link.error.startswith("b refused the test port 47201 on 10.0.0.2")
+    assert link.error.endswith("the server on b: unable to start listener for connections: Address already in use")
+
+
+def test_a_nodes_error_text_is_shown_with_control_characters_made_visible():
+    link = _pair(CommandResult('{"error": "boom\\u001b[31m red\\u0007"}', "", 1))
+    assert link.error == "boom\\x1b[31m red\\x07"  # provision.text.shown: each control character as its escape
+
+
+def test_bidir_only_when_both_ends_have_iperf3_3_7():
+    sessions = {"a": _Node(client=CommandResult("{}", "", 1)), "b": _Node()}
+    _Pairs("tcp eth0", sessions, {"a": "10.0.0.1", "b": "10.0.0.2"}, PerfSettings(), {"a": True, "b": False}).run(
+        ("a", "b"), 1, 5.0
+    )
+    assert "iperf3 -c" in sessions["a"].commands[0] and "--bidir" not in sessions["a"].commands[0]
