@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
-from provision.doctor import checks, pairwise, sources
+from provision.doctor import checks, fabric, pairwise, sources
 from provision.doctor.model import FAIL, WARN, CheckResult, NodeReport
 from provision.errors import ParseError
 from provision.facts import nvidia
@@ -266,6 +266,7 @@ def run_checks(reports: list[NodeReport], settings: DoctorSettings) -> list[Chec
             checks.check_names(reports),
             checks.check_network(reports),
             checks.check_rdma(reports),
+            fabric.check_fabric(reports),
             checks.check_time(reports),
             checks.check_gpu_health(reports),
         ]
