@@ -12,7 +12,7 @@ from test_plan_nics import eight_gpu, nic, run_wrapper
 
 from conftest import FIXTURES, read_fixture
 from plan_support import minsky
-from provision.errors import PlanError
+from provision.errors import PlanError, UnsafeValueError
 from provision.facts.model import NetInterface, OpenMPI
 from provision.facts.nics import parse_sysfs_rdma
 from provision.plans.dims import parse_dims
@@ -167,3 +167,28 @@ def test_bad_node_data_fails_that_node_with_one_line_never_a_traceback():
     four = dataclasses.replace(eight_gpu("b"), openmpi=OpenMPI("4", ("openmpi-bin",), None, "test"))
     with pytest.raises(PlanError, match=r"^b: OpenMPI version '4' is not MAJOR.MINOR\[.PATCH\]$"):
         openmpi_version([a, four])
+
+
+def test_every_form_gives_each_host_the_same_nccl_values_and_the_users_value_reaches_each():
+    from provision.plans.launch import mpirun_argv
+    from provision.plans.launchers import launch_form
+
+    plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("a"), eight_gpu("b", "10.0.0.2/24")])
+    nics = plan_nics(plan)
+    per_host = ("NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
+    scripts = {"mpirun": wrapper_script(plan, nics)}
+    for fmt in ("horovod", "deepspeed", "torchrun"):
+        form = launch_form(fmt, plan, nics, "8x2x1.rf", "RF", ["t.py"], export=["NCCL_DEBUG=INFO"])
+        scripts[fmt] = next(f.text for f in form.files if f.path.endswith(".nic.sh"))
+        assert "NCCL_DEBUG=INFO" in form.command, fmt  # horovod's --mpi-args, deepspeed's -x, torchrun's prefix
+    seen = {}
+    for script in scripts.values():
+        for rank in nics.ranks:
+            launched = {"OMPI_COMM_WORLD_LOCAL_RANK": str(rank.local_rank), "OMPI_COMM_WORLD_RANK": str(rank.rank)}
+            env = run_wrapper(script, launched)
+            seen.setdefault(rank.host, set()).add(tuple(env.get(name) for name in per_host))
+    assert all(len(values) == 1 for values in seen.values()), seen
+    argv = mpirun_argv(plan, "x.rf", ["t"], export=["NCCL_DEBUG=INFO"])
+    assert argv[argv.index("NCCL_DEBUG=INFO") - 1] == "-x"
+    with pytest.raises(UnsafeValueError, match="not NAME or NAME=VALUE"):
+        mpirun_argv(plan, "x.rf", ["t"], export=["NCCL_DEBUG=IN\nFO"])
