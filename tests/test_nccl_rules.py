@@ -192,3 +192,26 @@ def test_every_form_gives_each_host_the_same_nccl_values_and_the_users_value_rea
     assert argv[argv.index("NCCL_DEBUG=INFO") - 1] == "-x"
     with pytest.raises(UnsafeValueError, match="not NAME or NAME=VALUE"):
         mpirun_argv(plan, "x.rf", ["t"], export=["NCCL_DEBUG=IN\nFO"])
+
+
+def test_cli_bad_node_data_is_one_line_naming_the_node_and_exit_2(tmp_path):
+    from conftest import run_cli
+    from provision.probe.store import save_host
+
+    save_host(tmp_path / "facts", eight_gpu("a"), {})
+    save_host(tmp_path / "facts", dataclasses.replace(eight_gpu("b", "10.0.0.2/24"), openmpi=OpenMPI("4", (), None, "test")), {})
+    done = run_cli("launch", "8x2x1", "--hosts", "a,b", "--facts-dir", str(tmp_path / "facts"), "--", "t", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "b: OpenMPI version '4' is not MAJOR.MINOR[.PATCH]" in " ".join(done.stderr.split())
+    torch = run_cli(
+        "launch", "8x2x1", "--hosts", "a,b", "--facts-dir", str(tmp_path / "facts"), "--format", "torchrun", "--", "t",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert torch.returncode == 0, torch.stderr  # torchrun runs no mpirun: OpenMPI's version is not asked
+    save_host(tmp_path / "facts", dataclasses.replace(eight_gpu("b"), interfaces=nic("b", address="10.0.0.5/99")), {})
+    bad = run_cli(
+        "launch", "8x2x1", "--hosts", "a,b", "--facts-dir", str(tmp_path / "facts"), "--format", "torchrun", "--", "t",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
+    assert "b: ip-addr lists '10.0.0.5/99', not an IPv4 address with a prefix length" in " ".join(bad.stderr.split())

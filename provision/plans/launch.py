@@ -24,7 +24,7 @@ DDL_MODES = {
 DEFAULT_EXPORTS = ("PATH", "LD_LIBRARY_PATH")  # the seed's -x PATH -x LD_LIBRARY_PATH
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENV_VALUE = re.compile(r"[^\x00-\x1f\x7f]{0,4096}")  # printable: it is shown, quoted, in the command
-_VERSION = re.compile(r"([0-9]{1,4})\.([0-9]{1,4})(?:[.a-z0-9~+-]{0,40})")
+_VERSION = re.compile(r"([0-9]{1,4})\.([0-9]{1,4})(?:[.A-Za-z0-9~+_-]{0,40})")
 
 
 @dataclass(frozen=True)

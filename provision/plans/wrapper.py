@@ -108,7 +108,7 @@ def host_devices(ranks: list[RankNic]) -> str | None:
     """One host's GPUs in local-rank order (``3,2,1,0``), so that a program picking
     ``cuda:LOCAL_RANK`` (DeepSpeed, Horovod's ``set_device(hvd.local_rank())``, torchrun scripts)
     gets its planned GPU; None when some rank has no GPU or two share one (then each rank sees
-    its own alone)."""
+    its host's GPUs, its own first: :func:`own_first`)."""
     gpus = [r.gpu for r in ranks]
     if not gpus or None in gpus or len(set(gpus)) != len(gpus):
         return None
@@ -146,7 +146,7 @@ def wrapper_script(plan: RankPlan, nics: NicPlan, *, by_local_rank: bool = False
         "esac",
         _exports(job_settings(nics), skip),
     ]
-    if by_local_rank:  # a rank seeing its GPU alone must not be told LOCAL_RANK=3 (it has no device 3)
+    if by_local_rank:  # own-first order: device LOCAL_RANK is not the rank's GPU (its own is device 0)
         lines.append(ENV_NAMES_FROM_MPI)
     if same:
         key = '"$r"'
