@@ -125,7 +125,9 @@ def _difference(mine: tuple[Rail, ...], theirs: tuple[Rail, ...], port_states: d
     their_hca = {rail.hca(): rail for rail in theirs}
     parts = []
     for hca in sorted(set(their_hca) - set(by_hca), key=lambda h: rail_key(their_hca[h])):
-        parts.append(f"no {hca} ({port_states.get(hca, 'absent')})")
+        state = port_states.get(hca, "absent")
+        why = state if state != "ACTIVE" else "ACTIVE, but no RoCE v2 GID or no planned GPU nearest it"
+        parts.append(f"no {hca} ({why})")
     for hca in sorted(set(by_hca) - set(their_hca), key=lambda h: rail_key(by_hca[h])):
         parts.append(f"{hca} that the others lack")
     for hca in sorted(set(by_hca) & set(their_hca), key=lambda h: rail_key(by_hca[h])):
