@@ -16,7 +16,7 @@ from provision.doctor.checks import majority
 from provision.doctor.model import FAIL, PASS, WARN, CheckResult, NodeReport
 from provision.errors import PlanError
 from provision.facts.model import HostFacts
-from provision.plans.nics import fabric_interface
+from provision.plans.nics import fabric_interface, roce_gid
 from provision.plans.rails import natural
 
 NAME = "fabric"
@@ -29,16 +29,13 @@ def _ports(facts: HostFacts) -> dict[str, tuple[str, str | None, str | None]]:
 
 
 def _gid_indexes(facts: HostFacts) -> tuple[tuple[str, int | None], ...]:
-    """((``dev/port``, its RoCE v2 GID's index, IPv4-mapped first), ...) for the ACTIVE RoCE ports."""
-    found = []
-    for device in facts.rdma:
-        for port in device.ports:
-            if port.active and port.roce:
-                netdev = port.netdev()
-                v2 = [g for g in port.gids if g.type == "RoCE v2" and (netdev is None or g.netdev == netdev)]
-                best = sorted(v2, key=lambda g: (not g.ipv4_mapped, g.index))
-                found.append((f"{device.name}/{port.number}", best[0].index if best else None))
-    return tuple(found)
+    """((``dev/port``, its RoCE v2 GID's index as ``launch`` would use it), ...) for the ACTIVE RoCE ports."""
+    return tuple(
+        (f"{device.name}/{port.number}", roce_gid(device, port)[0])
+        for device in facts.rdma
+        for port in device.ports
+        if port.active and port.roce
+    )
 
 
 def _port_difference(mine: dict, usual: dict) -> str:

@@ -69,7 +69,7 @@ class NicPlan:
         return any(r.gpu is not None or r.device is not None for r in self.ranks)
 
 
-def _roce_gid(device: RdmaDevice, port: RdmaPort) -> tuple[int | None, str | None]:
+def roce_gid(device: RdmaDevice, port: RdmaPort) -> tuple[int | None, str | None]:
     """(index of the RoCE v2 GID on the port's interface, IPv4-mapped first; why not)."""
     netdev = port.netdev()
     v2 = [gid for gid in port.gids if gid.type == "RoCE v2"]
@@ -93,7 +93,7 @@ def usable_ports(facts: HostFacts, notes: list[str]) -> list[tuple[RdmaDevice, R
                 continue
             gid_index = None
             if port.roce:
-                gid_index, why = _roce_gid(device, port)
+                gid_index, why = roce_gid(device, port)
                 if why:
                     notes.append(f"{facts.host}: {why}")
                     continue
