@@ -134,10 +134,10 @@ def test_frameworks_ranks_see_their_hosts_gpus_in_local_rank_order_in_a_real_sh(
         got = run_wrapper(script, launched)
         assert got["LOCAL_RANK"] == str(rank.local_rank)
         assert got["CUDA_VISIBLE_DEVICES"].split(",")[rank.local_rank] == str(rank.gpu), (fmt, rank)
-        assert got["NCCL_IB_HCA"] == f"={rank.hca()}"
-    # mpirun's own wrapper (no framework): each rank sees its GPU alone, as device 0
-    alone = run_wrapper(wrapper_script(plan, nics), {"OMPI_COMM_WORLD_LOCAL_RANK": "3"})
-    assert alone["CUDA_VISIBLE_DEVICES"] == "3"
+        assert got["NCCL_IB_HCA"] == nics.hosts[rank.host].hca() == "=" + ",".join(f"mlx5_{i}:1" for i in range(8))
+    # mpirun's own wrapper (no framework): each rank sees every GPU of its host, its own first (device 0)
+    own = run_wrapper(wrapper_script(plan, nics), {"OMPI_COMM_WORLD_LOCAL_RANK": "3"})
+    assert own["CUDA_VISIBLE_DEVICES"] == "3,0,1,2,4,5,6,7"
 
 
 def test_options_a_form_has_no_use_for_are_named():
@@ -196,11 +196,11 @@ def test_torchrun_one_line_per_node_master_reachable():
     plan = plan_of(HOSTS, "8x2x1")
     text = torchrun_lines(plan, plan_nics(plan), "10.0.0.1", "8x2x1.nic.sh", ["python", "train.py"])
     assert text.splitlines() == [
-        "# on a",
-        "torchrun --nnodes=2 --node-rank=0 --nproc-per-node=8 --master-addr=10.0.0.1 --master-port=29500 "
+        "# on a",  # the host told by its inventory name, never by what the node calls itself
+        "PROVISION_HOST=a torchrun --nnodes=2 --node-rank=0 --nproc-per-node=8 --master-addr=10.0.0.1 --master-port=29500 "
         "--no-python sh 8x2x1.nic.sh python train.py",
         "# on b",
-        "torchrun --nnodes=2 --node-rank=1 --nproc-per-node=8 --master-addr=10.0.0.1 --master-port=29500 "
+        "PROVISION_HOST=b torchrun --nnodes=2 --node-rank=1 --nproc-per-node=8 --master-addr=10.0.0.1 --master-port=29500 "
         "--no-python sh 8x2x1.nic.sh python train.py",
     ]
 
@@ -211,7 +211,7 @@ def test_torchrun_one_line_per_node_master_reachable():
         ("mpich", "x.rf", ["t"], [], PlanError, "--format 'mpich': one of hostfile, horovod, deepspeed, torchrun, sbatch"),
         ("horovod", "x.rf", [], [], PlanError, "--format horovod: no command to launch"),
         ("deepspeed", "x.hosts", ["t"], [], PlanError, "the rank file and the hostfile would both be written there"),
-        ("deepspeed", "x.rf", ["t"], ["A;B"], UnsafeValueError, "not an environment variable name"),
+        ("deepspeed", "x.rf", ["t"], ["A;B"], UnsafeValueError, "not NAME or NAME=VALUE"),
     ],
 )
 def test_bad_input_is_one_clear_error(fmt, rankfile, command, export, error, message):

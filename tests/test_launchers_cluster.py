@@ -142,7 +142,8 @@ def check_job(names: list[str], folder: Path, dims: str, done: subprocess.Comple
         # each rank sees its host's GPUs in local-rank order, its own at index LOCAL_RANK
         per_host = sum(1 for line in planned.values() if line.host == host)
         assert cuda == ",".join(str(gpu) for gpu in range(per_host)) and cuda.split(",")[learner] == str(learner)
-        assert (ucx, hca, ifname, gloo) == (f"mlx4_{learner}:1", f"=mlx4_{learner}:1", "=eth0", "eth0")
+        # NCCL_IB_HCA: one value for every rank of every host, the host's rails (NVIDIA/nccl#1478)
+        assert (ucx, hca, ifname, gloo) == (f"mlx4_{learner}:1", "=mlx4_0:1,mlx4_1:1", "=eth0", "eth0")
         if master is not None:
             assert got_master == master, (rank, output)
         assert bound[rank] == (planned[rank].host, [(planned[rank].socket, c) for c in planned[rank].cores]), (rank, output)

@@ -447,12 +447,14 @@ def test_per_rank_wrapper_gives_each_rank_its_planned_gpu_and_nic(mpi_cluster, t
     planned = {line.rank: line for line in parse_rankfile((tmp_path / f"{dims}.rf").read_text())}
     for rank, (local, host, cuda, ucx, hca, ifname) in got.items():
         learner = int(local)
-        # ties (both HCAs unknown distance to a stand-in GPU) spread: learner 0 -> mlx4_0, 1 -> mlx4_1
+        # every GPU of the host visible, the rank's own first (device 0); ties (both HCAs at unknown
+        # distance to a stand-in GPU) spread for UCX: learner 0 -> mlx4_0, 1 -> mlx4_1; NCCL_IB_HCA
+        # one value for every rank of every host: the host's rails (NVIDIA/nccl#1478)
         assert (host, cuda, ucx, hca, ifname) == (
             planned[rank].host,
-            str(learner),
+            ",".join([str(learner), *(str(g) for g in range(2) if g != learner)]),
             f"mlx4_{learner}:1",
-            f"=mlx4_{learner}:1",
+            "=mlx4_0:1,mlx4_1:1",
             "=eth0",
         ), (rank, done.stdout)
 

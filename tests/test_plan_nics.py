@@ -23,6 +23,7 @@ from provision.probe.store import save_host
 
 EPYC_TOPO = parse_gpu_nic_matrix(read_fixture("captures", "epyc-8gpu-10nic", "nvidia-smi-topo.txt"))
 IB = RdmaPort(1, "ACTIVE", "LinkUp", "InfiniBand", "200 Gb/sec (4X HDR)")
+RAILS = "=" + ",".join(f"mlx5_{i}:1" for i in range(8))
 
 
 def nic(name, ifaces=("ib0", "eth0", "docker0"), address="10.0.0.1/24"):
@@ -112,9 +113,9 @@ def test_wrapper_sets_each_ranks_variables_from_its_local_rank_in_a_real_sh():
         got = run_wrapper(script, {launcher_variable: "3"})
         assert {k: got[k] for k in got if k.startswith(("CUDA", "UCX", "NCCL"))} == {
             "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-            "CUDA_VISIBLE_DEVICES": "3",
+            "CUDA_VISIBLE_DEVICES": "3,0,1,2,4,5,6,7",  # every GPU of the host, its own first
             "UCX_NET_DEVICES": "mlx5_3:1",
-            "NCCL_IB_HCA": "=mlx5_3:1",
+            "NCCL_IB_HCA": RAILS,  # one per host: GPU0-7's nearest ports, not mlx5_8/9 (SYS from every GPU)
             "NCCL_SOCKET_IFNAME": "=ib0",
         }
     bad = subprocess.run(
@@ -141,12 +142,14 @@ def test_frameworks_wrapper_gives_torch_distributed_its_env_names_under_mpirun_o
     torchrun = run_wrapper(script, {"LOCAL_RANK": "1", "RANK": "5", "WORLD_SIZE": "16"})
     assert (torchrun["RANK"], torchrun["LOCAL_RANK"], torchrun["CUDA_VISIBLE_DEVICES"]) == ("5", "1", "0,1,2,3,4,5,6,7")
     # mpirun's own wrapper: the rank sees its GPU alone, so it is told no LOCAL_RANK it has no device for
-    alone = run_wrapper(wrapper_script(plan, plan_nics(plan)), mpi)
-    assert (alone["CUDA_VISIBLE_DEVICES"], alone["RANK"]) == ("1", "0") and "LOCAL_RANK" not in alone
+    own = run_wrapper(wrapper_script(plan, plan_nics(plan)), mpi)
+    assert (own["CUDA_VISIBLE_DEVICES"], own["RANK"]) == ("1,0,2,3,4,5,6,7", "0") and "LOCAL_RANK" not in own
 
 
 def test_wrapper_keys_by_host_when_hosts_differ_and_refuses_unsafe_names():
-    plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("a"), eight_gpu("b", "10.0.0.2/24", down=(0,))])
+    ninth = Gpu(8, "A100", "0000:30:00.0", 40960, None, 1, "test")  # b has one GPU more: its ranks see 9
+    b = eight_gpu("b", "10.0.0.2/24")
+    plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("a"), dataclasses.replace(b, gpus=(*b.gpus, ninth))])
     script = wrapper_script(plan, plan_nics(plan))
     assert 'case "$h/$r" in' in script and "a/0) export" in script and "b/0) export" in script
     evil = dataclasses.replace(eight_gpu("a"), rdma=(RdmaDevice("mlx5_0;reboot", None, None, (IB,)),))
@@ -182,19 +185,21 @@ def facts_dir(tmp_path):
 
 
 def test_cli_launch_writes_the_wrapper_beside_the_rank_file_and_topology_draws_the_nics(facts_dir, tmp_path):
-    done = run_cli("launch", "8x2x1", "--hosts", "a,b", "--facts-dir", str(facts_dir), "--", "python", "t.py", cwd=tmp_path)
+    refused = run_cli("launch", "8x2x1", "--hosts", "a,b", "--facts-dir", str(facts_dir), "--", "python", "t.py", cwd=tmp_path)
+    assert refused.returncode == 2 and "b: no mlx5_1:1 (DOWN)" in " ".join(refused.stderr.split())
+    args = ("launch", "8x2x1", "--hosts", "a,b", "--facts-dir", str(facts_dir), "--common-rails")
+    done = run_cli(*args, "--", "python", "t.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    assert "a: --common-rails left out mlx5_1:1" in " ".join(done.stderr.split())
     assert (tmp_path / "8x2x1.nic.sh").read_text().startswith("#!/bin/sh")
     assert "sh -c '#!/bin/sh" in done.stdout and "provision-rank python t.py" in done.stdout
     assert "b: mlx5_1 port 1 is DOWN: not used" in " ".join(done.stderr.split())
     shown = run_cli("topology", "8x2x1", "--hosts", "a,b", "--facts-dir", str(facts_dir), cwd=tmp_path)
     drawn = " ".join(shown.stdout.replace("│", " ").split())  # rich wraps long labels
     assert shown.returncode == 0 and "-> GPU 0 (A100, 0000:10:00.0) · NIC mlx5_0:1 (PXB)" in drawn
-    torch = run_cli(
-        "launch", "8x2x1", "--hosts", "a,b", "--facts-dir", str(facts_dir), "--format", "torchrun", "--", "t.py", cwd=tmp_path
-    )
+    torch = run_cli(*args, "--format", "torchrun", "--", "t.py", cwd=tmp_path)
     assert torch.returncode == 0 and "--master-addr=10.0.0.1" in torch.stdout
-    listed = run_cli("launch", "8x2x1", "--hosts", "a,b", "--facts-dir", str(facts_dir), "--format", "hostfile", cwd=tmp_path)
+    listed = run_cli(*args, "--format", "hostfile", cwd=tmp_path)
     assert listed.stdout == "a slots=8\nb slots=8\n" and "NCCL_SOCKET_IFNAME==ib0" in listed.stderr
 
 

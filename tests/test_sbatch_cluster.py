@@ -21,8 +21,14 @@ from slurm_support import NODES
 
 pytestmark = pytest.mark.cluster
 
-PROGRAM = ["sh", "-c", 'echo "cpus $OMPI_COMM_WORLD_RANK $(hostname) $(grep Cpus_allowed_list /proc/self/status | cut -f2)"']
+PROGRAM = [
+    "sh",
+    "-c",
+    'echo "cpus $OMPI_COMM_WORLD_RANK $(hostname) $(grep Cpus_allowed_list /proc/self/status | cut -f2)"; '
+    'echo "env $OMPI_COMM_WORLD_RANK cuda=$CUDA_VISIBLE_DEVICES hca=${NCCL_IB_HCA-unset} ifname=$NCCL_SOCKET_IFNAME"',
+]
 RANK_CPUS = re.compile(r"^cpus (\d+) (\w+) (\d+)$", re.MULTILINE)
+RANK_ENV = re.compile(r"^env (\d+) cuda=(\S*) hca=(\S*) ifname=(\S*)$", re.MULTILINE)
 
 
 def test_the_sbatch_script_binds_every_rank_as_planned(slurm_cluster, tmp_path):
@@ -57,3 +63,12 @@ def test_the_sbatch_script_binds_every_rank_as_planned(slurm_cluster, tmp_path):
         slot.rank: (slot.host, facts[slot.host].cpu.sockets[slot.socket].cores[slot.first_core].cpus[0]) for slot in plan.slots()
     }
     assert ran == planned, output
+    # Each rank's variables, from the wrapper the script runs it through: every GPU of its host, its
+    # own first; NCCL's per-host and per-job values the same on every rank (no RDMA here: no NCCL_IB_HCA)
+    env = {int(rank): rest for rank, *rest in RANK_ENV.findall(output)}
+    assert sorted(env) == list(range(6)), output
+    for slot in plan.slots():
+        gpus = [g.index for g in facts[slot.host].gpus]
+        own_first = ",".join(str(g) for g in [slot.learner, *(g for g in gpus if g != slot.learner)])
+        assert env[slot.rank][:2] == [own_first, "unset"], (slot, output)
+    assert len({ifname for _, _, ifname in env.values()}) == 1 and env[0][2].startswith("="), output

@@ -13,6 +13,7 @@ from provision.cli.targets import resolve_targets
 from provision.errors import FactsError, PlanError
 from provision.files import write_atomic
 from provision.inventory.model import check_host_name, open_inventory
+from provision.launch.export_lint import export_values, export_warnings
 from provision.launch.forms import launch_form, sibling
 from provision.launch.mpirun import DdlOptions, allocation_hostfile, mpirun_argv, needs_hostfile, quoted, root_message
 from provision.launch.sbatch import sbatch_script
@@ -158,7 +159,12 @@ def launch(
         "--rankfile",
         help="Where to write the rank file (default: ./XxYxZ.rf; OpenMPI 5's hostfile goes beside it as .hosts).",
     ),
-    export: list[str] = typer.Option([], "-x", "--export", help="Also pass this environment variable (-x NAME)."),
+    export: list[str] = typer.Option(
+        [], "-x", "--export", help="Also pass this environment variable (-x NAME or -x NAME=VALUE; checked against NCCL's rules)."
+    ),
+    common_rails: bool = typer.Option(
+        False, "--common-rails", help="Hosts' RDMA rails differ: use only those every host has (else launch refuses)."
+    ),
     iface: str = typer.Option(None, "--iface", help="btl_tcp_if_include interface (default: one up on every host)."),
     ddl_mode: str = typer.Option(None, "--ddl-mode", help="DDL -mode letter: b, n, r, m, c or p."),
     dev_sync: int = typer.Option(None, "--dev-sync", help="DDL -dev_sync 0|1|2."),
@@ -207,9 +213,11 @@ def launch(
         hosts = healthy_hosts(dims, hosts, inventory, settings, perf, budget)
     plan = make_plan(dims, hosts, inventory, facts_dir, settings if probe else None, allow_no_gpu, no_gpu_affinity)
     local = rankfile_out or Path(f"{plan.dims}.rf")
-    nic_plan = plan_nics(plan, iface)  # a PlanError (no common interface) exits 2 naming the hosts
+    nic_plan = plan_nics(plan, iface, common_rails=common_rails)  # a PlanError (no common interface, rails differ) exits 2
     for note in nic_plan.notes:
         stderr.print(f"[yellow]note[/yellow]: {escape(note)}", highlight=False, soft_wrap=True)
+    for warning in export_warnings(plan, nic_plan, export):
+        stderr.print(f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False, soft_wrap=True)
     if run and fmt is not None:
         raise fail(f"--run starts mpirun itself; with --format {fmt}, run the printed command (on the first host)")
     if fmt is not None and fmt != "sbatch":
@@ -232,7 +240,7 @@ def launch(
             stderr.print(f"provision: {note}", highlight=False, soft_wrap=True, markup=False)
         typer.echo(form.command, nl=False)
         return
-    wrapper_text = wrapper_script(plan, nic_plan) if nic_plan.per_rank else None
+    wrapper_text = wrapper_script(plan, nic_plan, skip=frozenset(export_values(export))) if nic_plan.per_rank else None
     wrapper_local = Path(sibling(str(local), ".nic.sh"))
     ddl = DdlOptions(ddl_mode, dev_sync, dump_iter) if ddl_mode else None
     if ddl is None and (dev_sync is not None or dump_iter is not None):
@@ -340,7 +348,7 @@ def topology(
         nic_plan = plan_nics(plan)
     except PlanError as error:  # no common interface: the NICs are still worth drawing
         stderr.print(f"[yellow]note[/yellow]: {escape(str(error))}", highlight=False, soft_wrap=True)
-        nic_plan = plan_nics(plan, iface="")
+        nic_plan = plan_nics(plan, iface="", common_rails=True)
     for note in nic_plan.notes:
         stderr.print(f"[yellow]note[/yellow]: {escape(note)}", highlight=False, soft_wrap=True)
     SafeConsole().print(rich_tree(plan, nic_plan))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
-from provision.doctor import checks, mounts, pairwise, sources
+from provision.doctor import checks, fabric, mounts, pairwise, sources
 from provision.doctor.model import FAIL, WARN, CheckResult, NodeReport
 from provision.doctor.perf import PerfRun, PerfSettings, run_perf
 from provision.errors import ParseError
@@ -285,6 +285,7 @@ def run_checks(reports: list[NodeReport], settings: DoctorSettings) -> list[Chec
             checks.check_names(reports),
             checks.check_network(reports),
             checks.check_rdma(reports),
+            fabric.check_fabric(reports),
             checks.check_time(reports),
             checks.check_gpu_health(reports),
         ]

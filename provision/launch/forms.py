@@ -17,7 +17,9 @@ name (written beside the rank file):
   wrapper's ``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` ``deepspeed.init_distributed()`` needs no MPI
   discovery.
 - **torchrun**: one command per host, ``--nnodes/--node-rank/--master-addr``, the master an
-  address of the first host in a subnet every other host has.
+  address of the first host in a subnet every other host has; ``PROVISION_HOST=HOST`` before it
+  tells the wrapper which host's settings are its own (the inventory name, never the node's word),
+  and the user's ``-x NAME=VALUE`` go there too.
 
 The three run the program through the per-rank wrapper with each rank's ``CUDA_VISIBLE_DEVICES``
 its host's GPUs in local-rank order, since they (and the scripts written for them) pick
@@ -35,8 +37,9 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from provision.errors import PlanError
+from provision.launch.export_lint import export_values
 from provision.launch.mpirun import DEFAULT_EXPORTS, allocation_hostfile, check_export, hostfile, openmpi_version, rankfile_option
-from provision.launch.wrapper import checked_value, job_settings, wrapper_script
+from provision.launch.wrapper import checked_value, host_label, job_settings, wrapper_script
 from provision.plans.nics import NicPlan, master_address
 from provision.plans.rankfile import RankPlan
 
@@ -68,33 +71,42 @@ def sibling(rankfile_path: str, suffix: str) -> str:
     return str(path.with_name(path.stem + suffix))
 
 
-def deepspeed_env(nics: NicPlan, master: str, port: int = MASTER_PORT) -> str:
+def deepspeed_env(nics: NicPlan, master: str, port: int = MASTER_PORT, skip: frozenset[str] = frozenset()) -> str:
     """DeepSpeed's env file: ``NAME=VALUE`` lines (its runner splits each at the first ``=`` and
     fails on any other line, so it has no comment).
 
     Where ranks get an RDMA port, ``UCX_TLS=all`` (UCX's own default) undoes the ``UCX_TLS=tcp``
     DeepSpeed's openmpi launcher exports: with the wrapper's ``UCX_NET_DEVICES=mlx5_0:1`` it
-    would leave UCX (MPI's own traffic, mpi4py) no device at all."""
+    would leave UCX (MPI's own traffic, mpi4py) no device at all. ``skip``: what the user sets."""
     settings = [*job_settings(nics), ("MASTER_ADDR", master), ("MASTER_PORT", str(port))]
     if any(rank.device is not None for rank in nics.ranks):
         settings.append(("UCX_TLS", "all"))
-    return "".join(f"{name}={checked_value(value)}\n" for name, value in settings)
+    return "".join(f"{name}={checked_value(value)}\n" for name, value in settings if name not in skip)
 
 
 def horovodrun_argv(
-    plan: RankPlan, nics: NicPlan, rankfile_path: str, command: list[str], *, wrapper_path: str | None, report_bindings: bool
+    plan: RankPlan,
+    nics: NicPlan,
+    rankfile_path: str,
+    command: list[str],
+    *,
+    wrapper_path: str | None,
+    report_bindings: bool,
+    values: dict[str, str] | None = None,
 ) -> list[str]:
-    """``horovodrun --mpi`` with the plan's hosts, interface and rank file (see the module docstring)."""
+    """``horovodrun --mpi`` with the plan's hosts, interface and rank file (see the module docstring);
+    ``values``: the user's ``-x NAME=VALUE``, passed in ``--mpi-args`` after the plan's (they win)."""
+    values = values or {}
     version = openmpi_version(list(plan.facts))
     hosts = ",".join(f"{h.host}:{plan.dims.x}" for h in sorted(plan.hosts, key=lambda h: h.index))
     argv = ["horovodrun", "-np", str(plan.dims.learners), "-H", hosts, "--mpi"]
     binding = rankfile_option(version, rankfile_path) + (["--report-bindings"] if report_bindings else [])
     argv.append("--binding-args=" + shlex.join(binding))
-    if nics.interface:
-        if len(plan.hosts) > 1:  # on one host Horovod wants the named interface to hold 127.0.0.1
-            argv += ["--network-interfaces", nics.interface]
-        exact = [arg for name, value in job_settings(nics) for arg in ("-x", f"{name}={value}")]
-        argv.append("--mpi-args=" + shlex.join(exact))
+    if nics.interface and len(plan.hosts) > 1:  # on one host Horovod wants the named interface to hold 127.0.0.1
+        argv += ["--network-interfaces", nics.interface]
+    settings = [(name, value) for name, value in job_settings(nics) if name not in values] + list(values.items())
+    if settings:
+        argv.append("--mpi-args=" + shlex.join([arg for name, value in settings for arg in ("-x", f"{name}={value}")]))
     return argv + (["sh", wrapper_path] if wrapper_path else []) + list(command)
 
 
@@ -146,12 +158,23 @@ def deepspeed_argv(
 
 
 def torchrun_lines(
-    plan: RankPlan, nics: NicPlan, master: str, wrapper_path: str, command: list[str], port: int = MASTER_PORT
+    plan: RankPlan,
+    nics: NicPlan,
+    master: str,
+    wrapper_path: str,
+    command: list[str],
+    port: int = MASTER_PORT,
+    values: dict[str, str] | None = None,
 ) -> str:
-    """One torchrun command per host (run each on its host), the rank's settings from the wrapper."""
+    """One torchrun command per host (run each on its host), the rank's settings from the wrapper;
+    ``values``: the user's ``-x NAME=VALUE``, set before torchrun."""
     hosts = sorted(plan.hosts, key=lambda h: h.index)
+    wrapped = nics.per_rank or bool(nics.interface)
     lines = []
     for host in hosts:
+        assignments = [f"{name}={shlex.quote(value)} " for name, value in (values or {}).items()]
+        if wrapped:
+            assignments.append(f"PROVISION_HOST={host_label(host.host)} ")
         argv = [
             "torchrun",
             f"--nnodes={len(hosts)}",
@@ -160,9 +183,9 @@ def torchrun_lines(
             f"--master-addr={master}",
             f"--master-port={port}",
         ]
-        if nics.per_rank or nics.interface:
+        if wrapped:
             argv += ["--no-python", "sh", wrapper_path]
-        lines.append(f"# on {host.host}\n{shlex.join(argv + list(command))}")
+        lines.append(f"# on {host.host}\n{''.join(assignments)}{shlex.join(argv + list(command))}")
     return "\n".join(lines) + "\n"
 
 
@@ -180,13 +203,14 @@ def _ignored(fmt: str, export: list[str], allow_run_as_root: bool, report_bindin
     """Notes for the options ``fmt`` has no use for (named so, not dropped without a word)."""
     for name in export:
         check_export(name)
-    if fmt == "horovod" and (export or allow_run_as_root):
+    names = [name for name in export if "=" not in name]  # NAME=VALUE are passed in each form
+    if fmt == "horovod" and (names or allow_run_as_root):
         return [
             "horovodrun passes its whole environment to every rank and --allow-run-as-root to mpirun itself: "
-            "--export and --allow-run-as-root add nothing"
+            "--export NAME and --allow-run-as-root add nothing"
         ]
     if fmt == "torchrun":
-        named = [opt for opt, given in (("--export", export), ("--allow-run-as-root", allow_run_as_root),
+        named = [opt for opt, given in (("--export NAME", names), ("--allow-run-as-root", allow_run_as_root),
                                          ("--report-bindings", report_bindings)) if given]  # fmt: skip
         return [f"torchrun runs no mpirun: {', '.join(named)} not used"] if named else []
     return []
@@ -211,9 +235,10 @@ def launch_form(
     # DeepSpeed needs the wrapper for the env:// names even where no rank has a GPU or NIC of its own,
     # torchrun for the job's interface (it has no option for it); the frameworks pick cuda:LOCAL_RANK,
     # so their ranks see the host's GPUs in local-rank order.
+    values = export_values(list(export))
     wrapper = None
     if nics.per_rank or fmt == "deepspeed" or (fmt == "torchrun" and nics.interface):
-        wrapper = wrapper_script(plan, nics, by_local_rank=fmt in ("horovod", "deepspeed", "torchrun"))
+        wrapper = wrapper_script(plan, nics, by_local_rank=fmt in ("horovod", "deepspeed", "torchrun"), skip=frozenset(values))
     files = [LaunchFile("per-rank wrapper (copy it to every host, same path)", wrapper_path, wrapper)] if wrapper else []
     if fmt == "hostfile":
         notes = [f"set {name}={value} on every rank" for name, value in job_settings(nics)]
@@ -223,7 +248,8 @@ def launch_form(
     notes = _ignored(fmt, list(export), allow_run_as_root, report_bindings)
     if fmt == "torchrun":
         master = master_address(list(plan.facts), nics.interface)
-        return LaunchForm(tuple(files), torchrun_lines(plan, nics, master, wrapper_path, command), tuple(notes))
+        lines = torchrun_lines(plan, nics, master, wrapper_path, command, values=values)
+        return LaunchForm(tuple(files), lines, tuple(notes))
     files.insert(0, LaunchFile("rank file", rankfile_path, rankfile_text))
     folder = str(PurePath(rankfile_path).parent)
     notes.append(
@@ -232,13 +258,19 @@ def launch_form(
     )
     if fmt == "horovod":
         argv = horovodrun_argv(
-            plan, nics, rankfile_path, command, wrapper_path=wrapper_path if wrapper else None, report_bindings=report_bindings
+            plan,
+            nics,
+            rankfile_path,
+            command,
+            wrapper_path=wrapper_path if wrapper else None,
+            report_bindings=report_bindings,
+            values=values,
         )
         return LaunchForm(_distinct(files), shlex.join(argv) + "\n", tuple(notes))
     master = master_address(list(plan.facts), nics.interface)
     hosts_path, env_path = sibling(rankfile_path, ".hosts"), sibling(rankfile_path, ".deepspeed_env")
     files.append(LaunchFile("hostfile", hosts_path, allocation_hostfile(plan, PurePath(rankfile_path).name)))
-    files.append(LaunchFile("DeepSpeed env file", env_path, deepspeed_env(nics, master)))
+    files.append(LaunchFile("DeepSpeed env file", env_path, deepspeed_env(nics, master, skip=frozenset(values))))
     argv = deepspeed_argv(
         plan,
         nics,

@@ -23,6 +23,8 @@ DDL_MODES = {
 }
 DEFAULT_EXPORTS = ("PATH", "LD_LIBRARY_PATH")  # the seed's -x PATH -x LD_LIBRARY_PATH
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_ENV_VALUE = re.compile(r"[^\x00-\x1f\x7f]{0,4096}")  # printable: it is shown, quoted, in the command
+_VERSION = re.compile(r"([0-9]{1,4})\.([0-9]{1,4})(?:[.A-Za-z0-9~+_-]{0,40})")
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,9 @@ def openmpi_version(facts_list: list[HostFacts]) -> tuple[int, int]:
     missing = [f.host for f in facts_list if not f.openmpi.version]
     if missing:
         raise PlanError(f"OpenMPI is not installed on: {_some(missing)}")
+    for facts in facts_list:  # a node's word: one line naming it, never a traceback
+        if not _VERSION.fullmatch(facts.openmpi.version):
+            raise PlanError(f"{facts.host}: OpenMPI version {facts.openmpi.version[:40]!r} is not MAJOR.MINOR[.PATCH]")
     series = {f.host: ".".join(f.openmpi.version.split(".")[:2]) for f in facts_list}
     if len(set(series.values())) > 1:
         by_version: dict[str, list[str]] = {}
@@ -72,9 +77,11 @@ def openmpi_version(facts_list: list[HostFacts]) -> tuple[int, int]:
 
 
 def check_export(name: str) -> str:
-    """``name`` when it is an environment variable's name (for ``-x NAME``); else :class:`UnsafeValueError`."""
-    if not _ENV_NAME.match(name):
-        raise UnsafeValueError(f"-x {name!r}: not an environment variable name")
+    """``name`` when it is an environment variable's name, or ``NAME=VALUE`` with a printable
+    value (mpirun's ``-x`` takes both); else :class:`UnsafeValueError`."""
+    variable, given, value = name.partition("=")
+    if not _ENV_NAME.match(variable) or (given and not _ENV_VALUE.fullmatch(value)):
+        raise UnsafeValueError(f"-x {name[:60]!r}: not NAME or NAME=VALUE (an environment variable)")
     return name
 
 

@@ -6,6 +6,8 @@
 - A port that is not ACTIVE is never chosen (the facts carry a note). A RoCE port is usable only
   with a RoCE v2 GID on its own interface (its index is what NCCL_IB_GID_INDEX and
   UCX_IB_GID_INDEX need); without one it is left out, with a note saying so.
+- Each host's rails and the one ``NCCL_IB_HCA`` its ranks share: :mod:`provision.plans.rails`;
+  a rank's own port is its nearest among its host's rails (for ``UCX_NET_DEVICES``).
 - The fabric interface (NCCL_SOCKET_IFNAME, OpenMPI's btl_tcp_if_include, torchrun's master
   address) is one up with an IPv4 address on every host, never a container bridge; when every
   host has interfaces but none is common, :class:`PlanError` names each host's interfaces.
@@ -16,10 +18,11 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from provision.errors import PlanError, UnsafeValueError
-from provision.facts.model import DISTANCES, HostFacts, RdmaDevice, RdmaPort
+from provision.facts.model import HostFacts, RdmaDevice, RdmaPort
+from provision.plans.rails import HostRails, Rail, distance, order, plan_rails
 from provision.plans.rankfile import RankPlan, some_names
 
 UNKNOWN = "?"
@@ -53,6 +56,8 @@ class NicPlan:
     ranks: tuple[RankNic, ...]
     interface: str | None
     notes: tuple[str, ...]
+    hosts: dict[str, HostRails] = field(default_factory=dict)  # each host's NCCL_IB_HCA, GID index, GPUs
+    ib_disable: bool = False  # NCCL_IB_DISABLE=1 for the job (--common-rails found no common rail)
 
     def of_host(self, host: str) -> list[RankNic]:
         """The ranks on ``host``, by local rank."""
@@ -64,7 +69,7 @@ class NicPlan:
         return any(r.gpu is not None or r.device is not None for r in self.ranks)
 
 
-def _roce_gid(device: RdmaDevice, port: RdmaPort) -> tuple[int | None, str | None]:
+def roce_gid(device: RdmaDevice, port: RdmaPort) -> tuple[int | None, str | None]:
     """(index of the RoCE v2 GID on the port's interface, IPv4-mapped first; why not)."""
     netdev = port.netdev()
     v2 = [gid for gid in port.gids if gid.type == "RoCE v2"]
@@ -79,7 +84,7 @@ def _roce_gid(device: RdmaDevice, port: RdmaPort) -> tuple[int | None, str | Non
     return best.index, None
 
 
-def _usable_ports(facts: HostFacts, notes: list[str]) -> list[tuple[RdmaDevice, RdmaPort, int | None]]:
+def usable_ports(facts: HostFacts, notes: list[str]) -> list[tuple[RdmaDevice, RdmaPort, int | None]]:
     usable = []
     for device in facts.rdma:
         for port in device.ports:
@@ -88,7 +93,7 @@ def _usable_ports(facts: HostFacts, notes: list[str]) -> list[tuple[RdmaDevice, 
                 continue
             gid_index = None
             if port.roce:
-                gid_index, why = _roce_gid(device, port)
+                gid_index, why = roce_gid(device, port)
                 if why:
                     notes.append(f"{facts.host}: {why}")
                     continue
@@ -96,34 +101,40 @@ def _usable_ports(facts: HostFacts, notes: list[str]) -> list[tuple[RdmaDevice, 
     return usable
 
 
-def _distance(facts: HostFacts, gpu: int | None, device: str) -> str:
-    for link in facts.gpu_nics:
-        if link.gpu == gpu and link.device == device:
-            return link.distance
-    return UNKNOWN
+def _rank_gpus(plan: RankPlan) -> dict[str, list[int | None]]:
+    gpus = {}
+    for host_plan in plan.hosts:
+        indexes = {gpu.index for gpu in plan.facts[host_plan.index].gpus}
+        slots = sorted(host_plan.slots, key=lambda s: s.rank)
+        gpus[plan.facts[host_plan.index].host] = [s.learner if s.learner in indexes else None for s in slots]
+    return gpus
 
 
-def _order(distance: str) -> int:
-    return DISTANCES.index(distance) if distance in DISTANCES else len(DISTANCES)
-
-
-def plan_nics(plan: RankPlan, iface: str | None = None) -> NicPlan:
-    """Every rank's NIC port, and the fabric interface (``iface``, else :func:`fabric_interface`)."""
+def plan_nics(plan: RankPlan, iface: str | None = None, *, common_rails: bool = False) -> NicPlan:
+    """Every rank's NIC port, each host's rails (:func:`provision.plans.rails.plan_rails`: a
+    :class:`PlanError` when they differ, unless ``common_rails``), and the fabric interface
+    (``iface``, else :func:`fabric_interface`)."""
+    check_claimed_names(list(plan.facts))
     notes: list[str] = []
     ranks = []
-    for host_plan in sorted(plan.hosts, key=lambda h: h.index):
+    hosts = sorted(plan.hosts, key=lambda h: h.index)
+    found = {plan.facts[h.index].host: usable_ports(plan.facts[h.index], notes) for h in hosts}
+    gpus = _rank_gpus(plan)
+    rail_plan = plan_rails([plan.facts[h.index] for h in hosts], found, gpus, common=common_rails)
+    for host_plan in hosts:
         facts = plan.facts[host_plan.index]
-        usable = _usable_ports(facts, notes)
+        rails = set(rail_plan.hosts[facts.host].rails)
+        usable = [u for u in found[facts.host] if Rail(u[0].name, u[1].number, u[1].link_layer, u[1].rate) in rails]
+        usable = usable or found[facts.host]
         used: Counter = Counter()
-        gpu_indexes = {gpu.index for gpu in facts.gpus}
-        for local_rank, slot in enumerate(sorted(host_plan.slots, key=lambda s: s.rank)):
-            gpu = slot.learner if slot.learner in gpu_indexes else None
+        slots = sorted(host_plan.slots, key=lambda s: s.rank)
+        for local_rank, (slot, gpu) in enumerate(zip(slots, gpus[facts.host], strict=True)):
             if not usable:
                 ranks.append(RankNic(slot.rank, facts.host, local_rank, gpu, None, None, UNKNOWN, None, None))
                 continue
             device, port, gid_index = min(
                 usable,
-                key=lambda u: (_order(_distance(facts, gpu, u[0].name)), used[(u[0].name, u[1].number)], u[0].name, u[1].number),
+                key=lambda u: (order(distance(facts, gpu, u[0].name)), used[(u[0].name, u[1].number)], u[0].name, u[1].number),
             )
             used[(device.name, port.number)] += 1
             ranks.append(
@@ -134,15 +145,37 @@ def plan_nics(plan: RankPlan, iface: str | None = None) -> NicPlan:
                     gpu,
                     device.name,
                     port.number,
-                    _distance(facts, gpu, device.name),
+                    distance(facts, gpu, device.name),
                     gid_index,
                     port.link_layer,
                 )
             )
         if facts.rdma and not usable:
             notes.append(f"{facts.host}: no usable RDMA port; its ranks use TCP sockets")
-    interface = check_interface(iface, list(plan.facts)) if iface is not None else fabric_interface(list(plan.facts))
-    return NicPlan(tuple(sorted(ranks, key=lambda r: r.rank)), interface, tuple(notes))
+    if iface == "":  # none asked for (topology, drawing what it can)
+        interface = None
+    else:
+        interface = check_interface(iface, list(plan.facts)) if iface is not None else fabric_interface(list(plan.facts))
+    ordered = tuple(sorted(ranks, key=lambda r: r.rank))
+    return NicPlan(ordered, interface, tuple(notes) + rail_plan.notes, rail_plan.hosts, rail_plan.ib_disable)
+
+
+def _short(name: str) -> str:
+    return name.split(".", 1)[0]
+
+
+def check_claimed_names(facts_list: list[HostFacts]) -> None:
+    """A :class:`PlanError` naming the node whose reported hostname is another host's inventory
+    name in the job (in full or short): its facts could take that host's place. A host's identity
+    in what ``launch`` writes is its inventory name; a node's word about itself never tells hosts apart."""
+    for facts in facts_list:
+        claimed = {facts.hostname, _short(facts.hostname)} - {"", facts.host, _short(facts.host)}
+        for other in facts_list:
+            if other.host != facts.host and claimed & {other.host, _short(other.host)}:
+                raise PlanError(
+                    f"{facts.host}: reports hostname {facts.hostname[:60]!r}, a name of {other.host} in this job: "
+                    f"not planned (check {facts.host}'s hostname, or probe it again)"
+                )
 
 
 def check_interface(name: str, facts_list: list[HostFacts]) -> str:
@@ -193,7 +226,7 @@ def master_address(facts_list: list[HostFacts], interface: str | None) -> str:
 
     def networks(facts: HostFacts, name: str | None) -> list[ipaddress.IPv4Interface]:
         return [
-            ipaddress.IPv4Interface(address)
+            ipv4_interface(facts.host, address)
             for i in facts.interfaces
             if (name is None or i.name == name) and i.up and i.name != "lo" and not i.name.startswith(_VIRTUAL)
             for address in i.ipv4()
@@ -208,3 +241,12 @@ def master_address(facts_list: list[HostFacts], interface: str | None) -> str:
         f"({', '.join(str(i) for i in networks(first, None)) or 'no IPv4 address'}): "
         "the job's master (torchrun's, DeepSpeed's) must be reachable from every host"
     )
+
+
+def ipv4_interface(host: str, address: str) -> ipaddress.IPv4Interface:
+    """``address`` (``a.b.c.d/len`` from a node's ``ip addr``) parsed; a :class:`PlanError` naming
+    the host when it is not one (``/99``): a node's bad data fails that node with one line."""
+    try:
+        return ipaddress.IPv4Interface(address)
+    except ValueError:  # AddressValueError and NetmaskValueError both are
+        raise PlanError(f"{host}: ip-addr lists {address[:60]!r}, not an IPv4 address with a prefix length") from None
