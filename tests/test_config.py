@@ -8,16 +8,15 @@ import subprocess
 
 import pytest
 
+from conftest import run_in_process
 from provision.cli import config
 
 
 def cli(tmp_path, *args, env=None):
-    """The installed command in ``tmp_path`` with a clean environment (no PROVISION_*, HOME here)."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("PROVISION_") and k != "XDG_CONFIG_HOME"}
+    """The command (in process) in ``tmp_path`` with a clean environment (no PROVISION_*, HOME here)."""
+    base: dict[str, str | None] = {k: None for k in os.environ if k.startswith("PROVISION_") or k == "XDG_CONFIG_HOME"}
     base["HOME"] = str(tmp_path / "home")
-    return subprocess.run(
-        ["provision", *args], capture_output=True, text=True, cwd=tmp_path, env={**base, **(env or {})}, timeout=120
-    )
+    return run_in_process(*args, cwd=tmp_path, env={**base, **(env or {})})
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import provision
 ROOT = Path(provision.__file__).resolve().parent
 # Lowest first: a module may import from its own layer and the layers before it.
 LAYERS = [
-    {"provision", "provision.errors", "provision.resources", "provision.yaml_lines", "provision.files"},
+    {"provision", "provision.errors", "provision.defaults", "provision.resources", "provision.yaml_lines", "provision.files"},
     {"provision.inventory"},
     {"provision.transport"},
     {"provision.facts"},
@@ -22,7 +22,7 @@ LAYERS = [
     {"provision.operations"},
     {"provision.playbook"},
     {"provision.engine"},
-    {"provision.checks", "provision.launcher", "provision.doctor"},
+    {"provision.checks", "provision.launcher", "provision.doctor", "provision.cluster_setup"},
     {"provision.cli", "provision.__main__"},
 ]
 

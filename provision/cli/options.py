@@ -1,24 +1,34 @@
-"""Options shared by several commands, declared once."""
+"""Options shared by several commands, declared once as ``Annotated`` aliases, and the settings
+they make, built once per command by :func:`settings`.
+
+Every shared setting has one meaning everywhere and is read from the command line, else its
+environment variable, else the config files, else its built-in default (:mod:`provision.cli.config`;
+defaults in :mod:`provision.defaults`)::
+
+    def probe(ctx: typer.Context, inventory: opt.Inventory, forks: opt.Forks, ...):
+        ssh = opt.settings(ctx).ssh
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from provision import defaults
 from provision.cli import config
 from provision.errors import ProvisionError
-from provision.probe.cached import ProbeSettings
-from provision.probe.run import DEFAULT_FORKS
-from provision.probe.store import DEFAULT_FACTS_DIR
-from provision.transport.connection import SshOptions
+
+if TYPE_CHECKING:
+    from provision.transport.connection import SshOptions
 
 
 def _setting(name: str, *flags: str, **kwargs) -> typer.models.OptionInfo:
     """An option read from the command line, else its environment variable, else the config
     files, else its default (:mod:`provision.cli.config` decides all but the command line)."""
     return typer.Option(
-        ...,
         *flags,
         default_factory=lambda: config.configured(name),
         envvar=config.env_name(name),
@@ -26,102 +36,149 @@ def _setting(name: str, *flags: str, **kwargs) -> typer.models.OptionInfo:
     )
 
 
-INVENTORY = _setting(
-    "inventory",
-    "-i",
-    "--inventory",
-    help="Inventory YAML (default: inventory/hosts.yml if present).",
-    show_default=False,
-)
-FACTS_DIR = _setting(
-    "facts_dir", "--facts-dir", help="Where facts are cached (<host>.json + raw captures).", show_default=str(DEFAULT_FACTS_DIR)
-)
-FORKS = _setting(
-    "forks",
-    "--forks",
-    min=1,
-    max=1024,
-    help="Hosts probed at once (in all, over every worker process).",
-    show_default=str(DEFAULT_FORKS),
-)
-SETUP_FORKS = _setting("forks", "--forks", min=1, max=1024, help="Hosts worked on at once.", show_default=str(DEFAULT_FORKS))
-WORKERS = typer.Option(
-    0,
-    "--workers",
-    min=0,
-    max=256,
-    help="Controller processes sharing the hosts (0: automatic, one per core from a few hundred hosts on).",
-)
-CONNECT_TIMEOUT = _setting(
-    "connect_timeout",
-    "--connect-timeout",
-    min=0.1,
-    help="Seconds (fractions allowed) to wait for each SSH connection, ProxyJump hops included.",
-    show_default=f"{SshOptions.connect_timeout:g}",
-)
-COMMAND_TIMEOUT = _setting(
-    "command_timeout",
-    "--command-timeout",
-    min=0.1,
-    help="Seconds the remote command may run.",
-    show_default=f"{SshOptions.command_timeout:g}",
-)
-ACCEPT_NEW = _setting(
-    "accept_new_host_keys",
-    "--accept-new-host-keys",
-    help="Record unknown host keys in the first user known_hosts file (changed and revoked keys are still refused).",
-    show_default=False,
-)
-KNOWN_HOSTS = _setting(
-    "known_hosts",
-    "--known-hosts",
-    help="known_hosts file to trust and append to, instead of ssh_config's UserKnownHostsFile (default ~/.ssh/known_hosts); "
-    "global files (/etc/ssh/ssh_known_hosts) still apply.",
-    show_default=False,
-)
-SSH_CONFIG = _setting(
-    "ssh_config",
-    "--ssh-config",
-    help="ssh_config file to read instead of ~/.ssh/config and /etc/ssh/ssh_config.",
-    show_default=False,
-)
+Inventory = Annotated[
+    Path,
+    _setting(
+        "inventory", "-i", "--inventory", help="Inventory YAML (default: inventory/hosts.yml if present).", show_default=False
+    ),
+]
+FactsDir = Annotated[
+    Path,
+    _setting(
+        "facts_dir",
+        "--facts-dir",
+        help="Where facts are cached (<host>.json + raw captures).",
+        show_default=str(defaults.FACTS_DIR),
+    ),
+]
+Forks = Annotated[
+    int,
+    _setting(
+        "forks",
+        "--forks",
+        min=1,
+        max=1024,
+        help="Hosts probed at once (in all, over every worker process).",
+        show_default=str(defaults.FORKS),
+    ),
+]
+SetupForks = Annotated[
+    int, _setting("forks", "--forks", min=1, max=1024, help="Hosts worked on at once.", show_default=str(defaults.FORKS))
+]
+Workers = Annotated[
+    int,
+    typer.Option(
+        "--workers",
+        min=0,
+        max=256,
+        help="Controller processes sharing the hosts (0: automatic, one per core from a few hundred hosts on).",
+    ),
+]
+ConnectTimeout = Annotated[
+    float,
+    _setting(
+        "connect_timeout",
+        "--connect-timeout",
+        min=0.1,
+        help="Seconds (fractions allowed) to wait for each SSH connection, ProxyJump hops included.",
+        show_default=f"{defaults.CONNECT_TIMEOUT:g}",
+    ),
+]
+CommandTimeout = Annotated[
+    float,
+    _setting(
+        "command_timeout",
+        "--command-timeout",
+        min=0.1,
+        help="Seconds one remote command (one round trip to a host) may run.",
+        show_default=f"{defaults.COMMAND_TIMEOUT:g}",
+    ),
+]
+AcceptNew = Annotated[
+    bool,
+    _setting(
+        "accept_new_host_keys",
+        "--accept-new-host-keys",
+        help="Record unknown host keys in the first user known_hosts file (changed and revoked keys are still refused).",
+        show_default=False,
+    ),
+]
+KnownHosts = Annotated[
+    Path,
+    _setting(
+        "known_hosts",
+        "--known-hosts",
+        help="known_hosts file to trust and append to, instead of ssh_config's UserKnownHostsFile (default ~/.ssh/known_hosts); "
+        "global files (/etc/ssh/ssh_known_hosts) still apply.",
+        show_default=False,
+    ),
+]
+SshConfig = Annotated[
+    Path,
+    _setting(
+        "ssh_config",
+        "--ssh-config",
+        help="ssh_config file to read instead of ~/.ssh/config and /etc/ssh/ssh_config.",
+        show_default=False,
+    ),
+]
 
 
-def ssh_options(
-    known_hosts: Path | None,
-    ssh_config: Path | None,
-    *,
-    accept_new: bool = False,
-    connect_timeout: float = SshOptions.connect_timeout,
-    command_timeout: float = SshOptions.command_timeout,
-) -> SshOptions:
-    """Build :class:`SshOptions` from the shared CLI options (an unreadable --ssh-config: one line, exit 2)."""
+@dataclass(frozen=True)
+class Settings:
+    """The shared settings of one command run, built once from its options: how to reach hosts
+    (``ssh``), how many at once (``forks``), controller processes (``workers``, None: automatic),
+    where facts are cached and which inventory is read."""
+
+    ssh: SshOptions
+    forks: int
+    workers: int | None
+    facts_dir: Path
+    inventory: Path | None
+
+
+def settings(ctx: typer.Context) -> Settings:
+    """The :class:`Settings` of the running command, from its shared options (``ctx.params``);
+    a setting the command has no option for comes from the environment, the config files or its
+    default, as the option would. An unreadable --ssh-config: one line, exit 2."""
+    params = ctx.params
+
+    def value(name: str):
+        if name in params:
+            return params[name]
+        import os
+
+        setting = config.SETTINGS[name]
+        if setting.env in os.environ:
+            return _from_env(name, os.environ[setting.env])
+        return config.configured(name)
+
+    from provision.transport.connection import SshOptions
+
+    ssh_config = value("ssh_config")
     if ssh_config is not None:
         try:
             with open(ssh_config, "rb"):
                 pass
         except OSError as error:
             raise ProvisionError(f"{ssh_config}: cannot read ssh_config: {error.strerror}") from None
-    return SshOptions(
+    known_hosts = value("known_hosts")
+    ssh = SshOptions(
         known_hosts=Path(known_hosts).expanduser() if known_hosts is not None else None,
-        accept_new_host_keys=accept_new,
-        connect_timeout=connect_timeout,
-        command_timeout=command_timeout,
+        accept_new_host_keys=bool(value("accept_new_host_keys")),
+        connect_timeout=value("connect_timeout"),
+        command_timeout=value("command_timeout"),
         ssh_config=ssh_config,
     )
+    return Settings(ssh, value("forks"), params.get("workers") or None, value("facts_dir"), value("inventory"))
 
 
-def probe_settings(
-    forks: int,
-    connect_timeout: float,
-    command_timeout: float,
-    accept_new: bool,
-    known_hosts: Path | None,
-    ssh_config: Path | None,
-    workers: int | None = None,
-) -> ProbeSettings:
-    """Build :class:`ProbeSettings` (SSH options, forks, worker processes) from the shared CLI options."""
-    ssh = ssh_options(
-        known_hosts, ssh_config, accept_new=accept_new, connect_timeout=connect_timeout, command_timeout=command_timeout
-    )
-    return ProbeSettings(ssh, forks, workers or None)
+def _from_env(name: str, text: str):
+    """An environment variable's value as its setting's type (as the option would read it)."""
+    kind = config.SETTINGS[name].kind
+    if kind is bool:
+        return text.strip().lower() in ("1", "true", "yes", "on", "y", "t")
+    try:
+        return kind(text)
+    except ValueError:
+        raise ProvisionError(f"${config.env_name(name)}={text!r}: not a valid {name.replace('_', '-')}") from None

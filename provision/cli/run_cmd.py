@@ -3,34 +3,44 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from provision.cli import app, fail, options as opt
-from provision.cli.targets import resolve_targets
-from provision.transport.adhoc import command_text, run_adhoc
+from provision.cli import command_table, options as opt
+from provision.cli.output import fail
+
+commands = command_table()
 
 
-@app.command(
+@commands.command(
     "run",
     epilog="Examples:\n\n  provision run gpu -- nvidia-smi -L\n\n  provision run w1,w2 -- grep 'a b' /etc/hosts\n\n"
     "  provision run all --shell 'df -h /data | tail -1'   # shell text, passed as written",
 )
 def run(
-    hosts: str = typer.Argument(..., help="Hosts or groups, comma-separated (all: every host of the inventory)."),
-    command: list[str] = typer.Argument(None, help="The program and its arguments, after --: each word passed as typed."),
-    shell: str = typer.Option(None, "--shell", help="Run this shell text instead (pipes, globs: you write the quoting)."),
-    inventory: Path = opt.INVENTORY,
-    as_json: bool = typer.Option(False, "--json", help="Print JSON for scripts instead."),
-    forks: int = opt.FORKS,
-    connect_timeout: float = opt.CONNECT_TIMEOUT,
-    command_timeout: float = opt.COMMAND_TIMEOUT,
-    accept_new_host_keys: bool = opt.ACCEPT_NEW,
-    known_hosts: Path = opt.KNOWN_HOSTS,
-    ssh_config: Path = opt.SSH_CONFIG,
+    ctx: typer.Context,
+    hosts: Annotated[str, typer.Argument(help="Hosts or groups, comma-separated (all: every host of the inventory).")],
+    command: Annotated[
+        list[str], typer.Argument(help="The program and its arguments, after --: each word passed as typed.")
+    ] = None,
+    *,
+    shell: Annotated[
+        str, typer.Option("--shell", help="Run this shell text instead (pipes, globs: you write the quoting).")
+    ] = None,
+    inventory: opt.Inventory,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead.")] = False,
+    forks: opt.Forks,
+    connect_timeout: opt.ConnectTimeout,
+    command_timeout: opt.CommandTimeout,
+    accept_new_host_keys: opt.AcceptNew,
+    known_hosts: opt.KnownHosts,
+    ssh_config: opt.SshConfig,
 ) -> None:
     """Run one command on hosts or groups: each host's output under its name, exit 1 if any failed."""
+    from provision.cli.targets import resolve_targets
+    from provision.transport.adhoc import command_text, run_adhoc
+
     try:
         text = command_text(command, shell)
     except ValueError as error:
@@ -39,7 +49,7 @@ def run(
     _, targets = resolve_targets(inventory, names)
     if not targets:
         raise fail("no hosts: name some, or give an inventory with -i")
-    settings = opt.probe_settings(forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config)
+    settings = opt.settings(ctx)
     results = run_adhoc(targets, text, settings.ssh, settings.forks)
     if as_json:
         typer.echo(json.dumps({"command": text, "hosts": [result.__dict__ for result in results]}, indent=2))

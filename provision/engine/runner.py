@@ -45,6 +45,9 @@ class RunOptions:
     template_dirs: tuple = ()
     step_timeout: float | None = 300.0  # seconds each change may run on a host (--command-timeout)
     start_at_task: str | None = None
+    # Secrets asked at the prompt, {operation: {user: secret}}: given to that operation's tasks for
+    # that user as their ``password`` argument (--ask-jupyter-pass); this run only, never shown.
+    prompted: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
 
 
 class Runner:
@@ -164,6 +167,10 @@ class Runner:
             args = {k: render_value(v, ctx, shell=k in ("cmd", "unless")) for k, v in task.args.items()}
         else:
             args = render_value(dict(task.args), ctx)
+        asked = self.options.prompted.get(task.op, {})
+        user = args.get("user") if asked and isinstance(args, dict) else None
+        if isinstance(user, str) and user in asked and "password" not in args:
+            args = {**args, "password": asked[user]}
         if task.op != "template":
             return task.op, args
         env = template_loader([*self.options.template_dirs, play.base / "templates"])

@@ -25,14 +25,16 @@ def gpu_summary(facts: HostFacts) -> str:
 
 
 def nic_summary(facts: HostFacts) -> str:
-    """``mlx5_0:1 IB 100 Gb/sec, mlx5_1:1 DOWN`` (RDMA ports), else ``-``."""
-    ports = []
+    """RDMA ports counted by kind and rate, ``8× IB 200 Gb/sec, 1× RoCE 100 Gb/sec, 1× DOWN``, else
+    ``-``: one short cell for an 8-rail node (each port's name and state are in --json and
+    `topology`)."""
+    counts: Counter[str] = Counter()
     for device in facts.rdma:
         for port in device.ports:
             kind = {"InfiniBand": "IB", "Ethernet": "RoCE"}.get(port.link_layer or "", "?")
             rate = (port.rate or "").split(" (")[0]
-            ports.append(f"{device.name}:{port.number} " + (f"{kind} {rate}".strip() if port.active else port.state))
-    return ", ".join(ports) or "-"
+            counts[f"{kind} {rate}".strip() if port.active else (port.state or "?")] += 1
+    return ", ".join(f"{count}× {label}" for label, count in counts.items()) or "-"
 
 
 def gpu_nic_lines(facts: HostFacts) -> list[str]:

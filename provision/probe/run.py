@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from provision import defaults
 from provision.errors import NotCapturedError, ParseError
 from provision.facts.derive import derive_facts
 from provision.facts.model import HostFacts
@@ -20,7 +21,7 @@ from provision.probe.store import read_capture_dir
 from provision.transport.connection import HostFailure, SshOptions, run_command
 from provision.transport.parallel import fan_out
 
-DEFAULT_FORKS = 64  # enough to keep a 2-core control node busy; pdsh's default fanout is 32
+DEFAULT_FORKS = defaults.FORKS
 
 
 @dataclass

@@ -1,0 +1,71 @@
+"""What the command line prints on stderr, one way each: errors, warnings, notes and "wrote" lines.
+
+Every line starts with what it is (``provision: error:``, ``provision: warning:``, ``note:``,
+``wrote``), names the host or file it concerns, and escapes nothing a user typed into markup.
+Rich is imported on first use, not at start-up.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import typer
+
+
+@lru_cache(maxsize=1)
+def stderr():
+    """The stderr console (rich), made on first use; it writes to whatever ``sys.stderr`` is then."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def stdout():
+    """A console on stdout (rich) for tables and trees."""
+    from rich.console import Console
+
+    return Console()
+
+
+def _line(label: str, style: str, message: str) -> None:
+    from rich.markup import escape
+
+    stderr().print(f"[{style}]{label}[/{style}] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print ``provision: error: message`` on stderr and return the Exit to raise."""
+    _line("provision: error:", "bold red", message)
+    return typer.Exit(code)
+
+
+def error(message: str) -> None:
+    """Print ``provision: error: message`` on stderr; the run goes on (others hosts, files)."""
+    _line("provision: error:", "bold red", message)
+
+
+def warn(message: str) -> None:
+    """Print ``provision: warning: message`` on stderr (one line; the run goes on)."""
+    _line("provision: warning:", "bold yellow", message)
+
+
+def note(message: str) -> None:
+    """Print ``note: message`` on stderr: something the user may want to know, not a problem."""
+    _line("note:", "yellow", message)
+
+
+def wrote(what: str, path: Path, backup: Path | None) -> None:
+    """One stderr line: what was written where (absolute), and where a file it replaced was kept."""
+    kept = f" (the file that was there is kept as {Path(backup).resolve()})" if backup else ""
+    stderr().print(f"wrote {what} {Path(path).resolve()}{kept}", highlight=False, soft_wrap=True, markup=False)
+
+
+def write_or_print(text: str, output: Path | None, what: str = "") -> None:
+    """``text`` on stdout, or written to ``output`` atomically (an old file kept as FILE~) and said."""
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    from provision.files import write_atomic
+
+    wrote(what or "file", output, write_atomic(output, text))
