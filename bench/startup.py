@@ -9,6 +9,9 @@ registry (issue 28: 0.56-0.62 s for --help on main ec5d0a7) and to each competit
 
   provision --help / --version / CMD --help for every command (the start of a command: options
                  parsed, its module imported, nothing done yet)
+  provision probe --replay MISSING, rankfile --check MISSING, setup-cluster -i MISSING
+                 (a command started for real: options parsed, settings built, its first step
+                 refused with one line and exit 2; the whole path a command takes before work)
   ansible --version, ansible-playbook --help   (ansible-core, from the bench extra)
   pyinfra --help                               (pyinfra 3, from the bench extra)
 
@@ -55,14 +58,14 @@ def tool(name: str) -> str | None:
     return str(beside) if beside.exists() else shutil.which(name)
 
 
-def timed(argv: list[str]) -> float:
+def timed(argv: list[str], refused: bool = False) -> float:
     env = {**os.environ, "COLUMNS": "80"}
     if argv[0].startswith("PYTHONPATH="):
         env["PYTHONPATH"], argv = argv[0].split("=", 1)[1], argv[1:]
     start = time.perf_counter()
     done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     elapsed = time.perf_counter() - start
-    if done.returncode != 0:
+    if done.returncode != (2 if refused else 0):
         raise SystemExit(f"{' '.join(argv)}: exit {done.returncode}: {done.stderr.decode()[-500:]}")
     return elapsed
 
@@ -78,6 +81,13 @@ def main() -> None:
     lines: dict[str, list[str]] = {"provision --help": [provision, "--help"], "provision --version": [provision, "--version"]}
     for command in COMMANDS:
         lines[f"provision {command} --help"] = [provision, command, "--help"]
+    missing = "/nonexistent/provision-bench"
+    starts = {
+        "provision probe --replay MISSING": [provision, "probe", "--replay", missing],
+        "provision rankfile --check MISSING": [provision, "rankfile", "--check", missing],
+        "provision setup-cluster -i MISSING": [provision, "setup-cluster", "-i", missing],
+    }
+    lines.update(starts)
     competitors = {}
     for name, argv in (
         ("ansible --version", ["ansible", "--version"]),
@@ -95,11 +105,11 @@ def main() -> None:
             lines[f"before: provision {flag}"] = [f"PYTHONPATH={args.before}", sys.executable, "-m", "provision", flag]
     load_before = os.getloadavg()
     times: dict[str, list[float]] = {name: [] for name in lines}
-    for argv in lines.values():  # warm the page cache once
-        timed(argv)
+    for name, argv in lines.items():  # warm the page cache once
+        timed(argv, name in starts)
     for _ in range(args.repeat):
         for name, argv in lines.items():
-            times[name].append(timed(argv))
+            times[name].append(timed(argv, name in starts))
     load_after = os.getloadavg()
     medians = {name: statistics.median(values) for name, values in times.items()}
     print(

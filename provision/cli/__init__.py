@@ -68,8 +68,10 @@ COMMANDS = (
         "gres.conf from probed GPUs: one line per GPU with Slurm's logical Cores=, hosts alike folded into hostlists.",
     ),
 )
-# What to type after an option, by its value type (typer would show <path>, <list[str]>, <int range>).
+# What to type after an option, by its value type (typer would show <path>, <list[str]>, <int range>):
+# typer 0.29's type names, and the click type names typer 0.28 gives.
 METAVARS = {"Path": "PATH", "int": "N", "float": "NUMBER", "str": "TEXT"}
+CLICK_METAVARS = {"path": "PATH", "int": "N", "int range": "N", "float": "NUMBER", "float range": "NUMBER", "str": "TEXT"}
 
 
 def command_table(**kwargs) -> typer.Typer:
@@ -135,13 +137,34 @@ def help_ready(command) -> None:
         if param.param_type_name == "argument":
             param.metavar = param.name.upper()
             param.display_type_rich = lambda ctx: None  # "DIMS", not "dims <str>": the help says what it is
+            if not hasattr(param, "bare_type"):  # typer 0.28: the usage line as 0.29 writes it, {DIMS} [HOSTS]...
+                param.make_metavar = _usage_metavar(param.metavar, param.required, param.nargs != 1)
         elif not param.is_flag and not param.count:
-            bare = param.bare_type()
-            param.metavar = METAVARS.get(bare[5:-1] if bare.startswith("list[") else bare)
+            param.metavar = _metavar(param)
     if command.epilog:  # example command lines are shown as written, never re-wrapped
         command.epilog = "\n\n".join("\b\n" + part if part.startswith("  ") else part for part in command.epilog.split("\n\n"))
     for sub in getattr(command, "commands", {}).values():
         help_ready(sub)
+
+
+def _usage_metavar(name: str, required: bool, many: bool):
+    """An argument's make_metavar: ``NAME`` in its help, ``{NAME}`` (required) or ``[NAME]`` in the
+    usage line, ``...`` after it when it takes several values."""
+
+    def make(ctx=None, *, usage: bool = False) -> str:
+        if not usage:
+            return name
+        return (f"{{{name}}}" if required else f"[{name}]") + ("..." if many else "")
+
+    return make
+
+
+def _metavar(param) -> str | None:
+    """PATH, N, NUMBER or TEXT for an option's value type (None: typer's own)."""
+    if hasattr(param, "bare_type"):  # typer 0.29
+        bare = param.bare_type()
+        return METAVARS.get(bare[5:-1] if bare.startswith("list[") else bare)
+    return CLICK_METAVARS.get(getattr(param.type, "name", ""))
 
 
 def _wrap_between_words() -> None:

@@ -90,7 +90,7 @@ CommandTimeout = Annotated[
         "command_timeout",
         "--command-timeout",
         min=0.1,
-        help="Seconds one remote command (one round trip to a host) may run.",
+        help="Seconds one command may run on a host (in setup-cluster each change is one command).",
         show_default=f"{defaults.COMMAND_TIMEOUT:g}",
     ),
 ]
@@ -144,8 +144,9 @@ def settings(ctx: typer.Context) -> Settings:
     params = ctx.params
 
     def value(name: str):
-        if name in params:
-            return params[name]
+        if name in params:  # as click parsed it (typer converts to the annotation only for the function)
+            given, kind = params[name], config.SETTINGS[name].kind
+            return given if given is None or isinstance(given, kind) else kind(given)
         import os
 
         setting = config.SETTINGS[name]

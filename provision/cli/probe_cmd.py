@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -92,7 +93,7 @@ def probe(
         if not request.targets:
             raise fail("no hosts: name some (provision probe localhost) or give an inventory with -i")
     try:
-        if len(request.targets) > 1 and not as_json and stderr().is_terminal:
+        if len(request.targets) > 1 and not as_json and sys.stderr.isatty():  # rich's bar only on a terminal
             run = _with_progress(request)
         else:
             run = collect(request)

@@ -65,11 +65,13 @@ def summary_lines(results: list[ProbeResult]) -> list[str]:
 
 def failure_groups(results: list[ProbeResult]) -> list[str]:
     """One line per distinct failure, ``node[07,19]: unreachable: Connection refused``, the most
-    common first (the table's form, one line per host, is :func:`provision.probe.report.failure_lines`)."""
+    common first; a message naming its host reads ``<host>`` in it, so that hosts failing alike
+    share a line (the table's form, one line per host, is :func:`provision.probe.report.failure_lines`)."""
     groups: dict[tuple[str, str], list[str]] = defaultdict(list)
     for result in results:
         if not result.ok:
-            groups[(result.error_kind or "failed", result.error or "")].append(result.host)
+            message = (result.error or "").replace(result.host, "<host>")
+            groups[(result.error_kind or "failed", message)].append(result.host)
     ordered = sorted(groups.items(), key=lambda item: -len(item[1]))
     return [shown(f"{_hostlist(hosts)}: {kind}: {message}") for (kind, message), hosts in ordered]
 

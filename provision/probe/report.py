@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from provision.facts.cpulist import format_ranges
 from provision.facts.model import HostFacts
 from provision.probe.run import ProbeResult
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def gpu_summary(facts: HostFacts) -> str:
@@ -92,6 +92,9 @@ def status_of(result: ProbeResult) -> str:
 
 def print_table(results: list[ProbeResult], console: Console) -> None:
     """A table of hosts, then notes, then the heterogeneity summary."""
+    from rich.markup import escape  # rich only where a table is printed (not for --json: start-up)
+    from rich.table import Table
+
     table = Table(
         title="provision probe",
         title_justify="left",
@@ -141,6 +144,8 @@ def failure_lines(results: list[ProbeResult]) -> list[str]:
 
 def print_topology(facts: HostFacts, console: Console) -> None:
     """The rank-file view of one host: each socket's cores (relative numbers) and CPUs, GPUs."""
+    from rich.markup import escape
+
     console.print(
         f"[bold]{escape(facts.host)}[/bold] "
         + escape(f"({facts.hostname}, {facts.arch}): {facts.cpu.shape()} from {facts.cpu.source}")
