@@ -15,9 +15,10 @@ registry (issue 28: 0.56-0.62 s for --help on main ec5d0a7) and to each competit
   ansible --version, ansible-playbook --help   (ansible-core, from the bench extra)
   pyinfra --help                               (pyinfra 3, from the bench extra)
 
-With --before DIR (a checkout of the old code, e.g. `git archive ec5d0a7 | tar -x -C DIR`), the
-old `provision --help` and `--version` run in the same rounds (`python -m provision` with DIR on
-PYTHONPATH, this venv's packages) and "vs before" is against them; else against the 0.59 s figure.
+With --before PATH (a checkout of the old code, e.g. `git archive ec5d0a7 provision | tar -x -C DIR`;
+a PYTHONPATH, so `DIR:TYPER29` also puts the typer the old code needs first), the old
+`provision --help` and `--version` run in the same rounds (`python -m provision` with PATH on
+PYTHONPATH, this venv's other packages) and "vs before" is against them; else against 0.59 s.
 Also prints the load average before and after. The console scripts beside this interpreter are
 used (`pip install -e '.[bench]'` in a venv, then `.venv/bin/python bench/startup.py`).
 
@@ -73,7 +74,7 @@ def timed(argv: list[str], refused: bool = False) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--before", type=Path, help="a checkout of the old code, run in the same rounds")
+    parser.add_argument("--before", help="PYTHONPATH of the old code (and its typer), run in the same rounds")
     args = parser.parse_args()
     provision = tool("provision")
     if provision is None:
