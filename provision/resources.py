@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import jinja2
+if TYPE_CHECKING:
+    import jinja2
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -34,7 +36,10 @@ def resource_file(relative: str) -> Path:
 
 @lru_cache(maxsize=1)
 def template_environment() -> jinja2.Environment:
-    """The Jinja2 environment for ``templates/`` (strict: an undefined variable is an error)."""
+    """The Jinja2 environment for ``templates/`` (strict: an undefined variable is an error).
+    Jinja2 is imported here, on first use: a command that renders nothing never loads it."""
+    import jinja2
+
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(resource_dir("templates"))),
         undefined=jinja2.StrictUndefined,

@@ -12,6 +12,7 @@ defaults in :mod:`provision.defaults`)::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -127,14 +128,31 @@ SshConfig = Annotated[
 @dataclass(frozen=True)
 class Settings:
     """The shared settings of one command run, built once from its options: how to reach hosts
-    (``ssh``), how many at once (``forks``), controller processes (``workers``, None: automatic),
-    where facts are cached and which inventory is read."""
+    (:attr:`ssh`), how many at once (``forks``), controller processes (``workers``, None:
+    automatic), where facts are cached and which inventory is read."""
 
-    ssh: SshOptions
     forks: int
     workers: int | None
     facts_dir: Path
     inventory: Path | None
+    known_hosts: Path | None
+    ssh_config: Path | None
+    accept_new_host_keys: bool
+    connect_timeout: float
+    command_timeout: float
+
+    @cached_property
+    def ssh(self) -> SshOptions:
+        """The SSH options (SSH is imported here, when a command reaches a host: not for --replay)."""
+        from provision.transport.connection import SshOptions
+
+        return SshOptions(
+            known_hosts=self.known_hosts,
+            accept_new_host_keys=self.accept_new_host_keys,
+            connect_timeout=self.connect_timeout,
+            command_timeout=self.command_timeout,
+            ssh_config=self.ssh_config,
+        )
 
 
 def settings(ctx: typer.Context) -> Settings:
@@ -154,8 +172,6 @@ def settings(ctx: typer.Context) -> Settings:
             return _from_env(name, os.environ[setting.env])
         return config.configured(name)
 
-    from provision.transport.connection import SshOptions
-
     ssh_config = value("ssh_config")
     if ssh_config is not None:
         try:
@@ -164,14 +180,17 @@ def settings(ctx: typer.Context) -> Settings:
         except OSError as error:
             raise ProvisionError(f"{ssh_config}: cannot read ssh_config: {error.strerror}") from None
     known_hosts = value("known_hosts")
-    ssh = SshOptions(
+    return Settings(
+        forks=value("forks"),
+        workers=params.get("workers") or None,
+        facts_dir=value("facts_dir"),
+        inventory=value("inventory"),
         known_hosts=Path(known_hosts).expanduser() if known_hosts is not None else None,
+        ssh_config=ssh_config,
         accept_new_host_keys=bool(value("accept_new_host_keys")),
         connect_timeout=value("connect_timeout"),
         command_timeout=value("command_timeout"),
-        ssh_config=ssh_config,
     )
-    return Settings(ssh, value("forks"), params.get("workers") or None, value("facts_dir"), value("inventory"))
 
 
 def _from_env(name: str, text: str):

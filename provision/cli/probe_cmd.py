@@ -67,12 +67,11 @@ def probe(
     alloc_wait: Annotated[int, typer.Option("--alloc-wait", help="--via slurm: seconds to wait for the allocation.")] = 60,
 ) -> None:
     """Collect each host's real hardware over SSH (one connection, one command per host)."""
-    from provision.cli.targets import resolve_targets
+    from provision.errors import ProvisionError
     from provision.probe.service import ProbeRequest, collect, replay_facts_dir
-    from provision.probe.slurm import SlurmProbeError, SlurmRequest
 
     settings = opt.settings(ctx)
-    request = ProbeRequest(facts_dir, hosts or [], ssh=settings.ssh, forks=settings.forks, workers=settings.workers, save=save)
+    request = ProbeRequest(facts_dir, hosts or [], forks=settings.forks, workers=settings.workers, save=save)
     if replay_dir is not None:
         request.replay_dir = replay_dir
         if not _facts_dir_chosen(ctx):  # never over the live facts of real hosts with the same names
@@ -80,25 +79,33 @@ def probe(
     elif via == "slurm":
         if hosts:
             raise fail("--via slurm probes the nodes Slurm allocates: name them with --nodelist, not as arguments")
+        from provision.cli.targets import resolve_targets
+
         _, submits = resolve_targets(inventory, [via_host])
         if len(submits) != 1:
             raise fail(f"--via-host {via_host}: name one submit host, not {len(submits)}")
+        from provision.probe.slurm import SlurmRequest
+
         request.submit, request.slurm = submits[0], SlurmRequest(partition, nodelist, nodes, alloc_wait)
+        request.ssh = settings.ssh
     elif via != "ssh":
         raise fail(f"--via {via!r}: ssh or slurm")
     elif partition or nodelist or nodes:
         raise fail("--partition, --nodelist and --nodes choose Slurm nodes: add --via slurm")
     else:
+        from provision.cli.targets import resolve_targets
+
         _, request.targets = resolve_targets(inventory, hosts or [])
         if not request.targets:
             raise fail("no hosts: name some (provision probe localhost) or give an inventory with -i")
+        request.ssh = settings.ssh
     try:
         if len(request.targets) > 1 and not as_json and sys.stderr.isatty():  # rich's bar only on a terminal
             run = _with_progress(request)
         else:
             run = collect(request)
-    except SlurmProbeError as problem:
-        raise fail(str(problem), code=problem.code) from None
+    except ProvisionError as problem:  # a missing capture folder; a Slurm allocation that failed (its own code)
+        raise fail(str(problem), code=getattr(problem, "code", 2)) from None
     _show(run, request, as_json=as_json, table=table, quiet=quiet, topology=topology)
     if not run.ok:
         raise typer.Exit(1)

@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from provision.errors import ProvisionError
 from provision.inventory.model import Host
 from provision.probe.run import ProbeResult, probe_hosts, replay
 from provision.probe.store import save_host
-from provision.transport.connection import SshOptions
+
+if TYPE_CHECKING:  # SSH is imported only where a host is reached (--replay reaches none)
+    from provision.transport.connection import SshOptions
 
 
 @dataclass
@@ -30,7 +33,7 @@ class ProbeRequest:
     replay_dir: Path | None = None
     slurm: object | None = None  # a provision.probe.slurm.SlurmRequest
     submit: Host | None = None
-    ssh: SshOptions = field(default_factory=SshOptions)
+    ssh: SshOptions | None = None  # None: SshOptions()
     forks: int = 64
     workers: int | None = None
     save: bool = True
@@ -68,10 +71,17 @@ def collect(request: ProbeRequest, on_done: Callable[[ProbeResult], None] | None
     elif request.slurm is not None:
         from provision.probe.slurm import probe_via_slurm
 
-        results = probe_via_slurm(request.submit, request.slurm, request.ssh)
+        results = probe_via_slurm(request.submit, request.slurm, request.ssh or _default_ssh())
     else:
-        results = probe_hosts(request.targets, request.ssh, request.forks, on_done=on_done, workers=request.workers)
+        ssh = request.ssh or _default_ssh()
+        results = probe_hosts(request.targets, ssh, request.forks, on_done=on_done, workers=request.workers)
     return ProbeRun(results, save_all(request.facts_dir, results) if request.save else [])
+
+
+def _default_ssh():
+    from provision.transport.connection import SshOptions
+
+    return SshOptions()
 
 
 def save_all(facts_dir: Path, results: list[ProbeResult]) -> list[str]:
