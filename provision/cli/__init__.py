@@ -30,11 +30,12 @@ class Command:
     name: str
     module: str
     help: str
+    group: bool = False  # the module's commands are this command's subcommands (provision inventory show)
 
 
 # In the order a user needs them: describe the cluster, probe it, derive plans, set it up (then the rest).
 COMMANDS = (
-    Command("inventory", "inventory_cmd", "Show or import inventories."),
+    Command("inventory", "inventory_cmd", "Show or import inventories.", group=True),
     Command("probe", "probe_cmd", "Collect each host's real hardware over SSH (one connection, one command per host)."),
     Command(
         "capture-script",
@@ -83,7 +84,7 @@ def load_command(entry: Command):
     """The click command of ``entry``, its module imported now (help made ready)."""
     module = importlib.import_module(f"provision.cli.{entry.module}")
     table = module.commands
-    if entry.name == "inventory":  # a group of its own
+    if entry.group:
         command = typer.main.get_group(table)
         command.name = entry.name
     else:

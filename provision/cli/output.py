@@ -41,7 +41,7 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def error(message: str) -> None:
-    """Print ``provision: error: message`` on stderr; the run goes on (others hosts, files)."""
+    """Print ``provision: error: message`` on stderr; the run goes on (other hosts, other files)."""
     _line("provision: error:", "bold red", message)
 
 
