@@ -158,8 +158,14 @@ class Settings:
 def settings(ctx: typer.Context) -> Settings:
     """The :class:`Settings` of the running command, from its shared options (``ctx.params``);
     a setting the command has no option for comes from the environment, the config files or its
-    default, as the option would. An unreadable --ssh-config: one line, exit 2."""
-    params = ctx.params
+    default, as the option would. Built once per command run (kept in ``ctx.meta``). An
+    unreadable --ssh-config: one line, exit 2."""
+    if "provision.settings" not in ctx.meta:
+        ctx.meta["provision.settings"] = _settings(ctx.params)
+    return ctx.meta["provision.settings"]
+
+
+def _settings(params: dict) -> Settings:
 
     def value(name: str):
         if name in params:  # as click parsed it (typer converts to the annotation only for the function)
