@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from provision import defaults
 from provision.errors import ProvisionError
 from provision.inventory.model import Host
 from provision.probe.run import ProbeResult, probe_hosts, replay
@@ -34,7 +35,7 @@ class ProbeRequest:
     slurm: object | None = None  # a provision.probe.slurm.SlurmRequest
     submit: Host | None = None
     ssh: SshOptions | None = None  # None: SshOptions()
-    forks: int = 64
+    forks: int = defaults.FORKS
     workers: int | None = None
     save: bool = True
 
