@@ -11,6 +11,7 @@ defaults in :mod:`provision.defaults`)::
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -166,13 +167,12 @@ def settings(ctx: typer.Context) -> Settings:
 
 
 def _settings(params: dict) -> Settings:
+    """:class:`Settings` from the parsed options ``params``."""
 
     def value(name: str):
         if name in params:  # as click parsed it (typer converts to the annotation only for the function)
             given, kind = params[name], config.SETTINGS[name].kind
             return given if given is None or isinstance(given, kind) else kind(given)
-        import os
-
         setting = config.SETTINGS[name]
         if setting.env in os.environ:
             return _from_env(name, os.environ[setting.env])
