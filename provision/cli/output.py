@@ -7,6 +7,7 @@ Rich is imported on first use, not at start-up.
 
 from __future__ import annotations
 
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -29,6 +30,9 @@ def stdout():
 
 
 def _line(label: str, style: str, message: str) -> None:
+    if not sys.stderr.isatty():  # the same text rich would write to a pipe or file, without importing rich
+        typer.echo(f"{label} {message}", err=True)
+        return
     from rich.markup import escape
 
     stderr().print(f"[{style}]{label}[/{style}] {escape(message)}", highlight=False, soft_wrap=True)
