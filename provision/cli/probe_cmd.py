@@ -140,24 +140,20 @@ def _show(run, request, *, as_json: bool, table: bool, quiet: bool, topology: bo
     saved = request.save and len(run.unsaved) < sum(r.ok for r in results)
     if as_json:
         typer.echo(results_json(results))
-    elif summary:
-        for line in summary_lines(results):
-            typer.echo(line)
-        if saved:
-            typer.echo(f"facts saved in {request.facts_dir}/")
     else:
-        from rich.markup import escape
-
         from provision.probe.report import print_table, print_topology
 
-        console = stdout()
-        print_table(results, console)
-        if topology or len(results) == 1:
+        if summary:
+            for line in summary_lines(results):
+                typer.echo(line)
+        else:
+            print_table(results, stdout())
+        if topology or (len(results) == 1 and not summary):  # asked for, or one host's table
             for result in results:
                 if result.facts is not None:
-                    print_topology(result.facts, console)
+                    print_topology(result.facts, stdout())
         if saved:
-            console.print(escape(f"facts saved in {request.facts_dir}/"), soft_wrap=True, highlight=False)
+            typer.echo(f"facts saved in {request.facts_dir}/")
     failures = failure_groups(results) if summary and not as_json else failure_lines(results)
     if failures:
         from rich.markup import escape
