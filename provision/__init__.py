@@ -9,7 +9,15 @@ __version__ = "0.1.0"
 # The one statement of the layer order. Each entry is a set of packages or modules of one layer.
 LAYERS = (
     # shared ground: errors, shipped resources, files written safely
-    {"provision", "provision.errors", "provision.resources", "provision.yaml_lines", "provision.files", "provision.text"},
+    {
+        "provision",
+        "provision.errors",
+        "provision.defaults",
+        "provision.resources",
+        "provision.yaml_lines",
+        "provision.files",
+        "provision.text",
+    },
     {"provision.inventory"},  # hosts, groups, variables from the user's inventory
     {"provision.transport"},  # SSH: connections, host keys, fan-out
     {"provision.facts"},  # pure parsers of what a node prints
@@ -20,6 +28,6 @@ LAYERS = (
     {"provision.operations"},  # wanted state vs current state -> commands
     {"provision.playbook"},  # the YAML playbooks and their variables
     {"provision.engine"},  # runs playbooks on hosts: state reads, decisions, changes
-    {"provision.checks", "provision.doctor"},  # is the cluster ready: checks across nodes
+    {"provision.checks", "provision.doctor", "provision.cluster_setup"},  # checks across nodes; setup-cluster run and checked
     {"provision.cli", "provision.__main__"},  # options in, one call, results out
 )

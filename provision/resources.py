@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import jinja2
-from jinja2.sandbox import SandboxedEnvironment
+if TYPE_CHECKING:
+    from jinja2.sandbox import SandboxedEnvironment
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -36,17 +37,23 @@ def resource_file(relative: str) -> Path:
 def jinja_environment(**extra) -> SandboxedEnvironment:
     """provision's one kind of Jinja2 environment: sandboxed, strict (an undefined variable is an
     error), trailing newlines kept, nothing HTML-escaped. ``extra`` adds a loader or a finalizer;
-    the templating layer adds its filters on top.
+    the templating layer adds its filters on top. Jinja2 is imported here, on first use: a command
+    that renders nothing never loads it.
 
     >>> jinja_environment().from_string("{{ n }} GPUs").render(n=4)
     '4 GPUs'
     """
+    import jinja2
+    from jinja2.sandbox import SandboxedEnvironment
+
     return SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False, **extra)
 
 
 @lru_cache(maxsize=1)
 def template_environment() -> SandboxedEnvironment:
     """The environment for provision's own ``templates/`` (the capture script, the batch script)."""
+    import jinja2
+
     return jinja_environment(loader=jinja2.FileSystemLoader(str(resource_dir("templates"))))
 
 

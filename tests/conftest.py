@@ -92,6 +92,66 @@ def slurm_cluster():
     stop_slurm_cluster(started)
 
 
+# How run_cli starts the CLI: in this process for the unit tier (set per test by _cli_in_process),
+# the installed `provision` command as a real process elsewhere (the cluster tier, session fixtures).
+_IN_PROCESS = False
+
+
+@pytest.fixture(autouse=True)
+def _cli_in_process(request):
+    """Unit-tier tests run the CLI in process (Typer's CliRunner: no interpreter start per call);
+    cluster-tier tests, and any run with PROVISION_TEST_SUBPROCESS=1, start the installed command."""
+    global _IN_PROCESS
+    _IN_PROCESS = request.node.get_closest_marker("cluster") is None and not os.environ.get("PROVISION_TEST_SUBPROCESS")
+    yield
+    _IN_PROCESS = False
+
+
 def run_cli(*args: str, cwd: Path | None = None, input: str | None = None) -> subprocess.CompletedProcess:
-    """Run the installed `provision` command for real."""
+    """Run `provision ARGS`: in this process in the unit tier, else the installed command for real.
+    Either way: exit status, stdout and stderr apart, as a :class:`subprocess.CompletedProcess`."""
+    if _IN_PROCESS:
+        return run_in_process(*args, cwd=cwd, input=input)
     return subprocess.run(["provision", *args], capture_output=True, text=True, cwd=cwd, input=input, timeout=300)
+
+
+def run_in_process(
+    *args: str, cwd: Path | None = None, input: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """`provision ARGS` in this process, isolated as Typer's CliRunner isolates a command (stdin
+    from ``input``, stdout and stderr captured apart, ``env`` over os.environ), from ``cwd``;
+    getpass reads the input too, as it does from a pipe. An exception that escapes is a traceback
+    and exit 1, as in a real process."""
+    import getpass
+    import traceback
+
+    from typer.testing import CliRunner
+
+    from provision.cli import main, output
+
+    def piped_getpass(prompt: str = "Password: ", stream=None) -> str:
+        sys.stderr.write(prompt)
+        return sys.stdin.readline().rstrip("\n")
+
+    here = os.getcwd()
+    runner = CliRunner()
+    code = 0
+    with runner.isolation(input=input, env={"COLUMNS": "80", **(env or {})}) as (stdout, stderr, _):
+        output.stderr.cache_clear()  # a console made for these streams, as a new process makes one
+        saved_getpass, getpass.getpass = getpass.getpass, piped_getpass
+        try:
+            if cwd is not None:
+                os.chdir(cwd)
+            main(list(args))
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        except Exception:  # noqa: BLE001 - what a real process would print before exit 1
+            traceback.print_exc(file=sys.stderr)
+            code = 1
+        finally:
+            os.chdir(here)
+            getpass.getpass = saved_getpass
+            sys.stdout.flush()
+            sys.stderr.flush()
+        out, err = stdout.getvalue().decode(), stderr.getvalue().decode()
+    return subprocess.CompletedProcess(["provision", *args], code, out, err)

@@ -13,11 +13,24 @@
 # Arguments go to pytest (.ci/run passes -q). The exit status is pytest's (5, "no tests ran", fails
 # too), else ruff's, else mkdocs': all three always run, so one failure does not hide another.
 # The pytest session itself starts dockerd and builds the node image (tests/cluster/ensure-docker.sh).
+#
+# Tiers: with no option, both. `tests/run.sh --unit` runs the unit tier alone (pytest -m 'not cluster':
+# no Docker, the CLI run in process, a couple of minutes); `tests/run.sh --cluster` the cluster tier
+# alone (-m cluster: real sshd containers). The same tiers without the wheel venv, from a checkout:
+#   .venv/bin/pytest -m 'not cluster'      .venv/bin/pytest -m cluster tests/test_probe_cluster.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+tier=()
+case "${1:-}" in
+  --unit) tier=(-m "not cluster"); shift ;;
+  --cluster) tier=(-m cluster); shift ;;
+esac
+
 need=()
-for tool in dockerd:docker.io docker-compose:docker-compose debootstrap:debootstrap ssh:openssh-client; do
+docker_tools="dockerd:docker.io docker-compose:docker-compose debootstrap:debootstrap"
+if [ "${tier[*]:-}" = "-m not cluster" ]; then docker_tools=""; fi  # the unit tier starts no container
+for tool in $docker_tools ssh:openssh-client; do
   command -v "${tool%%:*}" >/dev/null || need+=("${tool##*:}")
 done
 # Debian and Ubuntu ship `python3 -m venv` (ensurepip) in a separate package.
@@ -44,7 +57,7 @@ lint=0
 docs=0
 NO_MKDOCS_2_WARNING=1 "$venv/bin/mkdocs" build --strict --quiet || docs=$?
 tests=0
-"$venv/bin/pytest" "$@" || tests=$?
+"$venv/bin/pytest" ${tier[@]+"${tier[@]}"} "$@" || tests=$?
 if [ "$lint" -ne 0 ]; then echo "tests/run.sh: ruff found problems (see above)" >&2; fi
 if [ "$docs" -ne 0 ]; then echo "tests/run.sh: mkdocs build --strict failed (see above)" >&2; fi
 if [ "$tests" -ne 0 ]; then exit "$tests"; fi

@@ -1,15 +1,14 @@
-"""Help of the installed `provision` command as an 80-column terminal shows it: whole words,
-metavars that say what to type, commands in the order a user needs them."""
+"""Help of the `provision` command (in process) as an 80-column terminal shows it: whole words,
+metavars that say what to type, commands in the order a user needs them; the top-level help lists
+each command's own first paragraph without importing its module."""
 
-import os
 import re
-import subprocess
+
+from conftest import run_in_process
 
 
 def help_text(*command: str) -> str:
-    done = subprocess.run(
-        ["provision", *command, "--help"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"}, timeout=60
-    )
+    done = run_in_process(*command, "--help", env={"COLUMNS": "80"})
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -57,3 +56,37 @@ def test_setup_cluster_help_says_what_it_does():
     assert "--check  " in text and "--templates DIR" in text and "-l, --limit PATTERN" in text
     for flag in ("--list-hosts", "--list-tasks", "--list-tags", "--syntax-check", "--start-at-task NAME", "-v, --verbose"):
         assert flag in text, flag
+
+
+def test_listed_help_is_each_commands_own_first_paragraph():
+    """provision --help shows COMMANDS' one-line help without importing the modules: it must read as
+    each command's docstring does (a command whose docstring changes fails here until both agree)."""
+    import inspect
+
+    from provision.cli import COMMANDS, load_command
+
+    for entry in COMMANDS:
+        command = load_command(entry)
+        first = " ".join(inspect.cleandoc(command.help or "").split("\n\n")[0].split())
+        assert entry.help == first, entry.name
+
+
+def test_help_and_version_import_no_command_module_nor_ssh():
+    """Start-up (issue 28): `provision --help`, `--version` and `CMD --help` import no command module
+    but the one asked for, and none of paramiko, fabric, jinja2, yaml or rich (a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    heavy = ("paramiko", "fabric", "invoke", "jinja2", "yaml", "rich")
+    script = (
+        "import sys\nfrom provision.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        f"print(' '.join(sorted(m for m in sys.modules if m.startswith('provision.cli.') or m.split('.')[0] in {heavy!r})))"
+    )
+    wanted = {"--help": [], "--version": [], "launch": ["plan_cmd"], "setup-cluster": ["setup_cmd"], "probe": ["probe_cmd"]}
+    for first, modules in wanted.items():
+        args = [first] if first.startswith("-") else [first, "--help"]
+        done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
+        loaded = done.stdout.splitlines()[-1].split() if done.stdout.strip() else []
+        assert [m for m in loaded if m.endswith("_cmd")] == [f"provision.cli.{m}" for m in modules], (args, loaded)
+        assert not [m for m in loaded if m.split(".")[0] in heavy], (args, loaded)

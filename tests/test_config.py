@@ -8,16 +8,15 @@ import subprocess
 
 import pytest
 
+from conftest import run_in_process
 from provision.cli import config
 
 
 def cli(tmp_path, *args, env=None):
-    """The installed command in ``tmp_path`` with a clean environment (no PROVISION_*, HOME here)."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("PROVISION_") and k != "XDG_CONFIG_HOME"}
+    """The command (in process) in ``tmp_path`` with a clean environment (no PROVISION_*, HOME here)."""
+    base: dict[str, str | None] = {k: None for k in os.environ if k.startswith("PROVISION_") or k == "XDG_CONFIG_HOME"}
     base["HOME"] = str(tmp_path / "home")
-    return subprocess.run(
-        ["provision", *args], capture_output=True, text=True, cwd=tmp_path, env={**base, **(env or {})}, timeout=120
-    )
+    return run_in_process(*args, cwd=tmp_path, env={**base, **(env or {})})
 
 
 @pytest.fixture
@@ -69,3 +68,28 @@ def test_shell_completion_is_offered():
     env = {**os.environ, "_PROVISION_COMPLETE": "complete_bash", "COMP_WORDS": "provision inv", "COMP_CWORD": "1"}
     done = subprocess.run(["provision"], capture_output=True, text=True, env=env, timeout=60)
     assert done.stdout.split() == ["inventory"]
+
+
+def test_setup_cluster_reads_command_timeout_as_every_command_does(tmp_path, monkeypatch):
+    """--command-timeout means one thing everywhere (issue 25): setup-cluster now reads
+    PROVISION_COMMAND_TIMEOUT and the config files too (it ignored both), for its SSH commands and
+    for each change alike."""
+    done = cli(tmp_path, "setup-cluster", "-i", "missing.yml", env={"PROVISION_COMMAND_TIMEOUT": "soon"})
+    assert done.returncode == 2 and "--command-timeout" in done.stderr and "soon" in done.stderr, done.stderr
+    import provision.cluster_setup
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(self, request, connection, **kwargs):
+        seen["timeout"] = connection.ssh.command_timeout
+        raise Stop
+
+    monkeypatch.setattr(provision.cluster_setup.ClusterSetup, "__init__", capture)
+    (tmp_path / "provision.toml").write_text("command_timeout = 42\n")
+    done = cli(tmp_path, "setup-cluster", "-i", "missing.yml")
+    assert seen == {"timeout": 42.0} and "Stop" in done.stderr
+    done = cli(tmp_path, "setup-cluster", "-i", "missing.yml", env={"PROVISION_COMMAND_TIMEOUT": "7.5"})
+    assert seen == {"timeout": 7.5}

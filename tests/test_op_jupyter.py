@@ -215,10 +215,11 @@ def test_bad_port(port):
         OPERATIONS["jupyter_ports"].requests({"users": [{"name": "alice", "uid": 1, "jupyter_port": port}]})
 
 
-def test_prompted_password_when_no_file(monkeypatch):
+def test_prompted_password_is_an_argument_of_the_run_not_process_state():
+    """--ask-jupyter-pass: the run gives the operation the asked password as its ``password``
+    argument (RunOptions.prompted); nothing is kept in the process for a later run (issue 25)."""
     import provision.operations.jupyter as jupyter
 
-    monkeypatch.setattr(jupyter, "PROMPTED", {})
     args = {
         "user": "bob",
         "path": "~bob/.jupyter/jupyter_server_config.py",
@@ -229,11 +230,15 @@ def test_prompted_password_when_no_file(monkeypatch):
     }
     with pytest.raises(ArgumentError, match="no password for bob: set jupyter_password_file, or run with --ask-jupyter-pass"):
         plan("jupyter_config", args, {})
-    jupyter.remember_password("bob", "asked-at-the-prompt")
-    [write] = plan("jupyter_config", args, {StateKey("file", "~bob/.jupyter/jupyter_server_config.py"): None})
+    asked = jupyter.checked_password("bob", "asked-at-the-prompt")
+    [write] = plan(
+        "jupyter_config", {**args, "password": asked}, {StateKey("file", "~bob/.jupyter/jupyter_server_config.py"): None}
+    )
     assert hash_matches(existing_hash(write.content), "asked-at-the-prompt")
+    with pytest.raises(ArgumentError, match="no password for bob"):  # the next run without it has none
+        plan("jupyter_config", args, {})
     with pytest.raises(ArgumentError, match="empty or more than one line"):
-        jupyter.remember_password("bob", "")
+        jupyter.checked_password("bob", "")
 
 
 @pytest.mark.parametrize("kind", ["l", "h", "u"])

@@ -21,15 +21,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the same parser, from PyPI (a conditional dependency in pyproject.toml)
-    import tomli as tomllib
-
+from provision import defaults
 from provision.errors import ProvisionError
-from provision.probe.run import DEFAULT_FORKS
-from provision.probe.store import DEFAULT_FACTS_DIR
-from provision.transport.connection import SshOptions
 
 PROJECT_FILE = Path("provision.toml")
 CONFIG_ENV = "PROVISION_CONFIG"
@@ -46,10 +39,10 @@ class Setting:
 
 SETTINGS: dict[str, Setting] = {
     "inventory": Setting("PROVISION_INVENTORY", Path, None),
-    "facts_dir": Setting("PROVISION_FACTS_DIR", Path, DEFAULT_FACTS_DIR),
-    "forks": Setting("PROVISION_FORKS", int, DEFAULT_FORKS),
-    "connect_timeout": Setting("PROVISION_CONNECT_TIMEOUT", float, SshOptions.connect_timeout),
-    "command_timeout": Setting("PROVISION_COMMAND_TIMEOUT", float, SshOptions.command_timeout),
+    "facts_dir": Setting("PROVISION_FACTS_DIR", Path, defaults.FACTS_DIR),
+    "forks": Setting("PROVISION_FORKS", int, defaults.FORKS),
+    "connect_timeout": Setting("PROVISION_CONNECT_TIMEOUT", float, defaults.CONNECT_TIMEOUT),
+    "command_timeout": Setting("PROVISION_COMMAND_TIMEOUT", float, defaults.COMMAND_TIMEOUT),
     "accept_new_host_keys": Setting("PROVISION_ACCEPT_NEW_HOST_KEYS", bool, False),
     "known_hosts": Setting("PROVISION_KNOWN_HOSTS", Path, None),
     "ssh_config": Setting("PROVISION_SSH_CONFIG", Path, None),
@@ -93,6 +86,12 @@ def _checked(path: Path, key: str, value: Any) -> Any:
 
 @lru_cache(maxsize=8)
 def _load(files: tuple[Path, ...]) -> dict[str, tuple[Any, Path]]:
+    if not files:
+        return {}
+    if sys.version_info >= (3, 11):  # imported here: most runs have no config file (start-up)
+        import tomllib
+    else:  # Python 3.10: the same parser, from PyPI (a conditional dependency in pyproject.toml)
+        import tomli as tomllib
     values: dict[str, tuple[Any, Path]] = {}
     for path in files:
         try:

@@ -3,31 +3,25 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
-from pathlib import Path
+from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from provision.cli import SafeConsole, app, fail, options as opt
-from provision.doctor.checks import verdict
-from provision.doctor.model import CheckResult
-from provision.doctor.mounts import inventory_exports
-from provision.doctor.pairwise import PARALLEL
-from provision.doctor.perf import PORT, perf_settings
-from provision.doctor.runner import DoctorSettings, doctor as run_doctor
-from provision.doctor.sources import anaconda_prefixes, check_dataset, check_user
-from provision.errors import ProvisionError
-from provision.inventory.model import open_inventory
-from provision.playbook.variables import Variables
+from provision import defaults
+from provision.cli import command_table, options as opt
+from provision.cli.output import fail
 
+commands = command_table()
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
 
 
-def print_checks(results: list[CheckResult], console: Console, strict: bool = False) -> int:
+def print_checks(results, console, strict: bool = False) -> int:
     """The table (check, status, hosts, detail) and the verdict line; returns the exit code."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from provision.doctor.checks import verdict
+
     table = Table(show_lines=False)
     for column in ("check", "status", "hosts", "detail"):
         table.add_column(column, overflow="fold")
@@ -42,86 +36,80 @@ def print_checks(results: list[CheckResult], console: Console, strict: bool = Fa
     return code
 
 
-def doctor_settings(
-    user: str | None,
-    datasets: list[str] | None,
-    deep: bool,
-    fast: bool,
-    ssh,
-    forks: int,
-    pairwise_fanout: int = PARALLEL,
-    conda_prefixes: tuple[str, ...] = (),
-    exports: tuple = (),
-) -> DoctorSettings:
-    """Check --user and --dataset once, here at the edge (ProvisionError: exit 2)."""
-    return DoctorSettings(
-        ssh=ssh,
-        user=check_user(user) if user else "",
-        datasets=tuple(check_dataset(p) for p in datasets or []),
-        deep=deep,
-        fast=fast,
-        forks=forks,
-        pairwise_fanout=pairwise_fanout,
-        conda_prefixes=conda_prefixes,
-        exports=exports,
-    )
-
-
-@app.command(
+@commands.command(
     epilog="Examples:\n\n  provision doctor -i inventory/hosts.yml all --user alice\n\n"
     "  provision doctor node01 node02 --dataset /data/imagenet --deep --json\n\n"
     "  provision doctor all --perf --budget 60s"
 )
 def doctor(
-    hosts: list[str] = typer.Argument(None, help="Hosts or groups (default: all in the inventory)."),
-    inventory: Path = opt.INVENTORY,
-    user: str = typer.Option(None, "--user", help="The job user (default: the user doctor logs in as on each host)."),
-    dataset: list[str] = typer.Option(None, "--dataset", help="A dataset folder that must be the same on every node (repeat)."),
-    deep: bool = typer.Option(False, "--deep", help="Also hash the contents of a sample of each dataset's files."),
-    as_json: bool = typer.Option(False, "--json", help='Print [{"name", "status", "hosts", "detail"}] instead of a table.'),
-    strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
-    timings: bool = typer.Option(
-        False, "--timings", help="Also print each phase's wall time and the work it did, as one JSON line on stderr."
+    ctx: typer.Context,
+    hosts: Annotated[list[str], typer.Argument(help="Hosts or groups (default: all in the inventory).")] = None,
+    *,
+    inventory: opt.Inventory,
+    user: Annotated[str, typer.Option("--user", help="The job user (default: the user doctor logs in as on each host).")] = None,
+    dataset: Annotated[
+        list[str], typer.Option("--dataset", help="A dataset folder that must be the same on every node (repeat).")
+    ] = None,
+    deep: Annotated[bool, typer.Option("--deep", help="Also hash the contents of a sample of each dataset's files.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help='Print [{"name", "status", "hosts", "detail"}] instead of a table.')
+    ] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
+    timings: Annotated[
+        bool,
+        typer.Option("--timings", help="Also print each phase's wall time and the work it did, as one JSON line on stderr."),
+    ] = False,
+    perf: Annotated[
+        bool,
+        typer.Option(
+            "--perf",
+            help="Also test each pair's bandwidth (iperf3, over the job's interface) in rounds; judge links against each other.",
+        ),
+    ] = False,
+    rounds: Annotated[
+        int, typer.Option("--rounds", help="With --perf: K random matchings instead of every pair (large clusters).")
+    ] = None,
+    budget: Annotated[
+        str, typer.Option("--budget", help="With --perf: fit the tests in this time (60s, 5m); the check says what it covered.")
+    ] = None,
+    perf_port: Annotated[int, typer.Option("--perf-port", help="With --perf: the TCP port iperf3's servers listen on.")] = (
+        defaults.PERF_PORT
     ),
-    perf: bool = typer.Option(
-        False,
-        "--perf",
-        help="Also test each pair's bandwidth (iperf3, over the job's interface) in rounds; judge links against each other.",
-    ),
-    rounds: int = typer.Option(None, "--rounds", help="With --perf: K random matchings instead of every pair (large clusters)."),
-    budget: str = typer.Option(
-        None, "--budget", help="With --perf: fit the tests in this time (60s, 5m); the check says what it covered."
-    ),
-    perf_port: int = typer.Option(PORT, "--perf-port", help="With --perf: the TCP port iperf3's servers listen on."),
-    forks: int = opt.FORKS,
-    pairwise_fanout: int = typer.Option(
-        PARALLEL,
-        "--pairwise-fanout",
-        min=1,
-        max=64,
-        help="ssh clients each node runs at once in the pairwise step (each peer's sshd then sees about as many).",
-    ),
-    connect_timeout: float = opt.CONNECT_TIMEOUT,
-    command_timeout: float = opt.COMMAND_TIMEOUT,
-    accept_new_host_keys: bool = opt.ACCEPT_NEW,
-    known_hosts: Path = opt.KNOWN_HOSTS,
-    ssh_config: Path = opt.SSH_CONFIG,
+    forks: opt.Forks,
+    pairwise_fanout: Annotated[
+        int,
+        typer.Option(
+            "--pairwise-fanout",
+            min=1,
+            max=64,
+            help="ssh clients each node runs at once in the pairwise step (each peer's sshd then sees about as many).",
+        ),
+    ] = defaults.PAIRWISE_FANOUT,
+    connect_timeout: opt.ConnectTimeout,
+    command_timeout: opt.CommandTimeout,
+    accept_new_host_keys: opt.AcceptNew,
+    known_hosts: opt.KnownHosts,
+    ssh_config: opt.SshConfig,
 ) -> None:
     """Check that the nodes are ready for one multi-node training job, comparing them with each other."""
+    from provision.cli.output import stdout
+    from provision.doctor.checks import verdict
+    from provision.doctor.perf import perf_settings
+    from provision.doctor.runner import doctor as run_doctor
+    from provision.doctor.service import doctor_request
+    from provision.errors import ProvisionError
+
     try:
-        ssh = opt.ssh_options(
-            known_hosts,
-            ssh_config,
-            accept_new=accept_new_host_keys,
-            connect_timeout=connect_timeout,
-            command_timeout=command_timeout,
+        targets, settings = doctor_request(
+            inventory,
+            hosts or [],
+            opt.settings(ctx),
+            user=user,
+            datasets=dataset,
+            deep=deep,
+            pairwise_fanout=pairwise_fanout,
+            perf=perf_settings(perf, rounds, budget, perf_port),
         )
-        inv = open_inventory(inventory)
-        targets = inv.resolve(hosts or [])
-        prefixes = anaconda_prefixes(Variables(inv), targets)
-        exports = inventory_exports(Variables(inv), targets)
-        settings = doctor_settings(user, dataset, deep, False, ssh, forks, pairwise_fanout, prefixes, exports)
-        settings = replace(settings, perf=perf_settings(perf, rounds, budget, perf_port))
     except ProvisionError as error:
         raise fail(str(error)) from None
     if not targets:
@@ -133,4 +121,4 @@ def doctor(
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in results], indent=2))
         raise typer.Exit(verdict(results, strict)[1])
-    raise typer.Exit(print_checks(results, SafeConsole(), strict))
+    raise typer.Exit(print_checks(results, stdout(), strict))

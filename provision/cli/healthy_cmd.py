@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from provision.cli import fail, stderr
+from provision.cli.output import fail, stderr
 from provision.doctor.healthy import pick_healthy
 from provision.doctor.perf import perf_settings
 from provision.errors import PlanError, ProvisionError
 from provision.inventory.model import check_host_name, open_inventory
 from provision.plans.dims import parse_dims
-from provision.probe.cached import ProbeSettings
 
 
-def healthy_hosts(
-    dims_text: str, hosts: str | None, inventory: Path | None, settings: ProbeSettings, perf: bool, budget: str | None
-) -> str:
+def healthy_hosts(dims_text: str, hosts: str | None, settings, perf: bool, budget: str | None) -> str:
     """``--hosts`` for the plan: Y·Z of the candidates (``--hosts``, else the inventory's racks) that
     pass doctor's fast checks (and ``--perf``); each candidate left out is one stderr line with why.
     Too few healthy hosts: one line, exit 1."""
     try:
         dims = parse_dims(dims_text)
-        inv = open_inventory(inventory)
+        inv = open_inventory(settings.inventory)
         names = [check_host_name(n.strip(), "--hosts") for n in hosts.split(",") if n.strip()] if hosts else inv.rack_order()
         if not names:
             raise fail("no hosts: give --hosts h1,h2,... or racks in the inventory (-i)")
@@ -34,5 +29,5 @@ def healthy_hosts(
     except PlanError as error:
         raise fail(f"not launched: {error}", code=1) from None
     for host, why in selection.left_out:
-        stderr.print(f"provision: left out {host}: {why}", highlight=False, soft_wrap=True, markup=False)
+        stderr().print(f"provision: left out {host}: {why}", highlight=False, soft_wrap=True, markup=False)
     return ",".join(selection.hosts)

@@ -4,30 +4,35 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
 import typer
-import yaml
-from rich.markup import escape
-from rich.table import Table
 
-from provision.cli import SafeConsole, fail, inventory_app, options as opt, stderr
-from provision.files import write_atomic
-from provision.inventory.ansible import read_ansible_inventory
-from provision.inventory.model import DEFAULT_INVENTORY, ansible_list, inventory_to_yaml, open_inventory
-from provision.resources import resource_file
+from provision.cli import Commands, command_table, options as opt
+from provision.cli.output import fail, stdout, warn, wrote
+
+commands = command_table(help="Show or import inventories.", no_args_is_help=True, cls=Commands)
 
 
-@inventory_app.command(
+@commands.command(
     "show",
     epilog="Examples:\n\n  provision inventory show -i inventory/hosts.yml\n\n"
     "  provision inventory show --json      # as ansible-inventory --list",
 )
 def show(
-    inventory: Path = opt.INVENTORY,
-    with_vars: bool = typer.Option(False, "--vars", help="Also print the variables: vars: and each host's own."),
-    as_json: bool = typer.Option(False, "--json", help="Print ansible-inventory --list's JSON (groups, _meta.hostvars)."),
+    *,
+    inventory: opt.Inventory,
+    with_vars: Annotated[bool, typer.Option("--vars", help="Also print the variables: vars: and each host's own.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print ansible-inventory --list's JSON (groups, _meta.hostvars).")
+    ] = False,
 ) -> None:
     """Print hosts (how they are reached), racks in order, and groups."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from provision.inventory.model import DEFAULT_INVENTORY, ansible_list, open_inventory
+
     inv = open_inventory(inventory)
     if inv.path is None:
         raise fail(
@@ -38,7 +43,7 @@ def show(
     if as_json:
         typer.echo(json.dumps(ansible_list(inv), indent=2, default=str))
         return
-    console = SafeConsole()
+    console = stdout()
     table = Table(title=escape(f"hosts ({inv.path or 'no inventory file'})"), title_justify="left")
     for column in ("host", "address", "user", "port", "key", "rack"):
         table.add_column(column)
@@ -74,43 +79,49 @@ def show(
                 )
 
 
-@inventory_app.command("example", epilog="Example:\n\n  provision inventory example > inventory/hosts.yml")
+@commands.command("example", epilog="Example:\n\n  provision inventory example > inventory/hosts.yml")
 def example() -> None:
     """Print the example inventory, every field explained (ships with the package)."""
+    from provision.resources import resource_file
+
     typer.echo(resource_file("inventory/hosts.example.yml").read_text(), nl=False)
 
 
-@inventory_app.command(
+@commands.command(
     "import",
     epilog="Example:\n\n  provision inventory import /etc/ansible/hosts -o inventory/hosts.yml",
 )
 def import_(
-    source: Path = typer.Argument(..., help="Ansible inventory, INI or YAML."),
-    output: Path = typer.Option(None, "-o", "--output", help="Write here (atomically; an existing file is kept as FILE~)."),
+    source: Annotated[Path, typer.Argument(help="Ansible inventory, INI or YAML.")],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="Write here (atomically; an existing file is kept as FILE~).")
+    ] = None,
 ) -> None:
     """Convert an Ansible inventory; groups named rack* become racks, in file order.
 
     [all:vars] become vars:, each group's own variables go to group_vars/<group>.yml beside the
     output, and SSH arguments (ansible_ssh_common_args...) are dropped with a warning."""
+    import yaml
+
+    from provision.files import write_atomic
+    from provision.inventory.ansible import read_ansible_inventory
+    from provision.inventory.model import inventory_to_yaml
+
     imported = read_ansible_inventory(source)
     for warning in imported.warnings:
-        stderr.print(f"warning: {warning}", highlight=False, soft_wrap=True, markup=False)
+        warn(warning)
     text = inventory_to_yaml(imported.inventory)
     if output is None:
         typer.echo(text, nl=False)
         if imported.group_vars:
-            stderr.print(
-                f"warning: the variables of group(s) {', '.join(imported.group_vars)} are not in this output: "
-                "give -o FILE to write them to group_vars/<group>.yml beside it",
-                highlight=False,
-                soft_wrap=True,
-                markup=False,
+            warn(
+                f"the variables of group(s) {', '.join(imported.group_vars)} are not in this output: "
+                "give -o FILE to write them to group_vars/<group>.yml beside it"
             )
         return
-    backup = write_atomic(output, text)
-    typer.echo(f"wrote {output}" + (f" (previous version kept as {backup})" if backup else ""), err=True)
+    wrote("inventory", output, write_atomic(output, text))
     for group, variables in imported.group_vars.items():
         target = output.parent / "group_vars" / f"{group}.yml"
         target.parent.mkdir(exist_ok=True)
-        backup = write_atomic(target, yaml.safe_dump(variables, sort_keys=False, default_flow_style=False))
-        typer.echo(f"wrote {target}" + (f" (previous version kept as {backup})" if backup else ""), err=True)
+        text = yaml.safe_dump(variables, sort_keys=False, default_flow_style=False)
+        wrote(f"group_vars of {group}", target, write_atomic(target, text))

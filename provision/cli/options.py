@@ -1,25 +1,36 @@
-"""Options shared by several commands, declared once."""
+"""Options shared by several commands, declared once as ``Annotated`` aliases, and the settings
+they make, built once per command by :func:`settings`.
+
+Every shared setting has one meaning everywhere and is read from the command line, else its
+environment variable, else the config files, else its built-in default (:mod:`provision.cli.config`;
+defaults in :mod:`provision.defaults`)::
+
+    def probe(ctx: typer.Context, inventory: opt.Inventory, forks: opt.Forks, ...):
+        ssh = opt.settings(ctx).ssh
+"""
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from provision import defaults
 from provision.cli import config
 from provision.errors import ProvisionError
-from provision.inventory.model import DEFAULT_INVENTORY
-from provision.probe.cached import ProbeSettings
-from provision.probe.run import DEFAULT_FORKS
-from provision.probe.store import DEFAULT_FACTS_DIR, facts_folder
-from provision.transport.connection import SshOptions
+
+if TYPE_CHECKING:
+    from provision.transport.connection import SshOptions
 
 
 def _setting(name: str, *flags: str, **kwargs) -> typer.models.OptionInfo:
     """An option read from the command line, else its environment variable, else the config
     files, else its default (:mod:`provision.cli.config` decides all but the command line)."""
     return typer.Option(
-        ...,
         *flags,
         default_factory=lambda: config.configured(name),
         envvar=config.env_name(name),
@@ -27,129 +38,208 @@ def _setting(name: str, *flags: str, **kwargs) -> typer.models.OptionInfo:
     )
 
 
-INVENTORY = _setting(
-    "inventory",
-    "-i",
-    "--inventory",
-    help="Inventory YAML (default: inventory/hosts.yml if present).",
-    show_default=False,
-)
+Inventory = Annotated[
+    Path,
+    _setting(
+        "inventory", "-i", "--inventory", help="Inventory YAML (default: inventory/hosts.yml if present).", show_default=False
+    ),
+]
 
 
 def _facts_dir(ctx: typer.Context, param: typer.CallbackParam, value: Path | None) -> Path | None:
     """An unnamed facts folder is the one beside the inventory (:func:`facts_folder`): the
     inventory option is declared first, so it is known here when only the default is left."""
     source = ctx.get_parameter_source(param.name)
-    if (source is not None and source.name != "DEFAULT") or config.is_configured("facts_dir"):
+    if (source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")) or config.is_configured("facts_dir"):
         return value
-    inventory = ctx.params.get("inventory")
+    return _facts_beside(ctx.params.get("inventory"))
+
+
+def _facts_beside(inventory: Path | None) -> Path:
+    from provision.inventory.model import DEFAULT_INVENTORY
+    from provision.probe.store import facts_folder
+
     if inventory is None and DEFAULT_INVENTORY.exists():
         inventory = DEFAULT_INVENTORY
     return facts_folder(inventory)
 
 
-FACTS_DIR = _setting(
-    "facts_dir",
-    "--facts-dir",
-    help="Where facts are cached (<host>.json + raw captures); default: facts/ beside the inventory.",
-    show_default=str(DEFAULT_FACTS_DIR),
-    callback=_facts_dir,
-)
-FORKS = _setting(
-    "forks",
-    "--forks",
-    min=1,
-    max=1024,
-    help="Hosts probed at once (in all, over every worker process).",
-    show_default=str(DEFAULT_FORKS),
-)
-RUN_FORKS = _setting(
-    "forks",
-    "--forks",
-    min=1,
-    max=1024,
-    help="Hosts that run the command (or receive the copy) at once: one SSH connection each; "
-    "lower it to spare a login node or a file server.",
-    show_default=str(DEFAULT_FORKS),
-)
-SETUP_FORKS = _setting("forks", "--forks", min=1, max=1024, help="Hosts worked on at once.", show_default=str(DEFAULT_FORKS))
-WORKERS = typer.Option(
-    0,
-    "--workers",
-    min=0,
-    max=256,
-    help="Controller processes sharing the hosts (0: automatic, one per core from a few hundred hosts on).",
-)
-CONNECT_TIMEOUT = _setting(
-    "connect_timeout",
-    "--connect-timeout",
-    min=0.1,
-    help="Seconds (fractions allowed) to wait for each SSH connection, ProxyJump hops included.",
-    show_default=f"{SshOptions.connect_timeout:g}",
-)
-COMMAND_TIMEOUT = _setting(
-    "command_timeout",
-    "--command-timeout",
-    min=0.1,
-    help="Seconds the remote command may run.",
-    show_default=f"{SshOptions.command_timeout:g}",
-)
-ACCEPT_NEW = _setting(
-    "accept_new_host_keys",
-    "--accept-new-host-keys",
-    help="Record unknown host keys in the first user known_hosts file (changed and revoked keys are still refused).",
-    show_default=False,
-)
-KNOWN_HOSTS = _setting(
-    "known_hosts",
-    "--known-hosts",
-    help="known_hosts file to trust and append to, instead of ssh_config's UserKnownHostsFile (default ~/.ssh/known_hosts); "
-    "global files (/etc/ssh/ssh_known_hosts) still apply.",
-    show_default=False,
-)
-SSH_CONFIG = _setting(
-    "ssh_config",
-    "--ssh-config",
-    help="ssh_config file to read instead of ~/.ssh/config and /etc/ssh/ssh_config.",
-    show_default=False,
-)
+FactsDir = Annotated[
+    Path,
+    _setting(
+        "facts_dir",
+        "--facts-dir",
+        help="Where facts are cached (<host>.json + raw captures); default: facts/ beside the inventory.",
+        show_default=str(defaults.FACTS_DIR),
+        callback=_facts_dir,
+    ),
+]
+Forks = Annotated[
+    int,
+    _setting(
+        "forks",
+        "--forks",
+        min=1,
+        max=1024,
+        help="Hosts probed at once (in all, over every worker process).",
+        show_default=str(defaults.FORKS),
+    ),
+]
+RunForks = Annotated[
+    int,
+    _setting(
+        "forks",
+        "--forks",
+        min=1,
+        max=1024,
+        help="Hosts that run the command (or receive the copy) at once: one SSH connection each; "
+        "lower it to spare a login node or a file server.",
+        show_default=str(defaults.FORKS),
+    ),
+]
+SetupForks = Annotated[
+    int, _setting("forks", "--forks", min=1, max=1024, help="Hosts worked on at once.", show_default=str(defaults.FORKS))
+]
+Workers = Annotated[
+    int,
+    typer.Option(
+        "--workers",
+        min=0,
+        max=256,
+        help="Controller processes sharing the hosts (0: automatic, one per core from a few hundred hosts on).",
+    ),
+]
+ConnectTimeout = Annotated[
+    float,
+    _setting(
+        "connect_timeout",
+        "--connect-timeout",
+        min=0.1,
+        help="Seconds (fractions allowed) to wait for each SSH connection, ProxyJump hops included.",
+        show_default=f"{defaults.CONNECT_TIMEOUT:g}",
+    ),
+]
+CommandTimeout = Annotated[
+    float,
+    _setting(
+        "command_timeout",
+        "--command-timeout",
+        min=0.1,
+        help="Seconds one command may run on a host (in setup-cluster each change is one command).",
+        show_default=f"{defaults.COMMAND_TIMEOUT:g}",
+    ),
+]
+AcceptNew = Annotated[
+    bool,
+    _setting(
+        "accept_new_host_keys",
+        "--accept-new-host-keys",
+        help="Record unknown host keys in the first user known_hosts file (changed and revoked keys are still refused).",
+        show_default=False,
+    ),
+]
+KnownHosts = Annotated[
+    Path,
+    _setting(
+        "known_hosts",
+        "--known-hosts",
+        help="known_hosts file to trust and append to, instead of ssh_config's UserKnownHostsFile (default ~/.ssh/known_hosts); "
+        "global files (/etc/ssh/ssh_known_hosts) still apply.",
+        show_default=False,
+    ),
+]
+SshConfig = Annotated[
+    Path,
+    _setting(
+        "ssh_config",
+        "--ssh-config",
+        help="ssh_config file to read instead of ~/.ssh/config and /etc/ssh/ssh_config.",
+        show_default=False,
+    ),
+]
 
 
-def ssh_options(
-    known_hosts: Path | None,
-    ssh_config: Path | None,
-    *,
-    accept_new: bool = False,
-    connect_timeout: float = SshOptions.connect_timeout,
-    command_timeout: float = SshOptions.command_timeout,
-) -> SshOptions:
-    """Build :class:`SshOptions` from the shared CLI options (an unreadable --ssh-config: one line, exit 2)."""
+@dataclass(frozen=True)
+class Settings:
+    """The shared settings of one command run, built once from its options: how to reach hosts
+    (:attr:`ssh`), how many at once (``forks``), controller processes (``workers``, None:
+    automatic), where facts are cached and which inventory is read."""
+
+    forks: int
+    workers: int | None
+    facts_dir: Path
+    inventory: Path | None
+    known_hosts: Path | None
+    ssh_config: Path | None
+    accept_new_host_keys: bool
+    connect_timeout: float
+    command_timeout: float
+
+    @cached_property
+    def ssh(self) -> SshOptions:
+        """The SSH options (SSH is imported here, when a command reaches a host: not for --replay)."""
+        from provision.transport.connection import SshOptions
+
+        return SshOptions(
+            known_hosts=self.known_hosts,
+            accept_new_host_keys=self.accept_new_host_keys,
+            connect_timeout=self.connect_timeout,
+            command_timeout=self.command_timeout,
+            ssh_config=self.ssh_config,
+        )
+
+
+def settings(ctx: typer.Context) -> Settings:
+    """The :class:`Settings` of the running command, from its shared options (``ctx.params``);
+    a setting the command has no option for comes from the environment, the config files or its
+    default, as the option would. Built once per command run (kept in ``ctx.meta``). An
+    unreadable --ssh-config: one line, exit 2."""
+    if "provision.settings" not in ctx.meta:
+        ctx.meta["provision.settings"] = _settings(ctx.params)
+    return ctx.meta["provision.settings"]
+
+
+def _settings(params: dict) -> Settings:
+    """:class:`Settings` from the parsed options ``params``."""
+
+    def value(name: str):
+        if name in params:  # as click parsed it (typer converts to the annotation only for the function)
+            given, kind = params[name], config.SETTINGS[name].kind
+            return given if given is None or isinstance(given, kind) else kind(given)
+        setting = config.SETTINGS[name]
+        if setting.env in os.environ:
+            return _from_env(name, os.environ[setting.env])
+        return config.configured(name)
+
+    ssh_config = value("ssh_config")
     if ssh_config is not None:
         try:
             with open(ssh_config, "rb"):
                 pass
         except OSError as error:
             raise ProvisionError(f"{ssh_config}: cannot read ssh_config: {error.strerror}") from None
-    return SshOptions(
+    known_hosts = value("known_hosts")
+    return Settings(
+        forks=value("forks"),
+        workers=params.get("workers") or None,
+        facts_dir=value("facts_dir")
+        if "facts_dir" in params or config.is_configured("facts_dir")
+        else _facts_beside(value("inventory")),
+        inventory=value("inventory"),
         known_hosts=Path(known_hosts).expanduser() if known_hosts is not None else None,
-        accept_new_host_keys=accept_new,
-        connect_timeout=connect_timeout,
-        command_timeout=command_timeout,
         ssh_config=ssh_config,
+        accept_new_host_keys=bool(value("accept_new_host_keys")),
+        connect_timeout=value("connect_timeout"),
+        command_timeout=value("command_timeout"),
     )
 
 
-def probe_settings(
-    forks: int,
-    connect_timeout: float,
-    command_timeout: float,
-    accept_new: bool,
-    known_hosts: Path | None,
-    ssh_config: Path | None,
-    workers: int | None = None,
-) -> ProbeSettings:
-    """Build :class:`ProbeSettings` (SSH options, forks, worker processes) from the shared CLI options."""
-    ssh = ssh_options(
-        known_hosts, ssh_config, accept_new=accept_new, connect_timeout=connect_timeout, command_timeout=command_timeout
-    )
-    return ProbeSettings(ssh, forks, workers or None)
+def _from_env(name: str, text: str):
+    """An environment variable's value as its setting's type (as the option would read it)."""
+    kind = config.SETTINGS[name].kind
+    if kind is bool:
+        return text.strip().lower() in ("1", "true", "yes", "on", "y", "t")
+    try:
+        return kind(text)
+    except ValueError:
+        raise ProvisionError(f"${config.env_name(name)}={text!r}: not a valid {name.replace('_', '-')}") from None

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from provision.cli import SafeConsole, app, config, fail, options as opt, stderr
-from provision.cli.targets import resolve_targets
-from provision.errors import ProvisionError
-from provision.probe.gather import capture_script
-from provision.probe.report import failure_lines, print_table, print_topology, results_json
-from provision.probe.run import probe_hosts, replay
-from provision.probe.slurm import SlurmProbeError, SlurmRequest, probe_via_slurm
-from provision.probe.store import save_hosts
+from provision.cli import command_table, config, options as opt
+from provision.cli.output import error, fail, stderr, stdout
+
+commands = command_table()
 
 
-@app.command(
+@commands.command(
     epilog="Examples:\n\n"
     "  provision probe localhost            # this machine, no SSH\n\n"
     "  provision probe -i inventory/hosts.yml all --forks 128\n\n"
@@ -29,115 +25,143 @@ from provision.probe.store import save_hosts
 )
 def probe(
     ctx: typer.Context,
-    hosts: list[str] = typer.Argument(None, help="Hosts or groups (default: all in the inventory)."),
-    inventory: Path = opt.INVENTORY,
-    facts_dir: Path = opt.FACTS_DIR,
-    replay_dir: Path = typer.Option(
-        None,
-        "--replay",
-        help="Derive facts from saved captures DIR/<host>/<name>.txt; no SSH. They are saved in DIR.facts/ "
-        "unless --facts-dir (or PROVISION_FACTS_DIR, a config file) names a folder.",
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON for scripts instead of a table."),
-    forks: int = opt.FORKS,
-    workers: int = opt.WORKERS,
-    connect_timeout: float = opt.CONNECT_TIMEOUT,
-    command_timeout: float = opt.COMMAND_TIMEOUT,
-    accept_new_host_keys: bool = opt.ACCEPT_NEW,
-    known_hosts: Path = opt.KNOWN_HOSTS,
-    ssh_config: Path = opt.SSH_CONFIG,
-    topology: bool = typer.Option(False, "--topology", help="Also print each host's rank-file view (always for one host)."),
-    save: bool = typer.Option(True, "--save/--no-save", help="Write facts and raw captures to --facts-dir."),
-    via: str = typer.Option("ssh", "--via", help="ssh: each host over SSH; slurm: one srun task per node of an allocation."),
-    partition: str = typer.Option(None, "--partition", help="--via slurm: the partition to allocate from."),
-    nodelist: str = typer.Option(None, "--nodelist", help="--via slurm: these nodes (Slurm host list, node[01-04])."),
-    nodes: int = typer.Option(None, "--nodes", help="--via slurm: how many nodes (default: those of --nodelist)."),
-    via_host: str = typer.Option(
-        "localhost", "--via-host", help="--via slurm: the submit host that runs salloc/srun (an inventory host; SSH)."
-    ),
-    alloc_wait: int = typer.Option(60, "--alloc-wait", help="--via slurm: seconds to wait for the allocation."),
+    hosts: Annotated[list[str], typer.Argument(help="Hosts or groups (default: all in the inventory).")] = None,
+    *,
+    inventory: opt.Inventory,
+    facts_dir: opt.FactsDir,
+    replay_dir: Annotated[
+        Path,
+        typer.Option(
+            "--replay",
+            help="Derive facts from saved captures DIR/<host>/<name>.txt; no SSH. They are saved in DIR.facts/ "
+            "unless --facts-dir (or PROVISION_FACTS_DIR, a config file) names a folder.",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of a table.")] = False,
+    table: Annotated[
+        bool, typer.Option("--table", help="The per-host table even above 32 hosts (where a summary of what differs is shown).")
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Only the summary: hosts alike grouped in one line, failures by kind.")
+    ] = False,
+    forks: opt.Forks,
+    workers: opt.Workers = 0,
+    connect_timeout: opt.ConnectTimeout,
+    command_timeout: opt.CommandTimeout,
+    accept_new_host_keys: opt.AcceptNew,
+    known_hosts: opt.KnownHosts,
+    ssh_config: opt.SshConfig,
+    topology: Annotated[
+        bool, typer.Option("--topology", help="Also print each host's rank-file view (always for one host).")
+    ] = False,
+    save: Annotated[bool, typer.Option("--save/--no-save", help="Write facts and raw captures to --facts-dir.")] = True,
+    via: Annotated[
+        str, typer.Option("--via", help="ssh: each host over SSH; slurm: one srun task per node of an allocation.")
+    ] = "ssh",
+    partition: Annotated[str, typer.Option("--partition", help="--via slurm: the partition to allocate from.")] = None,
+    nodelist: Annotated[str, typer.Option("--nodelist", help="--via slurm: these nodes (Slurm host list, node[01-04]).")] = None,
+    nodes: Annotated[int, typer.Option("--nodes", help="--via slurm: how many nodes (default: those of --nodelist).")] = None,
+    via_host: Annotated[
+        str, typer.Option("--via-host", help="--via slurm: the submit host that runs salloc/srun (an inventory host; SSH).")
+    ] = "localhost",
+    alloc_wait: Annotated[int, typer.Option("--alloc-wait", help="--via slurm: seconds to wait for the allocation.")] = 60,
 ) -> None:
     """Collect each host's real hardware over SSH (one connection, one command per host)."""
-    console = SafeConsole()
+    from provision.errors import ProvisionError
+    from provision.probe.service import ProbeRequest, collect, replay_facts_dir
+
+    settings = opt.settings(ctx)
+    request = ProbeRequest(facts_dir, hosts or [], forks=settings.forks, workers=settings.workers, save=save)
     if replay_dir is not None:
-        try:
-            results = replay(replay_dir, hosts or None)
-        except FileNotFoundError as error:
-            raise fail(str(error)) from None
+        request.replay_dir = replay_dir
         if not _facts_dir_chosen(ctx):  # never over the live facts of real hosts with the same names
-            facts_dir = replay_facts_dir(replay_dir)
+            request.facts_dir = replay_facts_dir(replay_dir)
     elif via == "slurm":
         if hosts:
             raise fail("--via slurm probes the nodes Slurm allocates: name them with --nodelist, not as arguments")
-        settings = opt.probe_settings(
-            forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config, workers
-        )
+        from provision.cli.targets import resolve_targets
+
         _, submits = resolve_targets(inventory, [via_host])
         if len(submits) != 1:
             raise fail(f"--via-host {via_host}: name one submit host, not {len(submits)}")
-        submit = submits[0]
-        try:
-            results = probe_via_slurm(submit, SlurmRequest(partition, nodelist, nodes, alloc_wait), settings.ssh)
-        except SlurmProbeError as error:
-            raise fail(str(error), code=error.code) from None
+        from provision.probe.slurm import SlurmRequest
+
+        request.submit, request.slurm = submits[0], SlurmRequest(partition, nodelist, nodes, alloc_wait)
+        request.ssh = settings.ssh
     elif via != "ssh":
         raise fail(f"--via {via!r}: ssh or slurm")
     elif partition or nodelist or nodes:
         raise fail("--partition, --nodelist and --nodes choose Slurm nodes: add --via slurm")
     else:
-        _, targets = resolve_targets(inventory, hosts or [])
-        if not targets:
+        from provision.cli.targets import resolve_targets
+
+        _, request.targets = resolve_targets(inventory, hosts or [])
+        if not request.targets:
             raise fail("no hosts: name some (provision probe localhost) or give an inventory with -i")
-        settings = opt.probe_settings(
-            forks, connect_timeout, command_timeout, accept_new_host_keys, known_hosts, ssh_config, workers
-        )
-        show_progress = not as_json and len(targets) > 1 and stderr.is_terminal
-        if show_progress:
-            # Refreshed by each result, not by a thread of its own: worker processes are forked.
-            with Progress(
-                TextColumn("probing"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=stderr,
-                transient=True,
-                auto_refresh=False,
-            ) as progress:
-                task = progress.add_task("probe", total=len(targets))
-
-                def advance(_result) -> None:
-                    progress.advance(task)
-                    progress.refresh()
-
-                results = probe_hosts(targets, settings.ssh, settings.forks, on_done=advance, workers=settings.workers)
+        request.ssh = settings.ssh
+    try:
+        if len(request.targets) > 1 and not as_json and sys.stderr.isatty():  # rich's bar only on a terminal
+            run = _with_progress(request)
         else:
-            results = probe_hosts(targets, settings.ssh, settings.forks, workers=settings.workers)
-    unsaved = []  # one line per host whose facts could not be written (facts dir not writable, disk full)
-    if save:
-        probed = [(result.facts, result.captures) for result in results if result.facts is not None]
-        try:
-            problems = save_hosts(facts_dir, probed)
-        except (OSError, ProvisionError) as error:
-            why = f"{error.filename}: {error.strerror}" if isinstance(error, OSError) and error.filename else str(error)
-            problems = {facts.host: why for facts, _ in probed}
-        unsaved = [f"{host}: cannot save facts: {why}" for host, why in problems.items()]
+            run = collect(request)
+    except ProvisionError as problem:  # a missing capture folder; a Slurm allocation that failed (its own code)
+        raise fail(str(problem), code=getattr(problem, "code", 2)) from None
+    _show(run, request, as_json=as_json, table=table, quiet=quiet, topology=topology)
+    if not run.ok:
+        raise typer.Exit(1)
+
+
+def _with_progress(request):
+    """Probe with a progress bar on the terminal, refreshed by each result (not by a thread of its
+    own: worker processes are forked)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from provision.probe.service import collect
+
+    columns = (TextColumn("probing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=stderr(), transient=True, auto_refresh=False) as progress:
+        task = progress.add_task("probe", total=len(request.targets))
+
+        def advance(_result) -> None:
+            progress.advance(task)
+            progress.refresh()
+
+        return collect(request, on_done=advance)
+
+
+def _show(run, request, *, as_json: bool, table: bool, quiet: bool, topology: bool) -> None:
+    """JSON, the table or the summary on stdout; the failures once on stderr (the table: one line
+    per host; the summary: one line per distinct error, hosts folded)."""
+    from provision.cli.probe_view import failure_groups, summary_lines, use_summary
+    from provision.probe.report import failure_lines, results_json
+
+    results = run.results
+    summary = use_summary(results, quiet, table)
+    saved = request.save and len(run.unsaved) < sum(r.ok for r in results)
     if as_json:
         typer.echo(results_json(results))
     else:
-        print_table(results, console)
-        if topology or len(results) == 1:
+        from provision.probe.report import print_table, print_topology
+
+        if summary:
+            for line in summary_lines(results):
+                typer.echo(line)
+        else:
+            print_table(results, stdout())
+        if topology or (len(results) == 1 and not summary):  # asked for, or one host's table
             for result in results:
                 if result.facts is not None:
-                    print_topology(result.facts, console)
-        if save and len(unsaved) < sum(r.ok for r in results):
-            console.print(escape(f"facts saved in {facts_dir}/"), soft_wrap=True, highlight=False)
-    failed = [r for r in results if not r.ok]
-    for line in failure_lines(results):  # once, one line per host, under the table
-        stderr.print(escape(line), highlight=False, soft_wrap=True, style="red")
-    for line in unsaved:
-        stderr.print(f"provision: error: {line}", highlight=False, soft_wrap=True, markup=False)
-    if failed or unsaved:
-        raise typer.Exit(1)
+                    print_topology(result.facts, stdout())
+        if saved:
+            typer.echo(f"facts saved in {request.facts_dir}/")
+    failures = failure_groups(results) if summary and not as_json else failure_lines(results)
+    if failures:
+        from rich.markup import escape
+
+        for line in failures:
+            stderr().print(escape(line), highlight=False, soft_wrap=True, style="red")
+    for line in run.unsaved:
+        error(line)
 
 
 def _facts_dir_chosen(ctx: typer.Context) -> bool:
@@ -146,13 +170,7 @@ def _facts_dir_chosen(ctx: typer.Context) -> bool:
     return (source is not None and source.name != "DEFAULT") or config.is_configured("facts_dir")
 
 
-def replay_facts_dir(replay_dir: Path) -> Path:
-    """Where replayed facts go by default: ``DIR.facts`` beside the capture folder."""
-    folder = replay_dir.resolve()
-    return folder.with_name(folder.name + ".facts")
-
-
-@app.command(
+@commands.command(
     "capture-script",
     epilog="Example:\n\n  provision capture-script > capture.sh; scp capture.sh node01:; ssh node01 sh capture.sh /tmp/cap\n\n"
     "  then copy /tmp/cap back and run: provision probe --replay cap",
@@ -162,4 +180,6 @@ def capture_script_command() -> None:
 
     DIR/<hostname> must not exist: the script makes it itself (mode 0700) and refuses anything
     already there, so a link another user planted is never written through."""
+    from provision.probe.gather import capture_script
+
     typer.echo(capture_script(), nl=False)

@@ -14,12 +14,13 @@ import math
 import re
 import shlex
 
+from provision import defaults
 from provision.doctor.model import FAIL, PASS, WARN, CheckResult, Limits, NodeReport
 from provision.doctor.sources import _limit
 from provision.errors import ParseError
 from provision.operations.base import is_number
 
-PARALLEL = 8  # ssh clients at once on each node, by default (see the script)
+PARALLEL = defaults.PAIRWISE_FANOUT  # ssh clients at once on each node, by default (see the script)
 
 # $1: this node's name; then its peers, in peer_order. PARALLEL workers (doctor
 # --pairwise-fanout), each taking every PARALLEL-th peer in turn (a slow peer holds up one

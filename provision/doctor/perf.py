@@ -28,6 +28,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from provision import defaults
 from provision.doctor.model import FAIL, CheckResult, NodeReport
 from provision.doctor.perf_judge import Coverage, Link, decide, judge_kind
 from provision.errors import ParseError, ProvisionError
@@ -39,7 +40,7 @@ from provision.plans.nics import fabric_interface
 Pair = tuple[str, str]
 DEFAULT_SECONDS = 3  # iperf3 -t: long enough for TCP to leave slow start on a fast link
 ROUND_OVERHEAD_S = 1.5  # starting both ends and reading back, per round (measured: ~0.5-1.2 s here)
-PORT = 47201  # a high port, the same on every node (--perf-port)
+PORT = defaults.PERF_PORT  # a high port, the same on every node (--perf-port)
 INSTALL_HINT = "install iperf3 (Debian/Ubuntu: apt-get install iperf3; RHEL/Rocky: dnf install iperf3)"
 
 

@@ -40,6 +40,9 @@ class RunOptions:
     template_dirs: tuple = ()
     step_timeout: float | None = 300.0  # seconds each change may run on a host (--command-timeout)
     start_at_task: str | None = None
+    # Secrets asked at the prompt, {operation: {user: secret}}: given to that operation's tasks for
+    # that user as their ``password`` argument (--ask-jupyter-pass); this run only, never shown.
+    prompted: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
 
 
 class Runner:
@@ -76,7 +79,9 @@ class Runner:
         self.play_hosts: list[list[Host]] = []
         self.cache = HostCache(cache_folder(inventory))
         self.known: dict[str, dict | None] = {}  # each inventory host's cached record (read once)
-        self.render = Render(variables, plays, self.play_hosts, self.hostvars, options.tags, options.template_dirs)
+        self.render = Render(
+            variables, plays, self.play_hosts, self.hostvars, options.tags, options.template_dirs, options.prompted
+        )
 
     # -- selection -----------------------------------------------------------------------------
     def selected(self, task: Task) -> bool:

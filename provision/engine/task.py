@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,9 @@ class Render:
     hostvars: dict[str, dict]
     tags: frozenset[str] | None = None
     template_dirs: tuple = ()
+    # secrets asked at the prompt, by operation and user ({"jupyter_config": {"alice": "..."}}):
+    # given to that operation as its ``password`` argument, never written to a variable or a file
+    prompted: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
 
     def context(self, host: Host, play: Play, run: HostRun | None, item: Any = NO_ITEM) -> dict:
         """Variables for one task on one host (``run`` None: before any host is touched)."""
@@ -78,6 +81,10 @@ class Render:
             args = {k: render_value(v, ctx, shell=k in ("cmd", "unless")) for k, v in task.args.items()}
         else:
             args = render_value(dict(task.args), ctx)
+        asked = self.prompted.get(task.op, {})
+        user = args.get("user") if asked and isinstance(args, dict) else None
+        if isinstance(user, str) and user in asked and "password" not in args:
+            args = {**args, "password": asked[user]}
         if task.op != "template":
             return task.op, args
         env = template_loader([*self.template_dirs, play.base / "templates"])

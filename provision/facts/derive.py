@@ -14,6 +14,7 @@ Every disagreement between sources becomes a note in the facts.
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import lru_cache
 
 from provision.errors import NotCapturedError, ParseError
 from provision.facts import hwloc, lscpu, nic_distance, nics, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
@@ -119,12 +120,19 @@ def _rows_checked_by_sysfs(
     return sysfs.rows, SYSFS_CPU
 
 
+@lru_cache(maxsize=16)
+def _parsed_hwloc(text: str) -> hwloc.HwlocTopology:
+    """The host's hwloc XML parsed once, for its cores and for its GPUs (the largest capture,
+    parsed twice per host before: issue 28). The result is frozen, safe to share."""
+    return hwloc.parse_hwloc_xml(text)
+
+
 def _topology_from_hwloc(captures: dict[str, str], notes: list[str]) -> CpuTopology | None:
     """hwloc's topology when its XML was captured and readable, else None (with a note why)."""
     if HWLOC not in captures:
         return None
     try:
-        parsed = hwloc.parse_hwloc_xml(captures[HWLOC])
+        parsed = _parsed_hwloc(captures[HWLOC])
     except ParseError as error:
         notes.append(f"hwloc-xml not used: {error}")
         return None
@@ -212,7 +220,7 @@ def _hwloc_gpus(captures: dict[str, str]) -> dict[str, hwloc.HwlocGpu]:
     if HWLOC not in captures:
         return {}
     try:
-        return {gpu.bus_id: gpu for gpu in hwloc.parse_hwloc_xml(captures[HWLOC]).gpus}
+        return {gpu.bus_id: gpu for gpu in _parsed_hwloc(captures[HWLOC]).gpus}
     except ParseError:
         return {}
 

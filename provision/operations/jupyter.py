@@ -45,7 +45,6 @@ _HASH_LINE = re.compile(
     r'^c\.PasswordIdentityProvider\.hashed_password[ \t]*=[ \t]*"(argon2:\$argon2[^\'\n"\\]{1,400})"[ \t]*$', re.MULTILINE
 )
 MAX_PASSWORD_FILE = 4096
-PROMPTED: dict[str, str] = {}  # user -> password asked at the prompt (--ask-jupyter-pass), this process only
 
 
 class PasswordFileError(ArgumentError):
@@ -72,19 +71,20 @@ def read_password(path: str) -> str:
     return password
 
 
-def remember_password(user: str, password: str) -> None:
-    """Keep a password asked at the prompt for ``user`` (never written anywhere)."""
+def checked_password(user: str, password: str) -> str:
+    """A password asked at the prompt for ``user``, refused when empty or more than one line. The
+    run passes it to this operation as its ``password`` argument (never written or shown)."""
     if not password or "\n" in password or "\r" in password:
         raise PasswordFileError(f"jupyter password for {user}: empty or more than one line")
-    PROMPTED[user] = password
+    return password
 
 
 def password_for(args: dict) -> str:
     """The user's password: from the controller file, else the one asked at the prompt."""
     if args["password_file"]:
         return read_password(_resolve(args["password_file"], args["base_dir"]))
-    if args["user"] in PROMPTED:
-        return PROMPTED[args["user"]]
+    if args.get("password"):
+        return args["password"]
     raise PasswordFileError(f"jupyter: no password for {args['user']}: set jupyter_password_file, or run with --ask-jupyter-pass")
 
 
@@ -283,6 +283,7 @@ OPERATIONS = {
             "port": Arg((int,), True, help="c.ServerApp.port"),
             "password_file": Arg((str,), help="controller file whose first line is the password (else --ask-jupyter-pass)"),
             "base_dir": Arg((str,), help="folder relative password files are read from"),
+            "password": Arg((str,), help="the password asked at the prompt (--ask-jupyter-pass; set by the run, not a playbook)"),
             "listen": Arg((str,), default="localhost", help="localhost or all (c.ServerApp.ip)"),
             "root_dir": Arg((str,), True, help="c.ServerApp.root_dir"),
             "certfile": Arg((str,), help="TLS certificate on the node"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from provision.errors import PlanError
 from provision.facts.model import HostFacts
@@ -84,3 +85,26 @@ def check_rankfile(lines: list[RankLine], facts_by_host: dict[str, HostFacts], p
                 f"core(s) {beyond[0]}{'-' + str(beyond[-1]) if len(beyond) > 1 else ''} do not exist"
             )
     return problems
+
+
+def check_rankfile_file(path: Path, facts_dir: Path) -> tuple[list[str], int, list[str]]:
+    """``rankfile --check FILE``: the problems of the rank file at ``path`` against the facts in
+    ``facts_dir`` (one line each), its rank count, and one line per host whose facts file is there
+    but unusable (an absent one is a problem of each line that names it). A file that cannot be
+    read raises :class:`ProvisionError` naming it."""
+    from provision.errors import FactsError, ProvisionError
+    from provision.probe.store import load_host
+
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ProvisionError(f"{path}: cannot read: {error.strerror}") from None
+    lines = parse_rankfile(text, str(path))
+    facts, unusable = {}, []
+    for name in sorted({line.host for line in lines}):
+        try:
+            facts[name] = load_host(facts_dir, name)
+        except FactsError as error:
+            if (facts_dir / f"{name}.json").exists():  # corrupt: say so once; absent: per line
+                unusable.append(str(error))
+    return check_rankfile(lines, facts, str(path)), len(lines), unusable

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from provision.errors import ProvisionError
 from provision.facts.model import HostFacts
-from provision.inventory.model import open_inventory
+from provision.inventory.model import Inventory, open_inventory
 from provision.probe.run import DEFAULT_FORKS, probe_hosts
 from provision.probe.store import load_host, save_hosts
 from provision.transport.connection import SshOptions
@@ -32,15 +32,19 @@ class ProbeFailed(ProvisionError):
     """Some hosts could not be probed (the others' facts were saved); the message names each."""
 
 
-def plan_facts(names: list[str], inventory: Path | None, facts_dir: Path, probe: ProbeSettings | None) -> list[HostFacts]:
-    """Facts for ``names``, in order: read from ``facts_dir``, or (``probe`` given) probed now.
+def plan_facts(
+    names: list[str], inventory: Inventory | Path | None, facts_dir: Path, probe: ProbeSettings | None
+) -> list[HostFacts]:
+    """Facts for ``names``, in order: read from ``facts_dir``, or (``probe`` given) probed now,
+    reached as ``inventory`` (read already, or its path) says.
 
     Probed facts are saved to ``facts_dir`` for every host that answered, even when others
     failed; then :class:`ProbeFailed` names each failed host with its error kind and message.
     """
     if probe is None:
         return [load_host(facts_dir, name) for name in names]
-    results = probe_hosts(open_inventory(inventory).resolve(names), probe.ssh, probe.forks, workers=probe.workers)
+    inv = inventory if isinstance(inventory, Inventory) else open_inventory(inventory)
+    results = probe_hosts(inv.resolve(names), probe.ssh, probe.forks, workers=probe.workers)
     problems = save_hosts(facts_dir, [(r.facts, r.captures) for r in results if r.facts is not None])
     if problems:
         raise ProbeFailed("facts not saved for " + "; ".join(f"{host} ({why})" for host, why in problems.items()))

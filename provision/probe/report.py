@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from provision.facts.cpulist import format_ranges
 from provision.facts.model import HostFacts
 from provision.probe.run import ProbeResult
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def gpu_summary(facts: HostFacts) -> str:
@@ -25,14 +25,16 @@ def gpu_summary(facts: HostFacts) -> str:
 
 
 def nic_summary(facts: HostFacts) -> str:
-    """``mlx5_0:1 IB 100 Gb/sec, mlx5_1:1 DOWN`` (RDMA ports), else ``-``."""
-    ports = []
+    """RDMA ports counted by kind and rate, ``8× IB 200 Gb/sec, 1× RoCE 100 Gb/sec, 1× DOWN``, else
+    ``-``: one short cell for an 8-rail node (each port's name and state are in --json and
+    `topology`)."""
+    counts: Counter[str] = Counter()
     for device in facts.rdma:
         for port in device.ports:
             kind = {"InfiniBand": "IB", "Ethernet": "RoCE"}.get(port.link_layer or "", "?")
             rate = (port.rate or "").split(" (")[0]
-            ports.append(f"{device.name}:{port.number} " + (f"{kind} {rate}".strip() if port.active else port.state))
-    return ", ".join(ports) or "-"
+            counts[f"{kind} {rate}".strip() if port.active else (port.state or "?")] += 1
+    return ", ".join(f"{count}× {label}" for label, count in counts.items()) or "-"
 
 
 def gpu_nic_lines(facts: HostFacts) -> list[str]:
@@ -93,6 +95,9 @@ def status_of(result: ProbeResult) -> str:
 
 def print_table(results: list[ProbeResult], console: Console) -> None:
     """A table of hosts, then notes, then the heterogeneity summary."""
+    from rich.markup import escape  # rich only where a table is printed (not for --json: start-up)
+    from rich.table import Table
+
     table = Table(
         title="provision probe",
         title_justify="left",
@@ -142,6 +147,8 @@ def failure_lines(results: list[ProbeResult]) -> list[str]:
 
 def print_topology(facts: HostFacts, console: Console) -> None:
     """The rank-file view of one host: each socket's cores (relative numbers) and CPUs, GPUs."""
+    from rich.markup import escape
+
     console.print(
         f"[bold]{escape(facts.host)}[/bold] "
         + escape(f"({facts.hostname}, {facts.arch}): {facts.cpu.shape()} from {facts.cpu.source}")

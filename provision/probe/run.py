@@ -11,7 +11,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from provision import defaults
 from provision.errors import NotCapturedError, ParseError, UnsafeFileError
 from provision.facts.derive import derive_facts
 from provision.facts.model import HostFacts
@@ -19,10 +21,11 @@ from provision.files import open_dir
 from provision.inventory.model import HOST_NAME, Host
 from provision.probe.gather import CAPTURE_NAMES, NOT_INSTALLED, REMOTE_COMMAND, Capture, gather_script, new_nonce, split_output
 from provision.probe.store import read_capture_dir
-from provision.transport.connection import HostFailure, SshOptions, run_command
-from provision.transport.parallel import fan_out
 
-DEFAULT_FORKS = 64  # enough to keep a 2-core control node busy; pdsh's default fanout is 32
+if TYPE_CHECKING:
+    from provision.transport.connection import SshOptions
+
+DEFAULT_FORKS = defaults.FORKS
 
 
 @dataclass
@@ -72,6 +75,8 @@ def facts_from_captures(host: str, captures: dict[str, Capture]) -> ProbeResult:
 
 def probe_host(host: Host, options: SshOptions) -> ProbeResult:
     """Run the gather script on one host and derive its facts."""
+    from provision.transport.connection import HostFailure, run_command  # SSH only where it is used (--replay: none)
+
     started = time.monotonic()
     nonce = new_nonce()
     try:
@@ -96,6 +101,8 @@ def probe_hosts(
     """Probe ``hosts`` with at most ``forks`` at once in all, over ``workers`` processes (None:
     one per core above a few hundred hosts; see :mod:`provision.transport.parallel`); ``on_done`` is called
     in this process as each host finishes; results come back in input order."""
+
+    from provision.transport.parallel import fan_out
 
     def defect(host: Host, error: BaseException) -> ProbeResult:  # a defect costs this host only, never the run
         return ProbeResult(host.name, None, "parse", f"{type(error).__name__}: {error}"[:500])

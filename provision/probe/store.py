@@ -13,13 +13,14 @@ import shlex
 from collections.abc import Iterable
 from pathlib import Path
 
+from provision import defaults
 from provision.errors import FactsError, ProvisionError
 from provision.facts.model import HostFacts
 from provision.files import READ_LIMIT, StagedFiles, open_dir, private_dir, read_regular
 from provision.inventory.model import HOST_NAME
 from provision.probe.gather import CAPTURE_NAMES, Capture
 
-DEFAULT_FACTS_DIR = Path("inventory/facts")
+DEFAULT_FACTS_DIR = defaults.FACTS_DIR  # facts/ beside the inventory when there is none (facts_folder)
 
 
 def save_host(facts_dir: Path, facts: HostFacts, captures: dict[str, Capture]) -> Path:

@@ -29,6 +29,7 @@ from pathlib import Path
 import fabric
 import paramiko
 
+from provision import defaults
 from provision.inventory.model import Host
 from provision.transport.channel import ChannelFailure, CommandTimeout, run_on_channel
 from provision.transport.hostkeys import HostKeyError, make_client
@@ -44,8 +45,8 @@ class SshOptions:
 
     known_hosts: Path | None = None  # None: UserKnownHostsFile from ssh_config, else ~/.ssh/known_hosts{,2}
     accept_new_host_keys: bool = False
-    connect_timeout: float = 10.0
-    command_timeout: float = 300.0
+    connect_timeout: float = defaults.CONNECT_TIMEOUT
+    command_timeout: float = defaults.COMMAND_TIMEOUT
     ssh_config: Path | None = None  # None: ~/.ssh/config and /etc/ssh/ssh_config, as ssh does
 
 

@@ -1,0 +1,81 @@
+"""How `provision probe` shows its results: the per-host table, or, for a large run (more than
+:data:`TABLE_LIMIT` hosts, or ``--quiet``), a summary of what differs and what failed.
+
+The summary groups hosts whose row would read the same (arch, shape, GPUs, RDMA, memory, OpenMPI)
+and prints one line per group, the largest first, hosts folded into a hostlist; failures are
+grouped the same way, one line per distinct error. The whole table is one flag away (``--table``); ``--json`` has every detail.
+Plain text: no rich table for hundreds of rows (0.5 s at 128 hosts, issue 28).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from provision.probe.report import gpu_summary, heterogeneity, nic_summary, openmpi_summary
+from provision.probe.run import ProbeResult
+
+TABLE_LIMIT = 32  # hosts: a screenful of rows; above it, the summary unless --table
+COLUMNS = ("arch", "S×C×T", "GPUs", "RDMA", "memory", "OpenMPI")
+_CONTROL = {code: "?" for code in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+def shown(text: str) -> str:
+    """Node text safe on a terminal: each control character (escape sequences...) becomes ``?``."""
+    return text.translate(_CONTROL)
+
+
+def row_of(result: ProbeResult) -> tuple[str, ...]:
+    """The cells a probed host's table row would hold (host name aside)."""
+    facts = result.facts
+    memory = f"{facts.memory_mib / 1024:.0f} GiB" if facts.memory_mib else "-"
+    return (facts.arch, facts.cpu.shape(), gpu_summary(facts), nic_summary(facts), memory, openmpi_summary(facts))
+
+
+def _hostlist(names: list[str]) -> str:
+    from provision.plans.hostlist import HostlistError, fold
+
+    try:
+        return fold(names)
+    except HostlistError:  # a name no hostlist can hold: list them
+        return ",".join(names)
+
+
+def summary_lines(results: list[ProbeResult]) -> list[str]:
+    """``128 hosts: 126 ok, 2 failed``, then one line per group of hosts alike (largest first):
+    ``  124  node[001-124]  ppc64le  2x10x8 ...``, the notes counted, the heterogeneity verdict."""
+    ok = [result for result in results if result.facts is not None]
+    failed = [result for result in results if result.facts is None]
+    lines = [f"{len(results)} hosts: {len(ok)} ok" + (f", {len(failed)} failed" if failed else "")]
+    groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for result in ok:
+        groups[row_of(result)].append(result.host)
+    ordered = sorted(groups.items(), key=lambda item: -len(item[1]))
+    if ordered:
+        rows = [(str(len(hosts)), _hostlist(hosts), *cells) for cells, hosts in ordered]
+        header = ("hosts", "names", *COLUMNS)
+        widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+        for row in (header, *rows):
+            lines.append("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    notes = Counter(note for result in ok for note in result.facts.notes)
+    for note, count in notes.most_common():
+        lines.append(f"note ({count} hosts): {note}")
+    lines.extend(heterogeneity(results)[:1])
+    return [shown(line) for line in lines]
+
+
+def failure_groups(results: list[ProbeResult]) -> list[str]:
+    """One line per distinct failure, ``node[07,19]: unreachable: Connection refused``, the most
+    common first; a message naming its host reads ``<host>`` in it, so that hosts failing alike
+    share a line (the table's form, one line per host, is :func:`provision.probe.report.failure_lines`)."""
+    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for result in results:
+        if not result.ok:
+            message = (result.error or "").replace(result.host, "<host>")
+            groups[(result.error_kind or "failed", message)].append(result.host)
+    ordered = sorted(groups.items(), key=lambda item: -len(item[1]))
+    return [shown(f"{_hostlist(hosts)}: {kind}: {message}") for (kind, message), hosts in ordered]
+
+
+def use_summary(results: list[ProbeResult], quiet: bool, table: bool) -> bool:
+    """The summary instead of the table: with --quiet, or above :data:`TABLE_LIMIT` hosts without --table."""
+    return quiet or (len(results) > TABLE_LIMIT and not table)

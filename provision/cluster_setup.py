@@ -1,0 +1,215 @@
+"""`provision setup-cluster` below the command line: one run of the playbook over the inventory,
+then the checks of what it did (BatchMode SSH between every pair of nodes, each role's summary).
+
+The command line reads options and prompts, and prints; this module decides. Example::
+
+    setup = ClusterSetup(SetupRequest(inventory=Path("inventory/hosts.yml"), tags="users,ssh"), connection)
+    setup.select()
+    setup.prepare(become_password=None, jupyter_passwords={})
+    done = setup.run()
+    print(done.ok, [line.text for line in done.summary])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from provision.checks.roles import role_summary
+from provision.checks.ssh_pairs import verify_pairs
+from provision.engine.membership import new_hosts_problem
+from provision.engine.runner import BadInput, Runner, RunOptions
+from provision.engine.selection import split_tags
+from provision.errors import ProvisionError
+from provision.inventory.model import open_inventory
+from provision.inventory.patterns import name_list
+from provision.operations.jupyter import checked_password
+from provision.playbook.cluster_users import rotation_names, run_users
+from provision.playbook.model import load_playbook
+from provision.playbook.variables import Variables, parse_extra_vars
+from provision.resources import resource_dir
+
+
+@dataclass(frozen=True)
+class SetupRequest:
+    """What the user asked: which playbook over which inventory, which hosts, tasks and tags, the
+    variables on top, --check/--diff, and whether to verify afterwards."""
+
+    inventory: Path | None = None
+    playbook: Path | None = None
+    extra_vars: tuple[str, ...] = ()
+    rotate_user_keys: str | None = None
+    limit: tuple[str, ...] = ()
+    tags: str | None = None
+    skip_tags: str | None = None
+    start_at_task: str | None = None
+    templates: tuple[Path, ...] = ()
+    check: bool = False
+    diff: bool = False
+    verify: bool = True
+
+
+@dataclass
+class SetupResult:
+    """The run's report (results, recap), the pair checks and each role's summary, and warnings
+    found while running (a tag whose tasks did nothing)."""
+
+    report: object
+    pairs: list = field(default_factory=list)
+    summary: list = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def bad_pairs(self) -> list:
+        return [pair for pair in self.pairs if not pair.ok]
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok and not self.bad_pairs and all(line.ok for line in self.summary)
+
+    def as_dict(self) -> dict:
+        """The --json document."""
+        return {
+            "results": [r.as_dict() for r in self.report.results],
+            "recap": [vars(r) for r in self.report.recap],
+            "verify": [vars(p) for p in self.pairs],
+            "summary": [vars(line) for line in self.summary],
+        }
+
+
+def _bad_input(call):
+    try:
+        return call()
+    except BadInput as error:
+        raise ProvisionError(str(error)) from None
+
+
+class ClusterSetup:
+    """One setup-cluster run, read and selected (inventory, playbook, variables, hosts, tasks) on
+    creation; :meth:`prepare` with the prompted secrets, then :meth:`run`. Bad input raises
+    :class:`ProvisionError` naming the file, line, task or host; :attr:`warnings` are for the user."""
+
+    def __init__(
+        self,
+        request: SetupRequest,
+        connection,
+        on_result: Callable | None = None,
+        on_host: Callable | None = None,
+    ):
+        self.request, self.connection = request, connection
+        self.inventory = open_inventory(request.inventory)
+        if not self.inventory.hosts:
+            raise ProvisionError("no hosts: give an inventory with -i (see 'provision inventory --help')")
+        self.source = request.playbook or resource_dir("playbooks") / "setup-cluster.yml"
+        self.plays = load_playbook(self.source)
+        extra = parse_extra_vars(list(request.extra_vars))
+        self.rotate = rotation_names(request.rotate_user_keys, bool(request.limit))
+        if self.rotate:
+            extra["rotate_user_keys"] = self.rotate
+        self.variables = Variables(self.inventory, extra, connection.facts_dir)
+        self.warnings = list(self.variables.warnings)
+        self.options = RunOptions(
+            check=request.check,
+            diff=request.diff,
+            forks=connection.forks,
+            template_dirs=tuple(request.templates),
+            step_timeout=connection.ssh.command_timeout,
+            tags=split_tags(request.tags),
+            skip_tags=split_tags(request.skip_tags) or frozenset(),
+            start_at_task=request.start_at_task,
+        )
+        self.runner = Runner(
+            self.plays,
+            self.inventory,
+            self.variables,
+            connection.ssh,
+            self.options,
+            limit=list(request.limit) or None,
+            on_result=on_result,
+            on_host=on_host,
+            keep_sessions=request.verify and not request.check,
+        )
+        self.cluster = None
+
+    def select(self) -> None:
+        """Choose the hosts and tasks (--limit, --tags, --start-at-task); bad input raises."""
+        _bad_input(self.runner.select)
+
+    @property
+    def hosts(self) -> list[str]:
+        """The selected hosts' names."""
+        return list(self.runner.hosts)
+
+    def outline(self, hosts: bool, tasks: bool, tags: bool) -> list[str]:
+        """--list-hosts / --list-tasks / --list-tags: the lines, touching no host."""
+        return [line.expandtabs(8) for line in self.runner.outline(str(self.source), hosts=hosts, tasks=tasks, tags=tags)]
+
+    def users(self) -> list[dict]:
+        """The cluster users of the selected hosts (a warning when some host has none set)."""
+        if self.cluster is None:
+            self.cluster = run_users(self.variables, list(self.runner.hosts.values()))
+            if self.cluster.unset and self.runner.uses("cluster_users"):
+                self.warnings.append(
+                    f"cluster_users is not set for {name_list(self.cluster.unset)} (in the inventory's vars:, group_vars/, "
+                    "host_vars/ or -e): no cluster user is made or checked there"
+                )
+            self.cluster.check_rotation(self.rotate)
+        return self.cluster.users
+
+    def jupyter_users(self) -> list[str]:
+        """The users whose Jupyter password must be asked (a port and no jupyter_password_file)."""
+        return [u["name"] for u in self.users() if u.get("jupyter_port") is not None and not u.get("jupyter_password_file")]
+
+    def prepare(self, become_password: str | None = None, jupyter_passwords: dict[str, str] | None = None) -> None:
+        """Take the prompted secrets (checked; kept in this run's options only, never written or
+        shown), then render and check every task before any host is touched."""
+        self.users()
+        self.options.become_password = become_password
+        # filled in place: the runner's renderer holds this same dict
+        self.options.prompted["jupyter_config"] = {
+            user: checked_password(user, text) for user, text in (jupyter_passwords or {}).items()
+        }
+        _bad_input(self.runner.prepare)
+
+    def syntax_line(self) -> str:
+        """--syntax-check's verdict (after :meth:`prepare`)."""
+        tasks = sum(1 for play in self.plays for task in play.tasks if self.runner.selected(task))
+        hosts = len(self.runner.hosts)
+        return f"playbook: {self.source}: syntax OK ({len(self.plays)} plays, {tasks} tasks checked for {hosts} hosts)"
+
+    def run(self) -> SetupResult:
+        """Run the plays, then (unless --check or --no-verify) the pair check and each role's
+        summary for what this run did; every session is closed after."""
+        runner, request = self.runner, self.request
+        if request.limit and "ssh" in runner.tags_taken():
+            problem = new_hosts_problem(
+                self.inventory, list(runner.hosts), runner.cache, f"provision setup-cluster -i {request.inventory}"
+            )
+            if problem:
+                raise ProvisionError(problem)
+        report = runner.run()
+        done = SetupResult(report)
+        for tag in runner.idle_tags(report):
+            done.warnings.append(
+                f"--tags {tag}: its tasks did nothing on any host (all skipped): are the variables it reads set?"
+            )
+        password, forks = self.options.become_password, self.options.forks
+        try:
+            selected = runner.tags_taken()  # the pair check and each role's summary only for what this run did
+            if request.verify and not request.check and self.cluster.users and {"users", "ssh"} & selected:
+                healthy = {n: r for n, r in report.runs.items() if not r.failed and not r.unreachable}
+                names = {n: (r.facts_hostname() or n) for n, r in healthy.items()}
+                user_names = {n: [u["name"] for u in self.cluster.by_host.get(n, [])] for n in healthy}
+                done.pairs = verify_pairs({n: r.session for n, r in healthy.items()}, names, user_names, forks, password)
+            if request.verify and not request.check:  # issue 8's roles: NFS same path/content, clone sizes, Jupyter access
+                variables = {n: runner.variables.for_host(h) for n, h in runner.hosts.items()}
+                done.summary = role_summary(report.runs, variables, forks, password, roles=selected)
+        finally:
+            for run in report.runs.values():
+                run.session.close()
+        report.count_failed_checks(
+            [(p.source, f"BatchMode SSH {p.user}@{p.source} -> {p.target}") for p in done.bad_pairs]
+            + [(line.host, f"{line.role}: {line.text}") for line in done.summary if not line.ok]
+        )
+        return done

@@ -1,0 +1,14 @@
+"""Built-in defaults of the settings a user can change (command line > environment > config file >
+these), at the bottom layer so that the command line can show them in its help without importing
+SSH, Jinja2 or YAML (start-up, issue 28). The modules that use them import them from here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+FORKS = 64  # hosts at once: enough to keep a 2-core control node busy; pdsh's default fanout is 32
+FACTS_DIR = Path("inventory/facts")  # <host>.json + raw captures
+CONNECT_TIMEOUT = 10.0  # seconds for each SSH connection, ProxyJump hops included
+COMMAND_TIMEOUT = 300.0  # seconds one remote command (one round trip) may run
+PAIRWISE_FANOUT = 8  # ssh clients each node runs at once in doctor's pairwise step
+PERF_PORT = 47201  # doctor --perf: the high TCP port iperf3's one-off servers listen on, the same on every node

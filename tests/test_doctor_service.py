@@ -1,0 +1,37 @@
+"""doctor/service.py: the hosts and checked settings of one `provision doctor` run, decided below
+the command line (--user and --dataset checked once; the inventory's Anaconda prefixes found)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from provision.doctor.service import doctor_request
+from provision.errors import ProvisionError
+from provision.transport.connection import SshOptions
+
+CONNECTION = SimpleNamespace(ssh=SshOptions(command_timeout=7.0), forks=3)
+
+
+def inventory(tmp_path, extra: str = ""):
+    path = tmp_path / "hosts.yml"
+    path.write_text("hosts:\n  w1: {}\n  w2: {}\ngroups:\n  gpu: [w2]\n" + extra)
+    return path
+
+
+def test_hosts_and_settings_of_one_run(tmp_path):
+    path = inventory(tmp_path, "vars:\n  anaconda: [{prefix: /opt/anaconda3}]\n")
+    targets, settings = doctor_request(path, ["gpu"], CONNECTION, user="alice", datasets=["/data/imagenet/"], deep=True)
+    assert [host.name for host in targets] == ["w2"]
+    assert settings.ssh.command_timeout == 7.0 and settings.forks == 3 and settings.deep and not settings.fast
+    assert settings.user == "alice" and settings.datasets == ("/data/imagenet",)
+    assert settings.conda_prefixes == ("/opt/anaconda3",)
+    _, default = doctor_request(path, [], CONNECTION)
+    assert default.user == "" and default.pairwise_fanout == 8 and default.datasets == ()
+
+
+@pytest.mark.parametrize(("field", "value"), [("user", "al;ice"), ("datasets", ["data/relative"])])
+def test_bad_user_or_dataset_is_refused_before_any_host(tmp_path, field, value):
+    with pytest.raises(ProvisionError, match="--user|--dataset"):
+        doctor_request(inventory(tmp_path), [], CONNECTION, **{field: value})
