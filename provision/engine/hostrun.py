@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from provision import defaults
 from provision.engine.script import (
     BECOME_FAILED,
     Output,
@@ -156,7 +157,7 @@ class HostRun:
         return self.cache.hint(IDENTITY) or {}
 
     step_timeout: float | None = None  # seconds each change may run (--command-timeout); None: no limit of its own
-    command_timeout: float = 300.0  # seconds a round trip may read facts (the session's command timeout)
+    command_timeout: float = defaults.COMMAND_TIMEOUT  # seconds a round trip may read facts (the session's command timeout)
 
     def facts_hostname(self) -> str | None:
         """The name this host calls itself (from its facts), if read."""
