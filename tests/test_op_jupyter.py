@@ -75,6 +75,26 @@ def test_a_template_that_names_the_hash_otherwise_is_hidden_whole():
     assert mask_config("c.X.passwd = 'argon2:abc'\n", hashes=("argon2:abc",)).startswith("c.X.passwd = (hidden, fingerprint ")
 
 
+def test_the_plan_gives_its_mask_the_hash_so_a_users_template_cannot_show_it(password_file, tmp_path):
+    """The mask's whole-text fallback is wired to the run: a template of the user's that writes the
+    hash under a name the line mask does not know makes --diff hide the file; so does the node's
+    old file that carries its hash outside the hashed_password line (a comment)."""
+    folder = tmp_path / "templates"
+    folder.mkdir()
+    (folder / "mine.py.j2").write_text('c.ServerApp.port = {{ port }}\nc.My.hash = "{{ hashed_password }}"\n')
+    key = StateKey("file", "~alice/.jupyter/jupyter_server_config.py")
+    args = config_args(password_file, template="mine.py.j2", template_dirs=[str(folder)])
+    [write] = plan("jupyter_config", args, {key: None})
+    assert 'c.My.hash = "argon2:' in write.content.decode()
+    diff = unified_diff(write)
+    assert "argon2" not in diff and "(content hidden: secret)" in diff
+    old_hash = hash_password("the old one")
+    old_text = f'# kept: {old_hash}\nc.PasswordIdentityProvider.hashed_password = "{old_hash}"\n'.encode()
+    old = FileState("f", 0o600, "alice", "alice", "0" * 64, old_text)
+    [rewrite] = plan("jupyter_config", config_args(password_file), {key: old})
+    assert "argon2" not in unified_diff(rewrite)
+
+
 def test_existing_valid_hash_is_kept_so_a_converged_host_is_ok(password_file):
     key = StateKey("file", "~alice/.jupyter/jupyter_server_config.py")
     [write] = plan("jupyter_config", config_args(password_file), {key: None})

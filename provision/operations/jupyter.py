@@ -21,6 +21,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -217,16 +218,18 @@ def plan_config(args: dict, current: Mapping[StateKey, Any]) -> list:
     path = check_path(args["path"])
     state = current.get(StateKey("file", path))
     password = password_for(args)
-    hashed = existing_hash(state.content if state else None)
+    hashed = existing = existing_hash(state.content if state else None)
     # No match also when the node's hash names argon2 parameters other than ours (not verified
     # then, see hash_matches): the config is rewritten with a fresh hash of ours.
     if hashed is None or not hash_matches(hashed, password):
         hashed = hash_password(password)
     content = render_config(args, hashed).encode()
     attrs = {"owner": args["user"], "group": args["group"] or args["user"], "mode": 0o600}
-    # secret: --diff/--json show the config with the hash's line masked (mask_config), never the hash.
+    # secret: --diff/--json show the config with the hash's line masked (mask_config), never the hash:
+    # a template of the user's that writes it under another name (or the node's old file) is hidden whole.
+    hashes = tuple(h for h in (hashed, existing) if h)
     return [
-        replace(c, mask=mask_config) if isinstance(c, Write) else c
+        replace(c, mask=partial(mask_config, hashes=hashes)) if isinstance(c, Write) else c
         for c in content_changes(path, content, attrs, state, secret=True)
     ]
 
