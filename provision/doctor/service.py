@@ -21,7 +21,6 @@ def doctor_request(
     user: str | None = None,
     datasets: list[str] | None = None,
     deep: bool = False,
-    fast: bool = False,
     pairwise_fanout: int | None = None,
     perf: PerfSettings | None = None,
 ) -> tuple[list[Host], DoctorSettings]:
@@ -36,7 +35,6 @@ def doctor_request(
         user=check_user(user) if user else "",
         datasets=tuple(check_dataset(path) for path in datasets or []),
         deep=deep,
-        fast=fast,
         forks=connection.forks,
         conda_prefixes=anaconda_prefixes(Variables(inv), targets),
         exports=inventory_exports(Variables(inv), targets),
