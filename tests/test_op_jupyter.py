@@ -93,6 +93,10 @@ def test_the_plan_gives_its_mask_the_hash_so_a_users_template_cannot_show_it(pas
     old = FileState("f", 0o600, "alice", "alice", "0" * 64, old_text)
     [rewrite] = plan("jupyter_config", config_args(password_file), {key: old})
     assert "argon2" not in unified_diff(rewrite)
+    # Hidden on both sides (the user's template, a new port): the diff says so instead of showing nothing.
+    mine = FileState("f", 0o600, "alice", "alice", "0" * 64, write.content)
+    [moved] = plan("jupyter_config", {**args, "port": 8899}, {key: mine})
+    assert unified_diff(moved).endswith("(content hidden: secret)\n") and "argon2" not in unified_diff(moved)
 
 
 def test_existing_valid_hash_is_kept_so_a_converged_host_is_ok(password_file):

@@ -55,6 +55,8 @@ def unified_diff(change: Write, host: str | None = None) -> str:
         new = shown(change.content.decode()).splitlines(keepends=True)
     except UnicodeDecodeError:
         return f"--- {path}\n+++ {path}\n(binary content differs)\n"
+    if old == new and change.old != change.content:  # the mask hid both sides whole: say so, not an empty diff
+        return f"--- {path}\n+++ {path}\n(content hidden: secret)\n"
     lines = difflib.unified_diff(old, new, f"{path} (before)" if change.old is not None else "/dev/null", path)
     text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
     return text if change.mask else mask_secrets(text)  # a file's own mask knows its secret lines

@@ -239,6 +239,7 @@ def plan_config(args: dict, current: Mapping[StateKey, Any]) -> list:
 _SECRET_NAME = re.compile(r"passw(?:or)?d|token|secret", re.IGNORECASE)
 _SETTING_NAME = re.compile(r"[\w.]+")
 _NOT_SECRET = {'""', "''", "true", "false"}  # an empty or boolean value hides nothing
+_HASH_MARK = "argon2:$argon2"  # how every Jupyter Server password hash starts (jupyter_server.auth.security)
 
 
 def _masked_line(line: str) -> str:
@@ -257,14 +258,15 @@ def mask_config(text: str, hashes: tuple[str, ...] = ()) -> str:
     """A Jupyter config as --diff shows it: every setting whose name says password, token or
     secret has its value replaced by a fingerprint (the first 8 hex digits of its SHA-256:
     enough to see that it changed, nothing to guess it from), the rest as it is. Where one of
-    ``hashes`` is still in the text after that (a template of the user's that names it
-    otherwise), the whole text is hidden.
+    ``hashes``, or any argon2 hash in Jupyter's form (``argon2:$argon2...``: the node's old file
+    may hold one we did not make), is still in the text after that (a template of the user's
+    that names it otherwise, a comment), the whole text is hidden.
 
     >>> mask_config('c.ServerApp.port = 8888\\nc.PasswordIdentityProvider.hashed_password = "argon2:$x"\\n')
     'c.ServerApp.port = 8888\\nc.PasswordIdentityProvider.hashed_password = (hidden, fingerprint f43c9597)\\n'
     """
     masked = "\n".join(_masked_line(line) for line in text.split("\n"))  # lines as (?m)$ sees them
-    if any(h and h in masked for h in hashes):
+    if _HASH_MARK in masked or any(h and h in masked for h in hashes):
         return "(content hidden: secret)\n"
     return masked
 
