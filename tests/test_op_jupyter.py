@@ -2,6 +2,8 @@
 a valid existing hash kept (idempotence), the password never in a change's description or diff,
 ports unique per node and free, bad input before any host is touched."""
 
+import os
+
 import pytest
 
 from provision.engine.hostrun import unified_diff
@@ -193,6 +195,28 @@ def test_unreadable_or_empty_password_file_is_bad_input(tmp_path, content, messa
         read_password(str(path))
     with pytest.raises(ArgumentError, match=f"jupyter password file {path}"):
         plan("jupyter_config", config_args(path), {})
+
+
+def test_a_password_file_that_is_a_fifo_or_a_link_is_refused_at_once(tmp_path):
+    """A FIFO held setup-cluster forever (open() waits for a writer); a link may lead to anyone's
+    file. Both: one line naming the file, before any host is touched. In a child process with a
+    generous bound: a hang on the FIFO fails the test instead of the suite."""
+    import subprocess
+    import sys
+
+    fifo, target, link = tmp_path / "pw.fifo", tmp_path / "real", tmp_path / "pw.link"
+    os.mkfifo(fifo)
+    target.write_text(SECRET + "\n")
+    link.symlink_to(target)
+    code = (
+        "import sys\nfrom provision.operations.jupyter import read_password\n"
+        "for path in sys.argv[1:]:\n"
+        "    try:\n        read_password(path)\n    except Exception as error:\n        print(error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(fifo), str(link)], capture_output=True, text=True, timeout=60)
+    said = done.stdout.splitlines()
+    assert said[0].startswith(f"jupyter password file {fifo}: is a FIFO") and "refused" in said[0], done
+    assert said[1].startswith(f"jupyter password file {link}: is a link") and SECRET not in done.stdout, done
 
 
 def test_unreadable_password_file_message_never_holds_content(tmp_path):

@@ -25,6 +25,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from provision.errors import UnsafeFileError
+from provision.files import read_regular
 from provision.operations.base import (
     Arg,
     ArgumentError,
@@ -55,13 +57,12 @@ class PasswordFileError(ArgumentError):
 def read_password(path: str) -> str:
     """The first line of the controller file ``path`` (stripped of its newline); the file must be
     readable and the password non-empty. The message names the file, never its content."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_PASSWORD_FILE + 1)
+    try:  # a regular file, not a link, FIFO or device (a FIFO would hold the run forever), size capped
+        data = read_regular(path, limit=MAX_PASSWORD_FILE)
+    except UnsafeFileError as error:
+        raise PasswordFileError(f"jupyter password file {error}") from None
     except OSError as error:
         raise PasswordFileError(f"jupyter password file {path}: {error.strerror or error}") from None
-    if len(data) > MAX_PASSWORD_FILE:
-        raise PasswordFileError(f"jupyter password file {path}: larger than {MAX_PASSWORD_FILE} bytes")
     try:
         text = data.decode()
     except UnicodeDecodeError:
