@@ -4,7 +4,7 @@ A node's output can hold terminal escape sequences: OSC 52 writes the admin's cl
 ``ESC[2J`` clears the screen, a carriage return hides what came before it on the line, a
 right-to-left override reorders what the admin reads. :func:`shown` writes every control
 character as an escape (``\\x1b``, ``\\u202e``), so the bytes are seen, never obeyed. Every way
-provision prints goes through it: the CLI's consoles (:class:`provision.cli.SafeConsole`, for
+provision prints goes through it: the CLI's consoles (``SafeConsole`` in :mod:`provision.cli.output`, for
 tables, messages and errors in every command), the ad-hoc command's output and the playbook
 engine's messages.
 

@@ -48,6 +48,20 @@ def test_bad_config_is_one_line_naming_file_and_key(tmp_path):
     assert done.returncode == 2 and "unknown key 'inventroy'" in done.stderr
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_provision_toml_someone_else_owns_is_refused(tmp_path):
+    """The current folder may be shared: another user's provision.toml could name an ssh_config
+    whose ProxyCommand runs as you. Refused, one line naming it; a link to it too."""
+    (tmp_path / "provision.toml").write_text('ssh_config = "evil_config"\n')
+    os.chown(tmp_path / "provision.toml", 4242, 4242)
+    done = cli(tmp_path, "probe", "localhost", "--no-save")
+    assert done.returncode == 2 and "provision.toml: owned by uid 4242" in done.stderr and "yours or root's" in done.stderr
+    (tmp_path / "provision.toml").rename(tmp_path / "theirs.toml")
+    (tmp_path / "provision.toml").symlink_to(tmp_path / "theirs.toml")
+    done = cli(tmp_path, "probe", "localhost", "--no-save")
+    assert done.returncode == 2 and "provision.toml: " in done.stderr and "link" in done.stderr, done.stderr
+
+
 def test_inventory_from_env_and_paths_relative_to_the_config_file(tmp_path, monkeypatch):
     site = tmp_path / "site"
     site.mkdir()

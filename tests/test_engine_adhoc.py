@@ -1,5 +1,6 @@
 """provision.engine.adhoc: the copy script (run for real with sh, locally) and the folded report."""
 
+import os
 import subprocess
 
 import pytest
@@ -51,6 +52,9 @@ def test_copy_script_writes_atomically_keeps_the_mode_and_refuses_a_folder(tmp_p
     "job,message",
     [
         (AdhocJob(copy="/nonexistent/file", dest="/etc/x"), "cannot read it"),
+        (AdhocJob(copy="/dev/zero", dest="/etc/x"), "not a regular file"),  # read to the end, it filled the memory
+        (AdhocJob(copy="FIFO", dest="/etc/x"), "not a regular file"),  # its open waited for a writer
+        (AdhocJob(copy="/tmp", dest="/etc/x"), "not a regular file"),
         (AdhocJob(copy=__file__), "--copy needs --dest"),
         (AdhocJob(copy=__file__, dest="etc/x"), "must be absolute"),
         (AdhocJob(copy=__file__, dest="/etc/../x"), "may not contain '..'"),
@@ -58,9 +62,12 @@ def test_copy_script_writes_atomically_keeps_the_mode_and_refuses_a_folder(tmp_p
         (AdhocJob(command="id", become=True, password="a\nb"), "newline"),
     ],
 )
-def test_bad_input_refused_before_any_host(job, message):
+def test_bad_input_refused_before_any_host(job, message, tmp_path):
     from pathlib import Path
 
+    if job.copy == "FIFO":
+        os.mkfifo(tmp_path / "fifo")
+        job = AdhocJob(copy=str(tmp_path / "fifo"), dest=job.dest)
     if job.copy is not None:
         job = AdhocJob(job.command, Path(job.copy), job.dest, job.become, job.password)
     with pytest.raises(ProvisionError, match=message):

@@ -6,6 +6,7 @@ import hmac
 import io
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import paramiko
@@ -15,6 +16,7 @@ from test_hostkeys import new_key
 from provision.transport.known_hosts import (
     KnownHostsFiles,
     entries_for,
+    glob_matches,
     hash_name,
     host_matches,
     hostkey_name,
@@ -76,6 +78,34 @@ def test_hostkey_name():
 )
 def test_host_patterns(field, name, expected):
     assert host_matches(field, name) is expected
+
+
+def test_glob_is_the_regex_it_replaced_on_every_small_case():
+    """Every pattern and name over a small alphabet (with * and ? as literal name characters too):
+    the same answer as the one-``.*``-per-star regex the walk used before."""
+    import itertools
+    import re
+
+    def by_regex(pattern: str, name: str) -> bool:
+        body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+        return re.fullmatch(body, name, re.DOTALL) is not None
+
+    patterns = ["".join(p) for size in range(5) for p in itertools.product("ab*?", repeat=size)]
+    names = ["".join(n) for size in range(5) for n in itertools.product("ab*", repeat=size)]
+    for pattern, name in itertools.product(patterns, names):
+        assert glob_matches(pattern, name) is by_regex(pattern, name), (pattern, name)
+
+
+def test_a_pattern_of_many_stars_against_a_long_name_finishes():
+    """known_hosts is text anyone with the file (or --known-hosts) wrote: ``*a*a*a*a*a*a*a*b``
+    against a 253-character name backtracked for hours as a regex. A child process with a generous
+    bound, as tests/test_regexes.py does: a guard against catastrophic backtracking, not a speed test."""
+    code = (
+        "from provision.transport.known_hosts import host_matches\n"
+        "print(host_matches('*a' * 7 + '*b,node1', 'a' * 253), host_matches('*a' * 7 + '*b', 'a' * 252 + 'b'))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["False", "True"], done.stderr
 
 
 def openssh_hash(name: str, salt: bytes) -> str:

@@ -11,7 +11,6 @@ from provision.launch.mpirun import (
     DdlOptions,
     allocation_hostfile,
     check_ddl,
-    common_interface,
     hostfile,
     mpirun_argv,
     needs_hostfile,
@@ -111,11 +110,6 @@ def test_ddl_checks():
     with pytest.raises(PlanError, match="one of"):
         check_ddl(DdlOptions("z"), 24, dims)
     assert DdlOptions("p", None, 100).text(dims) == "-mode p:4x2x3 -dump_iter 100"
-
-
-def test_interface_choice():
-    assert common_interface([host("a"), host("b", ifaces=("enp1s0f2",))]) == "enp1s0f2"
-    assert common_interface([host("a", ifaces=("eth0",)), host("b", ifaces=("eth1",))]) is None
 
 
 def test_hostfiles():

@@ -1,4 +1,4 @@
-"""The launcher's output scanning (the SSH side is proven on real OpenMPI in test_mpirun_cluster.py)."""
+"""The launcher's output scanning and its peer check (the SSH side is proven on real OpenMPI in test_mpirun_cluster.py)."""
 
 from provision.launch.bindings import Binding
 from provision.launch.runner import MAX_LINE, _BindingScanner
@@ -29,3 +29,32 @@ def test_an_endless_line_is_bounded():
     assert len(scanner.partial) <= MAX_LINE
     scanner.feed(b"\n[a:1] MCW rank 0 bound to socket 0[core 3[hwt 0]]: [...B]\n")
     assert scanner.bindings == {0: Binding("a", 0, ((0, 3),))}
+
+
+class _Result:
+    def __init__(self, exited: int = 0, stdout: str = "", stderr: str = ""):
+        self.exited, self.stdout, self.stderr = exited, stdout, stderr
+
+
+class _FirstHost:
+    """The first host's connection: it reaches every peer, but the second node cannot reach the third."""
+
+    def __init__(self, hop_stderr: str):
+        self.hop_stderr = hop_stderr
+
+    def run(self, command: str, **_kwargs) -> _Result:
+        if command.startswith("i=0; for h in"):  # _unreachable: every peer answered
+            return _Result()
+        return _Result(255, stderr=self.hop_stderr)  # the hop node2 -> node3
+
+
+def test_peers_that_cannot_reach_each_other_mean_no_tree_spawn_and_ssh_s_words_are_escaped(capsys):
+    """A local name ``shown`` (the host list) once hid provision.text.shown in this function: the
+    no-tree-spawn branch then raised UnboundLocalError and launch --run failed instead of going on."""
+    from provision.launch.runner import _peer_reachability
+
+    hop = "Permission denied (publickey).\x1b]52;c;cm0gLXJm\x07\n"
+    assert _peer_reachability(_FirstHost(hop), "node1", ["node1", "node2", "node3"]) is True
+    said = capsys.readouterr().err
+    assert "node2 cannot SSH to node3 (Permission denied (publickey).\\x1b]52;c;cm0gLXJm\\x07)" in said
+    assert "no tree spawn" in said and "\x1b" not in said

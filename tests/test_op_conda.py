@@ -4,6 +4,7 @@ installs skipped/refused/planned from the facts, clones per user, a block at a f
 import hashlib
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -253,6 +254,24 @@ def test_installer_checksum_read_in_chunks_never_whole(installer, monkeypatch):
     assert sizes and all(n == 1 << 20 for n in sizes)
     conda.verify_local({"installer": str(path), "sha256": sha})
     assert len(sizes) == 4  # three chunks and the end, read once
+
+
+def test_an_installer_that_is_a_fifo_or_a_device_is_refused(tmp_path):
+    """A FIFO's open waited for a writer (the run hung); /dev/zero was hashed without end. In a
+    child process with a generous bound, so that a hang fails this test, not the suite."""
+    fifo = tmp_path / "Anaconda.sh"
+    os.mkfifo(fifo)
+    code = (
+        "import sys\nfrom provision.operations.conda import verify_local\n"
+        "for path in sys.argv[1:]:\n"
+        "    try:\n        verify_local({'installer': path, 'sha256': '0' * 64})\n"
+        "    except Exception as error:\n        print(error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(fifo), "/dev/zero"], capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == [
+        f"anaconda installer {fifo}: not a regular file",
+        "anaconda installer /dev/zero: not a regular file",
+    ], done
 
 
 def test_marker_content_from_the_node_is_shown_printable_and_short(installer):

@@ -2,6 +2,8 @@
 a valid existing hash kept (idempotence), the password never in a change's description or diff,
 ports unique per node and free, bad input before any host is touched."""
 
+import os
+
 import pytest
 
 from provision.engine.hostrun import unified_diff
@@ -73,6 +75,30 @@ def test_config_written_0600_with_hash_and_secure_defaults(password_file):
 def test_a_template_that_names_the_hash_otherwise_is_hidden_whole():
     assert mask_config('c.X.hash = "argon2:abc"\n', hashes=("argon2:abc",)) == "(content hidden: secret)\n"
     assert mask_config("c.X.passwd = 'argon2:abc'\n", hashes=("argon2:abc",)).startswith("c.X.passwd = (hidden, fingerprint ")
+
+
+def test_the_plan_gives_its_mask_the_hash_so_a_users_template_cannot_show_it(password_file, tmp_path):
+    """The mask's whole-text fallback is wired to the run: a template of the user's that writes the
+    hash under a name the line mask does not know makes --diff hide the file; so does the node's
+    old file that carries its hash outside the hashed_password line (a comment)."""
+    folder = tmp_path / "templates"
+    folder.mkdir()
+    (folder / "mine.py.j2").write_text('c.ServerApp.port = {{ port }}\nc.My.hash = "{{ hashed_password }}"\n')
+    key = StateKey("file", "~alice/.jupyter/jupyter_server_config.py")
+    args = config_args(password_file, template="mine.py.j2", template_dirs=[str(folder)])
+    [write] = plan("jupyter_config", args, {key: None})
+    assert 'c.My.hash = "argon2:' in write.content.decode()
+    diff = unified_diff(write)
+    assert "argon2" not in diff and "(content hidden: secret)" in diff
+    old_hash = hash_password("the old one")
+    old_text = f'# kept: {old_hash}\nc.PasswordIdentityProvider.hashed_password = "{old_hash}"\n'.encode()
+    old = FileState("f", 0o600, "alice", "alice", "0" * 64, old_text)
+    [rewrite] = plan("jupyter_config", config_args(password_file), {key: old})
+    assert "argon2" not in unified_diff(rewrite)
+    # Hidden on both sides (the user's template, a new port): the diff says so instead of showing nothing.
+    mine = FileState("f", 0o600, "alice", "alice", "0" * 64, write.content)
+    [moved] = plan("jupyter_config", {**args, "port": 8899}, {key: mine})
+    assert unified_diff(moved).endswith("(content hidden: secret)\n") and "argon2" not in unified_diff(moved)
 
 
 def test_existing_valid_hash_is_kept_so_a_converged_host_is_ok(password_file):
@@ -169,6 +195,28 @@ def test_unreadable_or_empty_password_file_is_bad_input(tmp_path, content, messa
         read_password(str(path))
     with pytest.raises(ArgumentError, match=f"jupyter password file {path}"):
         plan("jupyter_config", config_args(path), {})
+
+
+def test_a_password_file_that_is_a_fifo_or_a_link_is_refused_at_once(tmp_path):
+    """A FIFO held setup-cluster forever (open() waits for a writer); a link may lead to anyone's
+    file. Both: one line naming the file, before any host is touched. In a child process with a
+    generous bound: a hang on the FIFO fails the test instead of the suite."""
+    import subprocess
+    import sys
+
+    fifo, target, link = tmp_path / "pw.fifo", tmp_path / "real", tmp_path / "pw.link"
+    os.mkfifo(fifo)
+    target.write_text(SECRET + "\n")
+    link.symlink_to(target)
+    code = (
+        "import sys\nfrom provision.operations.jupyter import read_password\n"
+        "for path in sys.argv[1:]:\n"
+        "    try:\n        read_password(path)\n    except Exception as error:\n        print(error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(fifo), str(link)], capture_output=True, text=True, timeout=60)
+    said = done.stdout.splitlines()
+    assert said[0].startswith(f"jupyter password file {fifo}: is a FIFO") and "refused" in said[0], done
+    assert said[1].startswith(f"jupyter password file {link}: is a link") and SECRET not in done.stdout, done
 
 
 def test_unreadable_password_file_message_never_holds_content(tmp_path):

@@ -1,5 +1,7 @@
 """Topology picture: terminal tree and SVG."""
 
+import dataclasses
+import io
 import xml.etree.ElementTree as ET
 
 from rich.console import Console
@@ -20,6 +22,20 @@ def test_tree_and_svg_show_every_rank():
     titles = [t.text for t in document.iter("{http://www.w3.org/2000/svg}title")]
     assert "socket 1 core 9: rank 7, GPU 3" in titles
     assert sum(1 for t in titles if "rank" in t) == 40  # every one of the 2 x 20 cores is bound
+
+
+def test_tree_shows_a_probed_gpu_name_escaped():
+    """`topology --probe` plans on facts just probed (not reloaded, so not refused by the facts
+    loader): the GPU name reaches the tree as a rich Text, which the CLI's escaping console does
+    not see (it escapes strings): the tree escapes node text itself."""
+    host = minsky("a")
+    hostile = "Tesla V100\x1b]52;c;cm0gLXJm\x07\x1b[2J\u202e"
+    host = dataclasses.replace(host, gpus=tuple(dataclasses.replace(gpu, name=hostile) for gpu in host.gpus))
+    console = Console(file=io.StringIO(), force_terminal=True, width=200)
+    console.print(rich_tree(plan_rankfile(parse_dims("4x1x1"), [host])))
+    out = console.file.getvalue()
+    assert "Tesla V100\\x1b]52;c;cm0gLXJm\\x07\\x1b[2J\\u202e" in out
+    assert "\x1b]52" not in out and "\x07" not in out and "\u202e" not in out
 
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -9,7 +9,7 @@ import dataclasses
 import shutil
 
 from conftest import FIXTURES, run_cli
-from provision.cli.probe_view import TABLE_LIMIT, failure_groups, shown, summary_lines, use_summary
+from provision.cli.probe_view import TABLE_LIMIT, failure_groups, summary_lines, use_summary
 from provision.facts.model import RdmaDevice, RdmaPort
 from provision.probe.report import nic_summary
 from provision.probe.run import replay
@@ -60,8 +60,18 @@ def test_summary_above_the_table_limit_or_quiet(tmp_path):
     assert use_summary(many, quiet=False, table=False) and not use_summary(many, quiet=False, table=True)
 
 
-def test_node_text_shown_with_control_characters_replaced():
-    assert shown("GPU \x1b[31mred\x07\x9b") == "GPU ?[31mred??"
+def test_summary_escapes_node_text_as_every_other_view_does(tmp_path):
+    """The summary's GPU cell and a failure's message go through provision.text.shown, as the
+    table does: each control character written as its escape (seen, not obeyed, not lost), the
+    bidi override U+202E too (a '?' for C0/C1 alone let it reorder the admin's line)."""
+    root = cluster(tmp_path, alike=1)
+    gpu = "0, Tesla V100\x1b]52;c;cm0gLXJm\x07\u202eevil, 00000000:04:00.0, 16160 MiB\n"
+    (root / "node01" / "nvidia-smi-query.txt").write_text(gpu)
+    (root / "bad\u202e1").mkdir()
+    results = replay(root)
+    text = "\n".join(summary_lines(results) + failure_groups(results))
+    assert "V100\\x1b]52;c;cm0gLXJm\\x07\\u202eevil" in text and "bad\\u202e1" in text
+    assert not any(ch in text for ch in "\x1b\x07\u202e")
 
 
 def test_probe_prints_the_summary_for_a_large_run_and_the_table_on_request(tmp_path):

@@ -14,7 +14,6 @@ from provision.probe.gather import CAPTURE_NAMES, Capture
 from provision.probe.run import facts_from_captures
 from provision.probe.store import save_host
 from provision.text import shown
-from provision.transport.adhoc import visible
 
 # OSC 52 writes the terminal's clipboard; ESC[2J clears the screen; U+202E reverses what follows.
 OSC52 = "\x1b]52;c;cm0gLXJmIH4gIw==\x07"
@@ -39,8 +38,7 @@ def test_lines_and_tabs_kept_unless_one_line_is_asked_for():
     assert shown("a\tb\nc") == "a\tb\nc" and shown("a\tb\nc", newlines=False) == "a\\x09b\\x0ac"
 
 
-def test_the_older_helpers_are_the_same_function():
-    assert visible(f"x{CLEAR}") == shown(f"x{CLEAR}") == "x\\x1b[2J"
+def test_printable_is_shown_cut_to_a_length():
     assert printable(f"  x{OSC52}\n", 12) == "x\\x1b]52;..." and "\x1b" not in printable(OSC52 * 10, 300)
 
 

@@ -18,7 +18,7 @@ import typer
 from typer.core import TyperGroup
 
 from provision import __version__
-from provision.cli.output import fail, stderr, warn  # noqa: F401 - the command modules' one way to print
+from provision.cli.output import fail, stderr
 from provision.errors import ProvisionError
 
 

@@ -84,6 +84,22 @@ def _checked(path: Path, key: str, value: Any) -> Any:
     raise ConfigError(f"{path}: {key} = {value!r}: expected {wanted[kind]}")
 
 
+def _read(path: Path) -> str:
+    """A config file's text. The current folder's ``provision.toml`` may be someone else's (a shared
+    project folder, /tmp) and it can name the ssh_config (ProxyCommand runs commands) and the
+    inventory provision uses: it is read only when it is a regular file, not a link, owned by
+    you or root (:func:`provision.files.read_regular`); else one line naming it (exit 2)."""
+    if path != PROJECT_FILE:  # the user's own (XDG) file, or the one $PROVISION_CONFIG names
+        return path.read_text()
+    from provision.errors import UnsafeFileError
+    from provision.files import read_regular
+
+    try:
+        return read_regular(path, owners=(os.getuid(), 0)).decode(errors="replace")
+    except UnsafeFileError as error:
+        raise ConfigError(f"{error}; a provision.toml here is read only when it is yours or root's, not a link") from None
+
+
 @lru_cache(maxsize=8)
 def _load(files: tuple[Path, ...]) -> dict[str, tuple[Any, Path]]:
     if not files:
@@ -95,7 +111,7 @@ def _load(files: tuple[Path, ...]) -> dict[str, tuple[Any, Path]]:
     values: dict[str, tuple[Any, Path]] = {}
     for path in files:
         try:
-            data = tomllib.loads(path.read_text())
+            data = tomllib.loads(_read(path))
         except OSError as error:
             raise ConfigError(f"{path}: cannot read: {error.strerror}") from None
         except tomllib.TOMLDecodeError as error:

@@ -46,13 +46,16 @@ Inventory = Annotated[
 ]
 
 
+def facts_dir_named(ctx: typer.Context) -> bool:
+    """True when the command line, the environment or a config file named the facts folder."""
+    source = ctx.get_parameter_source("facts_dir")
+    return (source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")) or config.is_configured("facts_dir")
+
+
 def _facts_dir(ctx: typer.Context, param: typer.CallbackParam, value: Path | None) -> Path | None:
     """An unnamed facts folder is the one beside the inventory (:func:`facts_folder`): the
     inventory option is declared first, so it is known here when only the default is left."""
-    source = ctx.get_parameter_source(param.name)
-    if (source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")) or config.is_configured("facts_dir"):
-        return value
-    return _facts_beside(ctx.params.get("inventory"))
+    return value if facts_dir_named(ctx) else _facts_beside(ctx.params.get("inventory"))
 
 
 def _facts_beside(inventory: Path | None) -> Path:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from provision.cli import command_table, config, options as opt
+from provision.cli import command_table, options as opt
 from provision.cli.output import error, fail, stderr, stdout
 
 commands = command_table()
@@ -74,7 +74,7 @@ def probe(
     request = ProbeRequest(facts_dir, hosts or [], forks=settings.forks, workers=settings.workers, save=save)
     if replay_dir is not None:
         request.replay_dir = replay_dir
-        if not _facts_dir_chosen(ctx):  # never over the live facts of real hosts with the same names
+        if not opt.facts_dir_named(ctx):  # never over the live facts of real hosts with the same names
             request.facts_dir = replay_facts_dir(replay_dir)
     elif via == "slurm":
         if hosts:
@@ -162,12 +162,6 @@ def _show(run, request, *, as_json: bool, table: bool, quiet: bool, topology: bo
             stderr().print(escape(line), highlight=False, soft_wrap=True, style="red")
     for line in run.unsaved:
         error(line)
-
-
-def _facts_dir_chosen(ctx: typer.Context) -> bool:
-    """True when the command line, the environment or a config file named the facts folder."""
-    source = ctx.get_parameter_source("facts_dir")
-    return (source is not None and source.name != "DEFAULT") or config.is_configured("facts_dir")
 
 
 @commands.command(

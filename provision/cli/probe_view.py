@@ -13,15 +13,10 @@ from collections import Counter, defaultdict
 
 from provision.probe.report import gpu_summary, heterogeneity, nic_summary, openmpi_summary
 from provision.probe.run import ProbeResult
+from provision.text import shown
 
 TABLE_LIMIT = 32  # hosts: a screenful of rows; above it, the summary unless --table
 COLUMNS = ("arch", "S×C×T", "GPUs", "RDMA", "memory", "OpenMPI")
-_CONTROL = {code: "?" for code in (*range(0x20), *range(0x7F, 0xA0))}
-
-
-def shown(text: str) -> str:
-    """Node text safe on a terminal: each control character (escape sequences...) becomes ``?``."""
-    return text.translate(_CONTROL)
 
 
 def row_of(result: ProbeResult) -> tuple[str, ...]:
@@ -60,7 +55,7 @@ def summary_lines(results: list[ProbeResult]) -> list[str]:
     for note, count in notes.most_common():
         lines.append(f"note ({count} hosts): {note}")
     lines.extend(heterogeneity(results)[:1])
-    return [shown(line) for line in lines]
+    return [shown(line, newlines=False) for line in lines]  # node text: its control characters escaped
 
 
 def failure_groups(results: list[ProbeResult]) -> list[str]:
@@ -73,7 +68,7 @@ def failure_groups(results: list[ProbeResult]) -> list[str]:
             message = (result.error or "").replace(result.host, "<host>")
             groups[(result.error_kind or "failed", message)].append(result.host)
     ordered = sorted(groups.items(), key=lambda item: -len(item[1]))
-    return [shown(f"{_hostlist(hosts)}: {kind}: {message}") for (kind, message), hosts in ordered]
+    return [shown(f"{_hostlist(hosts)}: {kind}: {message}", newlines=False) for (kind, message), hosts in ordered]
 
 
 def use_summary(results: list[ProbeResult], quiet: bool, table: bool) -> bool:

@@ -21,7 +21,6 @@ def doctor_request(
     user: str | None = None,
     datasets: list[str] | None = None,
     deep: bool = False,
-    fast: bool = False,
     pairwise_fanout: int | None = None,
     perf: PerfSettings | None = None,
 ) -> tuple[list[Host], DoctorSettings]:
@@ -31,15 +30,15 @@ def doctor_request(
     mounted from their server on each client; ``perf``: doctor --perf's settings (checked)."""
     inv = open_inventory(inventory)
     targets = inv.resolve(patterns)
+    variables = Variables(inv)  # read once: the Anaconda prefixes and the NFS exports both come from it
     settings = DoctorSettings(
         ssh=connection.ssh,
         user=check_user(user) if user else "",
         datasets=tuple(check_dataset(path) for path in datasets or []),
         deep=deep,
-        fast=fast,
         forks=connection.forks,
-        conda_prefixes=anaconda_prefixes(Variables(inv), targets),
-        exports=inventory_exports(Variables(inv), targets),
+        conda_prefixes=anaconda_prefixes(variables, targets),
+        exports=inventory_exports(variables, targets),
         perf=perf,
         **({"pairwise_fanout": pairwise_fanout} if pairwise_fanout else {}),
     )

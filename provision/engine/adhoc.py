@@ -17,7 +17,9 @@ refused unless the destination ends with ``/`` (then the file keeps its name).
 from __future__ import annotations
 
 import hashlib
+import os
 import shlex
+import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -48,13 +50,20 @@ class AdhocJob:
 def copy_script(source: Path, dest: str) -> str:
     """The script that writes ``source``'s bytes (and permission bits) at ``dest`` on a host,
     then says ``copied N bytes sha256 ...`` (``dest`` ending in ``/``: into that folder)."""
-    try:
-        data = source.read_bytes()
-        mode = source.stat().st_mode & 0o7777
+    try:  # the file the user named (a link to it is followed); never a device or FIFO read without end
+        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO's open waits for a writer
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            raise ProvisionError(f"--copy {source}: not a regular file (a device, FIFO or folder)")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(COPY_LIMIT + 1)
+        mode = info.st_mode & 0o7777
     except OSError as error:
         raise ProvisionError(f"--copy {source}: cannot read it: {error.strerror}") from None
     if len(data) > COPY_LIMIT:
-        raise ProvisionError(f"--copy {source}: {len(data)} bytes is over {COPY_LIMIT} (share big files over NFS)")
+        raise ProvisionError(f"--copy {source}: over {COPY_LIMIT} bytes (share big files over NFS)")
     target = dest + source.name if dest.endswith("/") else dest
     try:
         path = check_path(target)

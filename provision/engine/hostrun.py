@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from provision import defaults
 from provision.engine.script import (
     BECOME_FAILED,
     Output,
@@ -54,6 +55,8 @@ def unified_diff(change: Write, host: str | None = None) -> str:
         new = shown(change.content.decode()).splitlines(keepends=True)
     except UnicodeDecodeError:
         return f"--- {path}\n+++ {path}\n(binary content differs)\n"
+    if old == new and change.old != change.content:  # the mask hid both sides whole: say so, not an empty diff
+        return f"--- {path}\n+++ {path}\n(content hidden: secret)\n"
     lines = difflib.unified_diff(old, new, f"{path} (before)" if change.old is not None else "/dev/null", path)
     text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
     return text if change.mask else mask_secrets(text)  # a file's own mask knows its secret lines
@@ -156,7 +159,7 @@ class HostRun:
         return self.cache.hint(IDENTITY) or {}
 
     step_timeout: float | None = None  # seconds each change may run (--command-timeout); None: no limit of its own
-    command_timeout: float = 300.0  # seconds a round trip may read facts (the session's command timeout)
+    command_timeout: float = defaults.COMMAND_TIMEOUT  # seconds a round trip may read facts (the session's command timeout)
 
     def facts_hostname(self) -> str | None:
         """The name this host calls itself (from its facts), if read."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from provision import defaults
 from provision.engine.hostrun import HOSTINFO, HostFailed, HostRun, TaskResult
 from provision.engine.membership import HostCache, cache_folder, fill_hostvars, save_records, verified_key_problem
 from provision.engine.names import check_near_misses, read_names
@@ -23,7 +24,7 @@ from provision.transport.connection import SshOptions
 from provision.transport.parallel import fan_out
 
 DEFERRED = {"facts", "hostvars", "play_hosts"}  # known only while running
-DEFAULT_FORKS = 64
+DEFAULT_FORKS = defaults.FORKS  # one default for every command's --forks
 
 
 @dataclass
@@ -38,7 +39,7 @@ class RunOptions:
     forks: int = DEFAULT_FORKS
     become_password: str | None = field(default=None, repr=False)
     template_dirs: tuple = ()
-    step_timeout: float | None = 300.0  # seconds each change may run on a host (--command-timeout)
+    step_timeout: float | None = defaults.COMMAND_TIMEOUT  # seconds each change may run on a host (--command-timeout)
     start_at_task: str | None = None
     # Secrets asked at the prompt, {operation: {user: secret}}: given to that operation's tasks for
     # that user as their ``password`` argument (--ask-jupyter-pass); this run only, never shown.

@@ -99,19 +99,6 @@ def needs_hostfile(plan: RankPlan) -> bool:
     return openmpi_version(list(plan.facts))[0] >= 5
 
 
-def common_interface(facts_list: list[HostFacts]) -> str | None:
-    """An interface up with an IPv4 address on every host (InfiniBand first), not loopback."""
-
-    def usable(facts: HostFacts) -> set[str]:
-        return {i.name for i in facts.interfaces if i.up and i.name != "lo" and any("." in a for a in i.addresses)}
-
-    shared = set.intersection(*(usable(f) for f in facts_list)) if facts_list else set()
-    shared = {name for name in shared if not name.startswith(("docker", "virbr", "veth", "br-"))}
-    if not shared:
-        return None
-    return sorted(shared, key=lambda name: (not name.startswith("ib"), name))[0]
-
-
 def _no_tree_spawn(version: tuple[int, int]) -> list[str]:
     """mpirun options for nodes that cannot SSH to each other: mpirun starts every daemon itself.
 

@@ -95,9 +95,9 @@ def _peer_reachability(connection, first: str, peers: list[str]) -> bool:
         failed = _unreachable(connection, sorted(failed, key=others.index))
     if failed:
         names = sorted(failed, key=others.index)
-        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        listed = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
         raise LaunchError(
-            f"cannot SSH without a prompt to {shown} (ssh -o BatchMode=yes; {names[0]}: {failed[names[0]]!r}): "
+            f"cannot SSH without a prompt to {listed} (ssh -o BatchMode=yes; {names[0]}: {failed[names[0]]!r}): "
             "mpirun would hang or fail there; set up passwordless SSH between the hosts (provision setup-cluster)"
         )
     if len(others) < 2:

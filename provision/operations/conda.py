@@ -23,6 +23,7 @@ import re
 import threading
 from collections.abc import Mapping
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from provision.operations.base import (
@@ -110,6 +111,8 @@ def verify_local(args: dict) -> tuple[int, str]:
     path = local_installer(args)
     try:
         stat = path.stat()
+        if not S_ISREG(stat.st_mode):  # a FIFO would hold the run, a device would be hashed without end
+            raise ArgumentError(f"anaconda installer {path}: not a regular file")
         key = (str(path), stat.st_size, stat.st_mtime_ns, algorithm)
         with _READ_LOCK:  # hosts plan in parallel threads: each file is hashed once
             if key not in _DIGESTS:

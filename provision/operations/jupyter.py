@@ -21,9 +21,12 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from provision.errors import UnsafeFileError
+from provision.files import read_regular
 from provision.operations.base import (
     Arg,
     ArgumentError,
@@ -54,13 +57,12 @@ class PasswordFileError(ArgumentError):
 def read_password(path: str) -> str:
     """The first line of the controller file ``path`` (stripped of its newline); the file must be
     readable and the password non-empty. The message names the file, never its content."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_PASSWORD_FILE + 1)
+    try:  # a regular file, not a link, FIFO or device (a FIFO would hold the run forever), size capped
+        data = read_regular(path, limit=MAX_PASSWORD_FILE)
+    except UnsafeFileError as error:
+        raise PasswordFileError(f"jupyter password file {error}") from None
     except OSError as error:
         raise PasswordFileError(f"jupyter password file {path}: {error.strerror or error}") from None
-    if len(data) > MAX_PASSWORD_FILE:
-        raise PasswordFileError(f"jupyter password file {path}: larger than {MAX_PASSWORD_FILE} bytes")
     try:
         text = data.decode()
     except UnicodeDecodeError:
@@ -217,16 +219,18 @@ def plan_config(args: dict, current: Mapping[StateKey, Any]) -> list:
     path = check_path(args["path"])
     state = current.get(StateKey("file", path))
     password = password_for(args)
-    hashed = existing_hash(state.content if state else None)
+    hashed = existing = existing_hash(state.content if state else None)
     # No match also when the node's hash names argon2 parameters other than ours (not verified
     # then, see hash_matches): the config is rewritten with a fresh hash of ours.
     if hashed is None or not hash_matches(hashed, password):
         hashed = hash_password(password)
     content = render_config(args, hashed).encode()
     attrs = {"owner": args["user"], "group": args["group"] or args["user"], "mode": 0o600}
-    # secret: --diff/--json show the config with the hash's line masked (mask_config), never the hash.
+    # secret: --diff/--json show the config with the hash's line masked (mask_config), never the hash:
+    # a template of the user's that writes it under another name (or the node's old file) is hidden whole.
+    hashes = tuple(h for h in (hashed, existing) if h)
     return [
-        replace(c, mask=mask_config) if isinstance(c, Write) else c
+        replace(c, mask=partial(mask_config, hashes=hashes)) if isinstance(c, Write) else c
         for c in content_changes(path, content, attrs, state, secret=True)
     ]
 
@@ -236,6 +240,7 @@ def plan_config(args: dict, current: Mapping[StateKey, Any]) -> list:
 _SECRET_NAME = re.compile(r"passw(?:or)?d|token|secret", re.IGNORECASE)
 _SETTING_NAME = re.compile(r"[\w.]+")
 _NOT_SECRET = {'""', "''", "true", "false"}  # an empty or boolean value hides nothing
+_HASH_MARK = "argon2:$argon2"  # how every Jupyter Server password hash starts (jupyter_server.auth.security)
 
 
 def _masked_line(line: str) -> str:
@@ -254,14 +259,15 @@ def mask_config(text: str, hashes: tuple[str, ...] = ()) -> str:
     """A Jupyter config as --diff shows it: every setting whose name says password, token or
     secret has its value replaced by a fingerprint (the first 8 hex digits of its SHA-256:
     enough to see that it changed, nothing to guess it from), the rest as it is. Where one of
-    ``hashes`` is still in the text after that (a template of the user's that names it
-    otherwise), the whole text is hidden.
+    ``hashes``, or any argon2 hash in Jupyter's form (``argon2:$argon2...``: the node's old file
+    may hold one we did not make), is still in the text after that (a template of the user's
+    that names it otherwise, a comment), the whole text is hidden.
 
     >>> mask_config('c.ServerApp.port = 8888\\nc.PasswordIdentityProvider.hashed_password = "argon2:$x"\\n')
     'c.ServerApp.port = 8888\\nc.PasswordIdentityProvider.hashed_password = (hidden, fingerprint f43c9597)\\n'
     """
     masked = "\n".join(_masked_line(line) for line in text.split("\n"))  # lines as (?m)$ sees them
-    if any(h and h in masked for h in hashes):
+    if _HASH_MARK in masked or any(h and h in masked for h in hashes):
         return "(content hidden: secret)\n"
     return masked
 

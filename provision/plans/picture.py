@@ -12,6 +12,7 @@ from rich.tree import Tree
 from provision.plans.nics import NicPlan
 from provision.plans.rankfile import RankPlan, Slot
 from provision.resources import render
+from provision.text import shown
 
 _PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"]
 
@@ -71,10 +72,11 @@ def rich_tree(plan: RankPlan, nics: NicPlan | None = None) -> Tree:
                         label.append(f"rank {slot.rank}: cores {slot.slot_text()} -> no GPU")
                     else:
                         label.append(f"rank {slot.rank}: cores {slot.slot_text()} -> GPU {slot.learner}")
-                        label.append(f" ({gpu.name}, {gpu.bus_id})", style="dim")
+                        # a Text is rendered as it is (the console's escaping sees only strings): node text escaped here
+                        label.append(shown(f" ({gpu.name}, {gpu.bus_id})", newlines=False), style="dim")
                     nic = nic_of.get(slot.rank)
                     if nic is not None and nic.device is not None:
-                        label.append(f" · NIC {nic.hca()} ({nic.distance})")
+                        label.append(shown(f" · NIC {nic.hca()} ({nic.distance})", newlines=False))
                     socket_node.add(label)
     return tree
 

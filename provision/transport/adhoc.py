@@ -46,12 +46,6 @@ def command_text(argv: list[str] | None, shell: str | None) -> str:
     return shlex.join(argv)
 
 
-def visible(text: str) -> str:
-    """``text`` with terminal control characters (escape sequences...) shown as ``\\xNN``
-    (:func:`provision.text.shown`; line breaks and tabs kept)."""
-    return shown(text)
-
-
 def run_adhoc(hosts: list[Host], command: str, options: SshOptions, forks: int, stdin: bytes | None = None) -> list[AdhocResult]:
     """Run ``command`` on every host (``stdin`` written to it, else closed at once), at most
     ``forks`` at once; results in host order. An unreachable or failing host never stops the others."""
@@ -61,7 +55,7 @@ def run_adhoc(hosts: list[Host], command: str, options: SshOptions, forks: int, 
             done = run_command(host, command, options, stdin)
         except HostFailure as failure:
             return AdhocResult(host.name, error_kind=failure.kind, error=str(failure))
-        return AdhocResult(host.name, done.exit_code, visible(done.stdout), visible(done.stderr))
+        return AdhocResult(host.name, done.exit_code, shown(done.stdout), shown(done.stderr))
 
     def on_error(host: Host, error: BaseException) -> AdhocResult:
         failure = describe_failure(error, options)
