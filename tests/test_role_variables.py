@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import yaml
 
+import provision
 from provision.playbook.role_variables import load_roles
 from provision.resources import resource_dir
 from provision.templating import variables_in
@@ -56,10 +58,9 @@ def test_every_variable_a_role_reads_is_declared_and_every_declared_one_is_read(
 def test_every_declared_field_is_read_where_the_role_reads_it():
     """A field (``cluster_users[].jupyter_port``, ``slurm.nodes``) is named in its playbook, or in
     the filter that reads it (``slurm_files``) or the cluster users' checks."""
-    sources = "".join(
-        path.read_text() for path in (resource_dir("playbooks").parent / "provision").rglob("*.py") if "templating" in str(path)
-    )
-    sources += (resource_dir("playbooks").parent / "provision" / "playbook" / "cluster_users.py").read_text()
+    package = Path(provision.__file__).parent  # the installed package (a wheel keeps playbooks/ inside it)
+    sources = "".join(path.read_text() for path in (package / "templating").rglob("*.py"))
+    sources += (package / "playbook" / "cluster_users.py").read_text()
     for role in load_roles().values():
         text = (resource_dir("playbooks") / role.playbook).read_text() + sources
         for name in role.variables:
