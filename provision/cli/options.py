@@ -77,32 +77,20 @@ FactsDir = Annotated[
         callback=_facts_dir,
     ),
 ]
-Forks = Annotated[
-    int,
-    _setting(
-        "forks",
-        "--forks",
-        min=1,
-        max=1024,
-        help="Hosts probed at once (in all, over every worker process).",
-        show_default=str(defaults.FORKS),
-    ),
-]
-RunForks = Annotated[
-    int,
-    _setting(
-        "forks",
-        "--forks",
-        min=1,
-        max=1024,
-        help="Hosts that run the command (or receive the copy) at once: one SSH connection each; "
-        "lower it to spare a login node or a file server.",
-        show_default=str(defaults.FORKS),
-    ),
-]
-SetupForks = Annotated[
-    int, _setting("forks", "--forks", min=1, max=1024, help="Hosts worked on at once.", show_default=str(defaults.FORKS))
-]
+
+
+def _forks(meaning: str):
+    """``--forks``: one setting (``forks``, PROVISION_FORKS, the config's ``forks``) with the help
+    saying what it bounds in that command."""
+    return Annotated[int, _setting("forks", "--forks", min=1, max=1024, help=meaning, show_default=str(defaults.FORKS))]
+
+
+Forks = _forks("Hosts probed at once (in all, over every worker process).")
+RunForks = _forks(
+    "Hosts that run the command (or receive the copy) at once: one SSH connection each; "
+    "lower it to spare a login node or a file server."
+)
+SetupForks = _forks("Hosts worked on at once.")
 Workers = Annotated[
     int,
     typer.Option(
