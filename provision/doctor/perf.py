@@ -26,11 +26,12 @@ import random
 import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from provision import defaults
 from provision.doctor.model import FAIL, CheckResult, NodeReport
 from provision.doctor.perf_judge import Coverage, Link, decide, judge_kind
+from provision.doctor.perf_rdma import NO_PORT, RdmaPairs, RdmaRun, node_rails, rdma_preflight
 from provision.errors import ParseError, ProvisionError
 from provision.facts.iperf3 import MAX_BYTES, parse_iperf3
 from provision.inventory.model import Host
@@ -168,11 +169,16 @@ class PerfRun:
     left_out: dict[str, str]
     interface: str | None
     seconds: float
+    rdma: RdmaRun | None = None  # None: no node has an active RDMA port
 
     def results(self, node_count: int) -> list[CheckResult]:
-        """The checks: one per kind of link, one failing for nodes that could not be tested."""
+        """The checks: one per kind of link (TCP, each RDMA rail), one failing for nodes that could
+        not be tested."""
         kind = f"tcp {self.interface or '?'}"
-        results = [judge_kind(kind, self.links, node_count, self.coverage)]
+        tcp = judge_kind(kind, self.links, node_count, self.coverage)
+        if self.rdma is None:
+            tcp = replace(tcp, detail=f"{tcp.detail}; {NO_PORT}" if tcp.detail else NO_PORT)
+        results = [tcp, *(self.rdma.results() if self.rdma is not None else [])]
         if self.left_out:
             detail = "; ".join(f"{host}: {why}" for host, why in self.left_out.items())
             results.append(CheckResult("perf nodes", FAIL, tuple(self.left_out), f"not tested: {detail}"[:2000]))
@@ -244,6 +250,7 @@ def run_perf(hosts: list[Host], reports: list[NodeReport], settings: PerfSetting
         if not report.ok:
             left_out[report.host] = "not reached"
     by_name = {h.name: h for h in hosts}
+    facts = {r.host: r.facts for r in reports if r.ok}
     sessions: dict = {}
     bidir: dict[str, bool] = {}
 
@@ -266,20 +273,31 @@ def run_perf(hosts: list[Host], reports: list[NodeReport], settings: PerfSetting
                     left_out[name] = why
         nodes = [h.name for h in hosts if h.name in addresses and h.name not in left_out]
         rounds = plan_rounds(nodes, settings)
-        seconds = test_length(settings, len(rounds))
+        rails = {name: node_rails(facts.get(name)) for name in nodes}
+        ready, missing = rdma_preflight(sessions, rails) if any(rails.values()) else ({}, {})
+        per_pair = max((len(found) for found in ready.values()), default=0) if len(ready) > 1 else 0
+        seconds = test_length(settings, len(rounds) * (1 + per_pair))  # the budget holds both passes
         pairs = _Pairs(f"tcp {interface or '?'}", sessions, addresses, settings, bidir)
         links, run = _run_rounds(rounds, pairs, settings, seconds, started)
         links = _retest_slow(links, pairs, settings, seconds, started)
+        rdma = None
+        if any(rails.values()):  # the same matchings again, each pair on every rail it shares
+            rdma_links, rdma_run = (
+                _run_rounds(rounds, RdmaPairs(sessions, addresses, ready, settings.port), settings, seconds, started)
+                if per_pair
+                else ([], 0)
+            )
+            rdma = RdmaRun(rdma_links, missing, ready, rdma_run, len(rounds) if per_pair else 0, settings.budget_s)
     finally:
         for session in sessions.values():
             session.close()
     total = len(nodes) * (len(nodes) - 1) // 2
     tested = len({frozenset((link.a, link.b)) for link in links})
     coverage = Coverage(tested, total, run, len(rounds), settings.budget_s, run < len(rounds))
-    return PerfRun(links, coverage, left_out, interface, time.monotonic() - started)
+    return PerfRun(links, coverage, left_out, interface, time.monotonic() - started, rdma)
 
 
-def _run_rounds(rounds: list[list[Pair]], pairs: _Pairs, settings: PerfSettings, seconds: int, started: float):
+def _run_rounds(rounds: list[list[Pair]], pairs: _Pairs | RdmaPairs, settings: PerfSettings, seconds: int, started: float):
     """Run the rounds in order; with a budget, stop before a round that would not end within it."""
     links: list[Link] = []
     run = 0
@@ -294,7 +312,8 @@ def _run_rounds(rounds: list[list[Pair]], pairs: _Pairs, settings: PerfSettings,
             if settings.budget_s is not None:  # a hung test still ends within the budget (and a little)
                 limit = min(limit, max(seconds + 3.0, settings.budget_s - elapsed))
             began = time.monotonic()
-            links += list(pool.map(pairs.run, matching, [seconds] * len(matching), [limit] * len(matching)))
+            for found in pool.map(pairs.run, matching, [seconds] * len(matching), [limit] * len(matching)):
+                links += found if isinstance(found, list) else [found]  # RDMA: one link per shared rail
             longest = max(longest, time.monotonic() - began)
             run += 1
     return links, run
