@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from provision.doctor.healthy import at_fault
 from provision.doctor.model import CheckResult
 from provision.doctor.perf import PerfRun
 from provision.doctor.perf_judge import Coverage, Link
+from provision.doctor.perf_rdma import RdmaRun
 from provision.doctor.runner import DoctorRun
 from provision.errors import PlanError
 from provision.inventory.model import Rack
@@ -76,3 +79,18 @@ def test_at_fault_leaves_out_a_bad_node_the_later_end_of_a_bad_link_and_a_refusi
     assert unhealthy["n5"].startswith("perf: bad link n3-n5")
     assert unhealthy["n6"] == "perf: n4-n6: n6 refused the test port 47201"
     assert unhealthy["n2"] == "software: OpenMPI 5 on n2"
+
+
+def test_at_fault_judges_each_rdma_rail_apart_and_leaves_out_a_node_without_perftest():
+    nodes = ["n1", "n2", "n3", "n4"]
+    pairs = [(a, b) for i, a in enumerate(nodes) for b in nodes[i + 1 :]]
+    tcp = [Link("tcp eth0", a, b, 10.0) for a, b in pairs]
+    rail0 = [Link("rdma mlx5_0:1", a, b, 96.0) for a, b in pairs]
+    rail1 = [Link("rdma mlx5_1:1", a, b, 20.0 if (a, b) == ("n2", "n3") else 95.0) for a, b in pairs]
+    rdma = RdmaRun(rail0 + rail1, {"n5": "mlx5_0:1"}, {})
+    run = _run(tcp, [])
+    run = DoctorRun(list(rdma.results()), [], {}, dataclasses.replace(run.perf, rdma=rdma))
+    unhealthy = at_fault(run, [*nodes, "n5"])
+    assert set(unhealthy) == {"n3", "n5"}  # the later end of mlx5_1:1's bad link; rail mlx5_0:1 is fine
+    assert unhealthy["n3"].startswith("perf rdma mlx5_1:1: bad link n2-n3: 20 Gbit/s")
+    assert unhealthy["n5"].startswith("perf rdma: no ib_write_bw on PATH")

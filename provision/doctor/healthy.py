@@ -2,9 +2,9 @@
 then fill the shape from the hosts that passed (:func:`provision.plans.healthy.select_hosts`).
 
 A host at fault is one a failing check names, with that check's name and detail as the reason.
-From ``--perf``, a bad node is left out; of a bad link only its second host (inventory order) is,
-since either end removes the link; of a pair whose test failed, the server's end (the one that
-refused the port, could not listen or did not answer).
+From ``--perf`` (TCP and each RDMA rail judged apart), a bad node is left out; of a bad link only
+its second host (inventory order) is, since either end removes the link; of a pair whose test
+failed, the server's end (the one that refused the port, could not listen or did not answer).
 """
 
 from __future__ import annotations
@@ -26,20 +26,25 @@ def at_fault(run: DoctorRun, order: Sequence[str]) -> dict[str, str]:
     """host -> why, from the failing checks of ``run``; ``order`` ranks hosts for bad links."""
     unhealthy: dict[str, str] = {}
     rank = {name: index for index, name in enumerate(order)}
-    perf_checks = [r for r in run.results if r.name.startswith("perf tcp")]
+    perf_checks = [r for r in run.results if r.name.startswith(("perf tcp", "perf rdma "))]  # judged per link below
+    kinds: dict[str, list] = {}
     if run.perf is not None:
-        verdict = decide(run.perf.links)
+        for link in [*run.perf.links, *(run.perf.rdma.links if run.perf.rdma is not None else [])]:
+            kinds.setdefault(link.kind, []).append(link)
+    for kind, links in kinds.items():  # each kind on its own (TCP, each RDMA rail), as doctor judged it
+        verdict = decide(links)
+        perf = "perf" if kind.startswith("tcp") else f"perf {kind}"
         for host, why in verdict.bad_nodes.items():
-            unhealthy.setdefault(host, f"perf: bad node: {why}")
+            unhealthy.setdefault(host, f"{perf}: bad node: {why}")
         for (a, b), why in verdict.bad_links.items():
             later = max((a, b), key=lambda name: rank.get(name, len(rank)))
-            unhealthy.setdefault(later, f"perf: bad link {a}-{b}: {why}")
-        for link in run.perf.links:
+            unhealthy.setdefault(later, f"{perf}: bad link {a}-{b}: {why}")
+        for link in links:
             if link.gbps is None:  # the server's end: the one that refused, hung or could not listen
-                unhealthy.setdefault(link.b, f"perf: {link.pair}: {link.error}"[:200])
+                unhealthy.setdefault(link.b, f"{perf}: {link.pair}: {link.error}"[:200])
         for (a, b), why in verdict.unsure.items():
             for host in (a, b):
-                unhealthy.setdefault(host, f"perf: slow link {a}-{b}: {why}"[:200])
+                unhealthy.setdefault(host, f"{perf}: slow link {a}-{b}: {why}"[:200])
     for result in run.results:
         if result.status == FAIL and result not in perf_checks:
             for host in result.hosts:
