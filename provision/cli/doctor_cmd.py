@@ -63,7 +63,8 @@ def doctor(
         bool,
         typer.Option(
             "--perf",
-            help="Also test each pair's bandwidth (iperf3, over the job's interface) in rounds; judge links against each other.",
+            help="Also test each pair's bandwidth (iperf3 over the job's interface; ib_write_bw per RDMA rail) in rounds; "
+            "judge links against each other.",
         ),
     ] = False,
     rounds: Annotated[

@@ -15,6 +15,9 @@ user, and ``iperf3 -c ... --bidir --json`` from the other node's address on the 
 The controller holds one SSH connection per node for the whole run. Every node command runs
 under ``timeout``, and the SSH call has its own limit, so a hung test ends and is named.
 
+Where nodes have active RDMA ports, the same matchings run again with ``ib_write_bw`` on each rail
+a pair shares (:mod:`provision.doctor.perf_rdma`), within the same budget.
+
 >>> circle_rounds(["a", "b", "c", "d"])
 [[('a', 'd'), ('b', 'c')], [('c', 'a'), ('d', 'b')], [('a', 'b'), ('c', 'd')]]
 """
