@@ -47,7 +47,7 @@ def facts(name, address, devices=(), ports=None):
     """A node with ``eth0`` at ``address`` and the given RDMA devices (port 1 each, ACTIVE unless told)."""
     rdma = tuple(RdmaDevice(device, None, None, ((ports or {}).get(device, IB),)) for device in devices)
     interfaces = (NetInterface("eth0", True, (f"{address}/24",)), NetInterface("lo", True, ("127.0.0.1/8",)))
-    return dataclasses.replace(minsky(name), interfaces=interfaces, rdma=rdma)
+    return dataclasses.replace(minsky(name), interfaces=interfaces, rdma=rdma, gpus=())  # no GPU: no all-reduce here
 
 
 def test_a_nodes_rails_are_its_active_ports_by_device_port_with_the_roce_gid_index():

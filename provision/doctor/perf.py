@@ -16,7 +16,8 @@ The controller holds one SSH connection per node for the whole run. Every node c
 under ``timeout``, and the SSH call has its own limit, so a hung test ends and is named.
 
 Where nodes have active RDMA ports, the same matchings run again with ``ib_write_bw`` on each rail
-a pair shares (:mod:`provision.doctor.perf_rdma`), within the same budget.
+a pair shares (:mod:`provision.doctor.perf_rdma`), within the same budget; where every node has
+GPUs and nccl-tests, one all-reduce over the planned rank file (:mod:`provision.doctor.perf_nccl`).
 
 >>> circle_rounds(["a", "b", "c", "d"])
 [[('a', 'd'), ('b', 'c')], [('c', 'a'), ('d', 'b')], [('a', 'b'), ('c', 'd')]]
@@ -34,6 +35,7 @@ from dataclasses import dataclass, replace
 from provision import defaults
 from provision.doctor.model import FAIL, CheckResult, NodeReport
 from provision.doctor.perf_judge import Coverage, Link, decide, judge_kind
+from provision.doctor.perf_nccl import LIMIT_S, all_reduce
 from provision.doctor.perf_rdma import NO_PORT, RdmaPairs, RdmaRun, node_rails, rdma_preflight
 from provision.errors import ParseError, ProvisionError
 from provision.facts.iperf3 import MAX_BYTES, parse_iperf3
@@ -173,6 +175,7 @@ class PerfRun:
     interface: str | None
     seconds: float
     rdma: RdmaRun | None = None  # None: no node has an active RDMA port
+    nccl: CheckResult | None = None  # None: no node has a GPU
 
     def results(self, node_count: int) -> list[CheckResult]:
         """The checks: one per kind of link (TCP, each RDMA rail), one failing for nodes that could
@@ -181,7 +184,7 @@ class PerfRun:
         tcp = judge_kind(kind, self.links, node_count, self.coverage)
         if self.rdma is None:
             tcp = replace(tcp, detail=f"{tcp.detail}; {NO_PORT}" if tcp.detail else NO_PORT)
-        results = [tcp, *(self.rdma.results() if self.rdma is not None else [])]
+        results = [tcp, *(self.rdma.results() if self.rdma is not None else []), *([self.nccl] if self.nccl else [])]
         if self.left_out:
             detail = "; ".join(f"{host}: {why}" for host, why in self.left_out.items())
             results.append(CheckResult("perf nodes", FAIL, tuple(self.left_out), f"not tested: {detail}"[:2000]))
@@ -291,13 +294,15 @@ def run_perf(hosts: list[Host], reports: list[NodeReport], settings: PerfSetting
                 else ([], 0)
             )
             rdma = RdmaRun(rdma_links, missing, ready, rdma_run, len(rounds) if per_pair else 0, settings.budget_s)
+        left = LIMIT_S if settings.budget_s is None else int(max(10, settings.budget_s - (time.monotonic() - started)))
+        nccl = all_reduce(nodes, facts, sessions, left)  # one run over the planned rank file, where GPUs are
     finally:
         for session in sessions.values():
             session.close()
     total = len(nodes) * (len(nodes) - 1) // 2
     tested = len({frozenset((link.a, link.b)) for link in links})
     coverage = Coverage(tested, total, run, len(rounds), settings.budget_s, run < len(rounds))
-    return PerfRun(links, coverage, left_out, interface, time.monotonic() - started, rdma)
+    return PerfRun(links, coverage, left_out, interface, time.monotonic() - started, rdma, nccl)
 
 
 def _run_rounds(rounds: list[list[Pair]], pairs: _Pairs | RdmaPairs, settings: PerfSettings, seconds: int, started: float):
