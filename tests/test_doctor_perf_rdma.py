@@ -36,6 +36,7 @@ from provision.transport.connection import CommandResult
 
 IB = RdmaPort(1, "ACTIVE", "LinkUp", "InfiniBand", "200 Gb/sec (4X HDR)")
 REPORT = read_fixture("outputs", "perftest", "ib_write_bw-postlist-gbits.txt")  # BW average 0.48 Gb/sec
+LATENCY = read_fixture("outputs", "perftest", "ib_read_lat-mlx4.txt")  # perftest's _lat table: t_typical 1.79 usec
 
 
 def report(gbps: float) -> str:
@@ -100,6 +101,8 @@ class _Node:
             return CommandResult("iperf3 iperf 3.12 (cJSON 1.7.15)\n", "", 0)
         if "iperf3 -c" in command:
             return CommandResult(self.iperf3_json, "", 0)
+        if "ib_write_lat" in command and "while :" in command:  # the latency client
+            return getattr(self, "latency", CommandResult(LATENCY, "", 0))
         if "ib_write_bw" in command and "while :" in command:  # the client
             device = re.search(r"-d (\S+)", command).group(1)
             answer = self.rdma_answers[device]
@@ -121,8 +124,15 @@ def test_each_shared_rail_is_one_link_of_its_own_kind_and_bad_output_fails_that_
     assert [(link.kind, link.gbps) for link in links] == [("rdma mlx5_0:1", 96.5), ("rdma mlx5_1:1", None)]
     assert links[1].error.startswith("ib_write_bw's output on a does not parse: cannot parse `ib_write_bw` output")
     assert links[1].error.endswith("(Segmentation fault)")
-    clients = [c for c in sessions["a"].commands if "while :" in c]
-    servers = sessions["b"].commands
+    assert links[0].latency_us == 1.79  # ib_write_lat's typical latency, where the bandwidth test passed
+    clients = [c for c in sessions["a"].commands if "while :" in c and "ib_write_bw" in c]
+    servers = [c for c in sessions["b"].commands if "ib_write_bw" in c]
+    assert [re.search(r"ib_write_lat (.*?) 2>&1", c).group(1) for c in sessions["a"].commands if "ib_write_lat" in c] == [
+        "-d mlx5_0 -i 1 -p 47201 -F 10.0.0.2"
+    ]
+    assert [re.search(r"ib_write_lat (.*?) 2>&1", c).group(1) for c in sessions["b"].commands if "ib_write_lat" in c] == [
+        "-d mlx5_0 -i 1 -p 47201 -F"
+    ]
     assert [re.search(r"ib_write_bw (.*?) 2>&1", c).group(1) for c in clients] == [
         "-d mlx5_0 -i 1 -p 47201 -D 3 --report_gbits -F 10.0.0.2",
         "-d mlx5_1 -i 1 -p 47201 -D 3 --report_gbits -F 10.0.0.2",
@@ -193,8 +203,10 @@ def test_run_perf_tests_every_pair_over_tcp_and_each_rail():
     checks = {check.name: check for check in run.results(4)}
     assert list(checks) == ["perf tcp eth0", "perf rdma mlx5_0:1", "perf rdma mlx5_1:1"]
     assert checks["perf rdma mlx5_0:1"].status == PASS and "over 6 links" in checks["perf rdma mlx5_0:1"].detail
+    assert "latency (ib_write_lat, typical one-way) median 1.79 us, highest 1.79 us" in checks["perf rdma mlx5_1:1"].detail
     assert NO_PORT not in checks["perf tcp eth0"].detail
     assert sum("ib_write_bw" in c and "while :" in c for s in sessions.values() for c in s.commands) == 12  # 6 pairs x 2 rails
+    assert sum("ib_write_lat" in c and "while :" in c for s in sessions.values() for c in s.commands) == 12
 
 
 def test_run_perf_without_active_ports_adds_one_line_and_no_rdma_command():
@@ -214,3 +226,11 @@ def test_run_perf_leaves_a_node_without_perftest_out_of_rdma_only():
     assert checks["perf tcp eth0"].status == PASS and "covered 6 of 6 pairs" in checks["perf tcp eth0"].detail
     assert "over 3 links" in checks["perf rdma mlx5_0:1"].detail  # n1-n3 only
     assert checks["perf rdma"].status == FAIL and checks["perf rdma"].hosts == ("n4",)
+
+
+def test_a_latency_test_that_fails_leaves_the_bandwidth_figure_standing_without_a_latency():
+    client = _Node({"mlx5_0": 96.5})
+    client.latency = CommandResult("Couldn't connect to 10.0.0.2:47201\n", "", 1)
+    rails = {"a": _rails("mlx5_0"), "b": _rails("mlx5_0")}
+    (link,) = RdmaPairs({"a": client, "b": _Node()}, {"a": "10.0.0.1", "b": "10.0.0.2"}, rails, 47201).run(("a", "b"), 3, 20.0)
+    assert (link.gbps, link.latency_us, link.error) == (96.5, None, "")

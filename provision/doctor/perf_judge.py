@@ -35,6 +35,7 @@ class Link:
     forward_gbps: float | None = None  # a -> b
     reverse_gbps: float | None = None  # b -> a
     rtt_us: float | None = None  # the lowest TCP round trip seen in the test (its latency figure)
+    latency_us: float | None = None  # RDMA: ib_write_lat's typical one-way latency (half its round trip)
     error: str = ""
 
     @property
@@ -149,6 +150,10 @@ def judge_kind(kind: str, links: list[Link], nodes: int, coverage: Coverage | No
         rtts = [link.rtt_us for link in measured if link.rtt_us is not None]
         if rtts:
             parts.append(f"latency (lowest TCP round trip) median {statistics.median(rtts):.0f} us, highest {max(rtts):.0f} us")
+        one_way = [link.latency_us for link in measured if link.latency_us is not None]
+        if one_way:
+            typical = statistics.median(one_way)
+            parts.append(f"latency (ib_write_lat, typical one-way) median {typical:.3g} us, highest {max(one_way):.3g} us")
     problems: list[str] = []
     for node, why in verdict.bad_nodes.items():
         problems.append(f"bad node {node}: {why}")

@@ -1,4 +1,4 @@
-"""`doctor --perf` over RDMA: ``ib_write_bw`` (perftest) per rail, on the same matchings as the TCP tests.
+"""`doctor --perf` over RDMA: ``ib_write_bw`` and ``ib_write_lat`` (perftest) per rail, on the same matchings as the TCP tests.
 
 A rail is a port both nodes of a pair have ACTIVE under the same ``device:port`` name (on RoCE with
 a RoCE v2 GID): each node's rails come from :func:`provision.plans.rails.host_rails` on its facts,
@@ -21,6 +21,7 @@ table is the figure (:func:`provision.facts.perftest.parse_write_bw`).
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +31,7 @@ from provision.doctor.model import FAIL, WARN, CheckResult
 from provision.doctor.perf_judge import Coverage, Link, judge_kind
 from provision.errors import ParseError
 from provision.facts.model import HostFacts
-from provision.facts.perftest import MAX_BYTES, parse_write_bw
+from provision.facts.perftest import MAX_BYTES, parse_write_bw, parse_write_lat
 from provision.operations.base import printable
 from provision.plans.nics import usable_ports
 from provision.plans.rails import Rail, host_rails, rail_key
@@ -70,21 +71,28 @@ def write_bw_options(rail: Rail, gid_index: int | None, port: int, seconds: int)
     return options + (f" -x {int(gid_index)}" if gid_index is not None else "")
 
 
-def rdma_server_command(options: str, wait: int) -> str:
-    """``ib_write_bw`` waiting for one client for at most ``wait`` seconds; its output (capped)
-    only when it failed."""
+def write_lat_options(rail: Rail, gid_index: int | None, port: int) -> str:
+    """``ib_write_lat``'s options: as ``ib_write_bw``'s without ``-D`` (a bandwidth-test option in
+    perftest's README; the latency tests run their default 1000 iterations) nor ``--report_gbits``."""
+    options = f"-d {shlex.quote(rail.device)} -i {int(rail.port)} -p {int(port)} -F"
+    return options + (f" -x {int(gid_index)}" if gid_index is not None else "")
+
+
+def rdma_server_command(options: str, wait: int, tool: str = "ib_write_bw") -> str:
+    """``tool`` waiting for one client for at most ``wait`` seconds; its output (capped) only when
+    it failed."""
     return (
-        f"out=$(timeout -k 1 {wait} ib_write_bw {options} 2>&1); rc=$?; "
+        f"out=$(timeout -k 1 {wait} {tool} {options} 2>&1); rc=$?; "
         f'[ $rc -eq 0 ] || printf "%s\\n" "$out" | tail -c 4096; exit $rc'
     )
 
 
-def rdma_client_command(options: str, target: str, seconds: int) -> str:
-    """``ib_write_bw`` to ``target``, retried while the server is not yet listening (perftest's
+def rdma_client_command(options: str, target: str, seconds: int, tool: str = "ib_write_bw") -> str:
+    """``tool`` to ``target``, retried while the server is not yet listening (perftest's
     "Couldn't connect to HOST:PORT", src/perftest_communication.c), about 3 s; output capped."""
     return (
         "i=0; while :; do "
-        f"out=$(timeout -k 1 {seconds + 12} ib_write_bw {options} {shlex.quote(target)} 2>&1); rc=$?; "
+        f"out=$(timeout -k 1 {seconds + 12} {tool} {options} {shlex.quote(target)} 2>&1); rc=$?; "
         'case $out in *"Couldn\'t connect"*) if [ $i -lt 15 ]; then i=$((i + 1)); sleep 0.2; continue; fi ;; esac; '
         f'break; done; printf "%s\\n" "$out" | head -c {MAX_BYTES}; exit $rc'
     )
@@ -115,11 +123,32 @@ class RdmaPairs:
             server_error = served.result()
         if link.gbps is None and server_error:
             return Link(kind, client, server, None, error=f"{link.error}; the server on {server}: {server_error}"[:300])
-        return link
+        if link.gbps is None:
+            return link
+        return dataclasses.replace(link, latency_us=self._latency(pair, mine, theirs, seconds, limit))
 
-    def _server(self, host: str, options: str, wait: int, limit: float) -> str:
+    def _latency(self, pair: Pair, mine: NodeRail, theirs: NodeRail, seconds: int, limit: float) -> float | None:
+        """``ib_write_lat``'s typical latency on the rail; None when it did not run or parse (the
+        bandwidth figure stands: the latency is reported, not judged)."""
+        client, server = pair
+        served = write_lat_options(theirs.rail, theirs.gid_index, self.port)
+        options = write_lat_options(mine.rail, mine.gid_index, self.port)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            waiting = pool.submit(self._server, server, served, seconds + 10, limit, "ib_write_lat")
+            time.sleep(0.05)
+            try:
+                done = self.sessions[client].run(
+                    rdma_client_command(options, self.addresses[server], seconds, "ib_write_lat"), "", timeout=limit
+                )
+                return parse_write_lat(done.stdout) if done.exit_code == 0 else None
+            except Exception:  # noqa: BLE001 - ParseError, a lost node: no latency figure
+                return None
+            finally:
+                waiting.result()
+
+    def _server(self, host: str, options: str, wait: int, limit: float, tool: str = "ib_write_bw") -> str:
         try:
-            done = self.sessions[host].run(rdma_server_command(options, wait), "", timeout=limit)
+            done = self.sessions[host].run(rdma_server_command(options, wait, tool), "", timeout=limit)
         except Exception as error:  # noqa: BLE001 - a lost node is one failed pair
             return f"{type(error).__name__}: {error}"[:160]
         if done.exit_code == 0:
