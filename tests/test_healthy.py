@@ -81,7 +81,7 @@ def test_at_fault_leaves_out_a_bad_node_the_later_end_of_a_bad_link_and_a_refusi
     assert unhealthy["n2"] == "software: OpenMPI 5 on n2"
 
 
-def test_at_fault_judges_each_rdma_rail_apart_and_leaves_out_a_node_without_perftest():
+def test_at_fault_judges_each_rdma_rail_apart_leaves_out_a_node_without_perftest_and_no_host_for_a_failed_all_reduce():
     nodes = ["n1", "n2", "n3", "n4"]
     pairs = [(a, b) for i, a in enumerate(nodes) for b in nodes[i + 1 :]]
     tcp = [Link("tcp eth0", a, b, 10.0) for a, b in pairs]
@@ -89,7 +89,8 @@ def test_at_fault_judges_each_rdma_rail_apart_and_leaves_out_a_node_without_perf
     rail1 = [Link("rdma mlx5_1:1", a, b, 20.0 if (a, b) == ("n2", "n3") else 95.0) for a, b in pairs]
     rdma = RdmaRun(rail0 + rail1, {"n5": "mlx5_0:1"}, {})
     run = _run(tcp, [])
-    run = DoctorRun(list(rdma.results()), [], {}, dataclasses.replace(run.perf, rdma=rdma))
+    nccl = CheckResult("perf nccl all_reduce", "fail", tuple(nodes), "the all-reduce failed: mpirun exit 1")
+    run = DoctorRun([*rdma.results(), nccl], [], {}, dataclasses.replace(run.perf, rdma=rdma, nccl=nccl))
     unhealthy = at_fault(run, [*nodes, "n5"])
     assert set(unhealthy) == {"n3", "n5"}  # the later end of mlx5_1:1's bad link; rail mlx5_0:1 is fine
     assert unhealthy["n3"].startswith("perf rdma mlx5_1:1: bad link n2-n3: 20 Gbit/s")

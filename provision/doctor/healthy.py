@@ -26,7 +26,8 @@ def at_fault(run: DoctorRun, order: Sequence[str]) -> dict[str, str]:
     """host -> why, from the failing checks of ``run``; ``order`` ranks hosts for bad links."""
     unhealthy: dict[str, str] = {}
     rank = {name: index for index, name in enumerate(order)}
-    perf_checks = [r for r in run.results if r.name.startswith(("perf tcp", "perf rdma "))]  # judged per link below
+    # judged per link below; one all-reduce over every host names no host of its own: not a reason to leave one out
+    perf_checks = [r for r in run.results if r.name.startswith(("perf tcp", "perf rdma ", "perf nccl"))]
     kinds: dict[str, list] = {}
     if run.perf is not None:
         for link in [*run.perf.links, *(run.perf.rdma.links if run.perf.rdma is not None else [])]:
