@@ -33,6 +33,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -59,12 +60,17 @@ def tool(name: str) -> str | None:
     return str(beside) if beside.exists() else shutil.which(name)
 
 
+NEUTRAL = tempfile.mkdtemp(prefix="provision-startup-")
+
+
 def timed(argv: list[str], refused: bool = False) -> float:
     env = {**os.environ, "COLUMNS": "80"}
     if argv[0].startswith("PYTHONPATH="):
         env["PYTHONPATH"], argv = argv[0].split("=", 1)[1], argv[1:]
     start = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    # From an empty folder: `python -m provision` would otherwise import the checkout in the current
+    # folder (sys.path[0]) instead of --before's code, and no command sees this checkout's inventory/.
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=NEUTRAL)
     elapsed = time.perf_counter() - start
     if done.returncode != (2 if refused else 0):
         raise SystemExit(f"{' '.join(argv)}: exit {done.returncode}: {done.stderr.decode()[-500:]}")
