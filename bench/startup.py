@@ -9,9 +9,10 @@ registry (issue 28: 0.56-0.62 s for --help on main ec5d0a7) and to each competit
 
   provision --help / --version / CMD --help for every command (the start of a command: options
                  parsed, its module imported, nothing done yet)
-  provision probe --replay MISSING, rankfile --check MISSING, setup-cluster -i MISSING
-                 (a command started for real: options parsed, settings built, its first step
-                 refused with one line and exit 2; the whole path a command takes before work)
+  provision CMD -i MISSING for every command that reads an inventory, probe --replay MISSING,
+                 rankfile --check MISSING (a command started for real: options parsed, settings
+                 built, its first step refused with one line and exit 2; the whole path a command
+                 takes before work), and capture-script's whole run
   ansible --version, ansible-playbook --help   (ansible-core, from the bench extra)
   pyinfra --help                               (pyinfra 3, from the bench extra)
 
@@ -65,6 +66,9 @@ NEUTRAL = tempfile.mkdtemp(prefix="provision-startup-")
 
 def timed(argv: list[str], refused: bool = False) -> float:
     env = {**os.environ, "COLUMNS": "80"}
+    # As installed: pip compiles a wheel's modules at install time; with this set (a CI image's habit)
+    # an editable checkout would compile every module from source at every start (~70 ms here).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if argv[0].startswith("PYTHONPATH="):
         env["PYTHONPATH"], argv = argv[0].split("=", 1)[1], argv[1:]
     start = time.perf_counter()
@@ -90,11 +94,20 @@ def main() -> None:
         lines[f"provision {command} --help"] = [provision, command, "--help"]
     missing = "/nonexistent/provision-bench"
     starts = {
+        "provision probe -i MISSING": [provision, "probe", "-i", missing],
         "provision probe --replay MISSING": [provision, "probe", "--replay", missing],
         "provision rankfile --check MISSING": [provision, "rankfile", "--check", missing],
+        "provision launch -i MISSING": [provision, "launch", "-i", missing, "1x1x1", "--", "true"],
+        "provision topology -i MISSING": [provision, "topology", "-i", missing, "1x1x1"],
+        "provision slurm-nodes -i MISSING": [provision, "slurm-nodes", "-i", missing],
+        "provision slurm-gres -i MISSING": [provision, "slurm-gres", "-i", missing],
         "provision setup-cluster -i MISSING": [provision, "setup-cluster", "-i", missing],
+        "provision doctor -i MISSING": [provision, "doctor", "-i", missing],
+        "provision run -i MISSING": [provision, "run", "-i", missing, "all", "--", "true"],
+        "provision inventory import MISSING": [provision, "inventory", "import", missing],
     }
     lines.update(starts)
+    lines["provision capture-script (whole run)"] = [provision, "capture-script"]  # prints its script: exit 0
     competitors = {}
     for name, argv in (
         ("ansible --version", ["ansible", "--version"]),

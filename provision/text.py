@@ -12,6 +12,8 @@ engine's messages.
     'Tesla V100\\\\x1b]52;c;cm0gLXJmIH4=\\\\x07\\\\x1b[2J'
     >>> shown("two\\nlines\\r")
     'two\\nlines\\\\x0d'
+
+:func:`printable` is the one-line form for messages: escaped, newlines too, and cut to a length.
 """
 
 from __future__ import annotations
@@ -34,3 +36,19 @@ def shown(text: str, *, newlines: bool = True) -> str:
     """``text`` with each control character written as an escape (``\\x1b``); line breaks and
     tabs are kept when ``newlines`` (multi-line output), else escaped too (one line per host)."""
     return (_CONTROL if newlines else _CONTROL_OR_NEWLINE).sub(_escape, text)
+
+
+def printable(text: str, limit: int = 300, newlines: bool = False) -> str:
+    """Text a node sent, safe to show on a terminal or in --json: every control character
+    (escape sequences, bells; newlines too unless ``newlines``) escaped by :func:`provision.text.shown`,
+    at most ``limit`` characters (``...`` marks a cut)."""
+    clean = shown(text[: limit * 4].strip(), newlines=newlines)
+    return clean if len(clean) <= limit else clean[: max(limit - 3, 0)] + "..."
+
+
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def is_number(text: object) -> bool:
+    """Whether ``text`` is ASCII digits only (``'²'.isdigit()`` is True, yet ``int('²')`` raises)."""
+    return isinstance(text, str) and _DIGITS.fullmatch(text) is not None

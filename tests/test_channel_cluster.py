@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from provision.inventory.model import Host
-from provision.transport.connection import HostFailure, SshOptions, run_command
+from provision.transport.connection import run_command
+from provision.transport.options import HostFailure, SshOptions
 
 pytestmark = pytest.mark.cluster
 

@@ -74,7 +74,7 @@ def _server_run(session, kind="kernel"):
 
 def test_text_from_nodes_is_printable():
     from provision.checks.roles import role_summary
-    from provision.transport.connection import CommandResult
+    from provision.transport.options import CommandResult
 
     nfs, _du = parse_node("@nfs /data/x nfs-cat \x1b]0;owned\x07\x1b[2Jdenied\n")
     assert "\x1b" not in nfs["/data/x"][1] and "denied" in nfs["/data/x"][1]
@@ -143,7 +143,7 @@ class _LocalSession:
         self.tmp_path, self.scripts = tmp_path, []
 
     def run(self, command, stdin):
-        from provision.transport.connection import CommandResult
+        from provision.transport.options import CommandResult
 
         script = stdin.decode().split("\n", 1)[1]
         self.scripts.append(script)
@@ -153,7 +153,7 @@ class _LocalSession:
 
 def _summary_with_local_server(tmp_path, export):
     from provision.checks.roles import role_summary
-    from provision.transport.connection import CommandResult
+    from provision.transport.options import CommandResult
 
     class Client:
         scripts: list = []

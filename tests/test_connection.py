@@ -12,8 +12,9 @@ import pytest
 
 from provision.inventory.model import Host
 from provision.transport import connection as connection_module
-from provision.transport.connection import HostFailure, SshOptions, describe_failure, open_connection, run_command
+from provision.transport.connection import describe_failure, open_connection, run_command
 from provision.transport.hostkeys import KnownHostsPolicy
+from provision.transport.options import HostFailure, SshOptions
 
 
 def test_localhost_runs_without_ssh():

@@ -23,7 +23,7 @@ from provision.doctor.perf import (
     test_length as seconds_for,
 )
 from provision.errors import ProvisionError
-from provision.transport.connection import CommandResult, HostFailure
+from provision.transport.options import CommandResult, HostFailure
 
 
 @pytest.mark.parametrize("count", range(2, 18))

@@ -15,7 +15,7 @@ from plan_support import minsky
 from provision.doctor.model import FAIL, PASS, WARN
 from provision.doctor.perf_nccl import COMMAND, NAME, all_reduce, all_reduce_job
 from provision.facts.model import NetInterface, OpenMPI
-from provision.transport.connection import CommandResult, HostFailure
+from provision.transport.options import CommandResult, HostFailure
 
 REPORT = read_fixture("outputs", "nccl-tests", "all_reduce_perf-ring-5sizes.txt")  # Avg bus bandwidth 95.3009
 FINISHED = CommandResult(REPORT, "", 0)

@@ -32,7 +32,7 @@ from provision.doctor.perf_rdma import (
 from provision.facts.model import NetInterface, RdmaDevice, RdmaGid, RdmaPort
 from provision.inventory.model import Host
 from provision.plans.rails import Rail
-from provision.transport.connection import CommandResult
+from provision.transport.options import CommandResult
 
 IB = RdmaPort(1, "ACTIVE", "LinkUp", "InfiniBand", "200 Gb/sec (4X HDR)")
 REPORT = read_fixture("outputs", "perftest", "ib_write_bw-postlist-gbits.txt")  # BW average 0.48 Gb/sec

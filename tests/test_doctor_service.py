@@ -9,7 +9,7 @@ import pytest
 
 from provision.doctor.service import doctor_request
 from provision.errors import ProvisionError
-from provision.transport.connection import SshOptions
+from provision.transport.options import SshOptions
 
 CONNECTION = SimpleNamespace(ssh=SshOptions(command_timeout=7.0), forks=3)
 

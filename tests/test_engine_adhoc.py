@@ -8,7 +8,7 @@ import pytest
 from provision.engine.adhoc import AdhocJob, copy_script, report_lines, run_job
 from provision.errors import ProvisionError
 from provision.transport.adhoc import AdhocResult
-from provision.transport.connection import SshOptions
+from provision.transport.options import SshOptions
 
 
 def test_folded_report_groups_identical_outputs_under_a_host_list():

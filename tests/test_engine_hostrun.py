@@ -70,7 +70,7 @@ def test_stderr_reason_from_the_node_is_printable():
     import pytest
 
     from provision.engine.hostrun import HostFailed
-    from provision.transport.connection import CommandResult
+    from provision.transport.options import CommandResult
 
     class Session:
         def run(self, command, stdin):
@@ -109,7 +109,7 @@ def test_a_task_whose_first_change_fails_shows_that_failure(monkeypatch):
     from provision.engine.hostrun import HostFailed, TaskResult
     from provision.engine.script import Step
     from provision.operations.base import Run
-    from provision.transport.connection import CommandResult
+    from provision.transport.options import CommandResult
 
     monkeypatch.setattr(hostrun, "new_nonce", lambda: "n0")
 

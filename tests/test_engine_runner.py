@@ -10,7 +10,7 @@ from provision.engine.runner import BadInput, Runner, RunOptions
 from provision.inventory.model import load_inventory
 from provision.playbook.model import load_playbook
 from provision.playbook.variables import Variables
-from provision.transport.connection import SshOptions
+from provision.transport.options import SshOptions
 from provision.transport.session import Session
 
 

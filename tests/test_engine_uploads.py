@@ -11,7 +11,7 @@ from provision.engine.script import Step
 from provision.engine.uploads import send_uploads, uploads_of
 from provision.inventory.model import Host
 from provision.operations.base import Run, Upload, Write
-from provision.transport.connection import HostFailure, SshOptions
+from provision.transport.options import HostFailure, SshOptions
 from provision.transport.session import Session
 
 

@@ -11,7 +11,8 @@ from conftest import FIXTURES
 from provision.errors import ParseError
 from provision.inventory.model import Host
 from provision.probe.gather import CAPTURE_NAMES, REMOTE_COMMAND, STEPS, capture_script, gather_script, new_nonce, split_output
-from provision.transport.connection import SshOptions, run_command
+from provision.transport.connection import run_command
+from provision.transport.options import SshOptions
 
 
 def run_locally(script: str) -> str:

@@ -17,7 +17,7 @@ from roles_support import start_roles_cluster, stop_roles_cluster
 from conftest import run_cli
 from provision.engine.uploads import UPLOAD_PARENT
 from provision.inventory.model import Host
-from provision.transport.connection import SshOptions
+from provision.transport.options import SshOptions
 from provision.transport.session import Session
 
 pytestmark = pytest.mark.cluster

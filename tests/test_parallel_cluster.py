@@ -15,7 +15,7 @@ from provision.inventory.model import open_inventory
 from provision.probe import store
 from provision.probe.run import probe_hosts
 from provision.transport import parallel
-from provision.transport.connection import SshOptions
+from provision.transport.options import SshOptions
 
 pytestmark = pytest.mark.cluster
 

@@ -8,7 +8,7 @@ from conftest import run_cli
 from provision.inventory.model import Host
 from provision.probe import run as probe_module
 from provision.probe.run import probe_hosts, replay
-from provision.transport.connection import SshOptions
+from provision.transport.options import SshOptions
 
 
 def test_probe_localhost_for_real():

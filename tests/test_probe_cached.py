@@ -6,7 +6,7 @@ from test_connection import blackhole
 from provision.errors import FactsError
 from provision.probe.cached import ProbeFailed, ProbeSettings, plan_facts
 from provision.probe.store import load_host
-from provision.transport.connection import SshOptions
+from provision.transport.options import SshOptions
 
 
 def test_reads_the_facts_folder_without_probing(tmp_path):

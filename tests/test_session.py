@@ -3,7 +3,7 @@
 import pytest
 
 from provision.inventory.model import Host
-from provision.transport.connection import HostFailure, SshOptions
+from provision.transport.options import HostFailure, SshOptions
 from provision.transport.session import Session
 
 

@@ -11,8 +11,9 @@ import pytest
 from cluster_support import fingerprint_of
 from conftest import run_cli
 from provision.inventory.model import Host
-from provision.transport.connection import HostFailure, SshOptions, run_command
+from provision.transport.connection import run_command
 from provision.transport.known_hosts import host_matches
+from provision.transport.options import HostFailure, SshOptions
 
 pytestmark = pytest.mark.cluster
 

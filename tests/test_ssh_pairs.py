@@ -3,7 +3,7 @@
 import pytest
 
 from provision.checks.ssh_pairs import parse_verify, verify_pairs, verify_script
-from provision.transport.connection import CommandResult, HostFailure
+from provision.transport.options import CommandResult, HostFailure
 
 
 def test_script_runs_ssh_batchmode_as_each_user():

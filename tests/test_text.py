@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, run_cli
-from provision.operations.base import printable
 from provision.probe.gather import CAPTURE_NAMES, Capture
 from provision.probe.run import facts_from_captures
 from provision.probe.store import save_host
-from provision.text import shown
+from provision.text import printable, shown
 
 # OSC 52 writes the terminal's clipboard; ESC[2J clears the screen; U+202E reverses what follows.
 OSC52 = "\x1b]52;c;cm0gLXJmIH4gIw==\x07"

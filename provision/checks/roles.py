@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from provision.engine.script import remote_command, stdin_for
-from provision.operations.base import check_user, is_number, printable
+from provision.operations.base import check_user
 from provision.operations.conda import clone_name
 from provision.operations.nfs import check_export_path
-from provision.transport.connection import HostFailure
+from provision.text import is_number, printable
+from provision.transport.options import HostFailure
 from provision.transport.parallel import fan_out
 
 MARKER = ".provision-nfs-check"  # + "." + 16 random hex digits, one name per run

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from provision.engine.script import remote_command, stdin_for
-from provision.operations.base import check_user, is_number
-from provision.transport.connection import HostFailure
+from provision.operations.base import check_user
+from provision.text import is_number
+from provision.transport.options import HostFailure
 from provision.transport.parallel import fan_out
 
 _PEER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")

@@ -24,7 +24,7 @@ from provision.cli import config
 from provision.errors import ProvisionError
 
 if TYPE_CHECKING:
-    from provision.transport.connection import SshOptions
+    from provision.transport.options import SshOptions
 
 
 def _setting(name: str, *flags: str, **kwargs) -> typer.models.OptionInfo:
@@ -169,7 +169,7 @@ class Settings:
     @cached_property
     def ssh(self) -> SshOptions:
         """The SSH options (SSH is imported here, when a command reaches a host: not for --replay)."""
-        from provision.transport.connection import SshOptions
+        from provision.transport.options import SshOptions
 
         return SshOptions(
             known_hosts=self.known_hosts,

@@ -19,7 +19,7 @@ from provision.inventory.model import Host, Rack
 from provision.plans.dims import Dims
 from provision.plans.healthy import Selection, select_hosts
 from provision.probe.run import DEFAULT_FORKS
-from provision.transport.connection import SshOptions
+from provision.transport.options import SshOptions
 
 
 def at_fault(run: DoctorRun, order: Sequence[str]) -> dict[str, str]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from provision.doctor.model import FAIL, CheckResult, Mount, NodeReport
-from provision.operations.base import printable
+from provision.text import printable
 
 MOUNTINFO_LIMIT = 4000  # lines read from a node (a host with thousands of mounts is still bounded)
 

@@ -18,7 +18,7 @@ from provision import defaults
 from provision.doctor.model import FAIL, PASS, WARN, CheckResult, Limits, NodeReport
 from provision.doctor.sources import _limit
 from provision.errors import ParseError
-from provision.operations.base import is_number
+from provision.text import is_number
 
 PARALLEL = defaults.PAIRWISE_FANOUT  # ssh clients at once on each node, by default (see the script)
 

@@ -35,13 +35,12 @@ from dataclasses import dataclass, replace
 from provision import defaults
 from provision.doctor.model import FAIL, CheckResult, NodeReport
 from provision.doctor.perf_judge import Coverage, Link, decide, judge_kind
-from provision.doctor.perf_nccl import LIMIT_S, all_reduce
 from provision.doctor.perf_rdma import NO_PORT, RdmaPairs, RdmaRun, node_rails, rdma_preflight
 from provision.errors import ParseError, ProvisionError
 from provision.facts.iperf3 import MAX_BYTES, parse_iperf3
 from provision.inventory.model import Host
-from provision.operations.base import printable
 from provision.plans.nics import fabric_interface
+from provision.text import printable
 
 Pair = tuple[str, str]
 DEFAULT_SECONDS = 3  # iperf3 -t: long enough for TCP to leave slow start on a fast link
@@ -294,6 +293,8 @@ def run_perf(hosts: list[Host], reports: list[NodeReport], settings: PerfSetting
                 else ([], 0)
             )
             rdma = RdmaRun(rdma_links, missing, ready, rdma_run, len(rounds) if per_pair else 0, settings.budget_s)
+        from provision.doctor.perf_nccl import LIMIT_S, all_reduce  # the launch planner: only when --perf runs
+
         left = LIMIT_S if settings.budget_s is None else int(max(10, settings.budget_s - (time.monotonic() - started)))
         nccl = all_reduce(nodes, facts, sessions, left)  # one run over the planned rank file, where GPUs are
     finally:

@@ -25,10 +25,10 @@ from provision.errors import ParseError, ProvisionError
 from provision.facts.model import HostFacts
 from provision.facts.nccl_tests import MAX_BYTES, parse_all_reduce
 from provision.launch.job import LaunchOptions, MpirunJob, mpirun_job
-from provision.operations.base import printable
 from provision.plans.dims import Dims
 from provision.plans.nics import plan_nics
 from provision.plans.rankfile import plan_rankfile
+from provision.text import printable
 
 NAME = "perf nccl all_reduce"
 COMMAND = ("all_reduce_perf", "-b", "8", "-e", "1G", "-f", "2", "-g", "1")

@@ -32,9 +32,9 @@ from provision.doctor.perf_judge import Coverage, Link, judge_kind
 from provision.errors import ParseError
 from provision.facts.model import HostFacts
 from provision.facts.perftest import MAX_BYTES, parse_write_bw, parse_write_lat
-from provision.operations.base import printable
 from provision.plans.nics import usable_ports
 from provision.plans.rails import Rail, host_rails, rail_key
+from provision.text import printable
 
 Pair = tuple[str, str]
 INSTALL_HINT = "install perftest (Debian/Ubuntu: apt-get install perftest; RHEL/Rocky: dnf install perftest)"

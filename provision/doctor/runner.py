@@ -11,23 +11,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from provision.doctor import checks, fabric, mounts, pairwise, sources
 from provision.doctor.model import FAIL, WARN, CheckResult, NodeReport
-from provision.doctor.perf import PerfRun, PerfSettings, run_perf
 from provision.errors import ParseError
 from provision.facts import nvidia
 from provision.inventory.model import Host
 from provision.probe.gather import STEPS, Capture, gather_script, new_nonce, split_output
 from provision.probe.run import DEFAULT_FORKS, facts_from_captures
-from provision.transport.connection import (
-    HostFailure,
-    SshOptions,
-    describe_failure,
-    open_connection,
-    run_command,
-    run_on_connection,
-)
+from provision.transport.options import HostFailure, SshOptions
+
+if TYPE_CHECKING:
+    from provision.doctor.perf import PerfRun, PerfSettings
 from provision.transport.parallel import fan_out
 
 FAST_SKIPPED = (sources.GPU_HEALTH, sources.XID, sources.DATASET)  # not needed by the fast checks
@@ -59,12 +55,17 @@ class Session:
     """One host's connection (or the local shell for ``localhost``), reused for every round trip."""
 
     def __init__(self, host: Host, options: SshOptions) -> None:
+        # SSH (Fabric, paramiko) is imported when a command first connects, not at its start
+        from provision.transport.connection import open_connection
+
         self.host, self.options, self.connection = host, options, None
         if not host.is_local:
             self.connection = open_connection(host, options)
             self.connection.open()
 
     def run(self, command: str, stdin: str, timeout: float | None = None):
+        from provision.transport.connection import run_command, run_on_connection
+
         if self.connection is None:
             options = self.options if timeout is None else replace(self.options, command_timeout=timeout)
             return run_command(self.host, command, options, stdin=stdin)
@@ -184,6 +185,8 @@ def _why(error: BaseException, settings: DoctorSettings) -> str:
         return f"{error.kind}: {error}"
     if isinstance(error, ParseError):
         return f"parse: {error}"
+    from provision.transport.connection import describe_failure
+
     failure = describe_failure(error, settings.ssh)
     return f"{failure.kind}: {failure}"
 
@@ -301,6 +304,8 @@ def doctor(hosts: list[Host], settings: DoctorSettings) -> DoctorRun:
     seconds["checks"] = time.monotonic() - started
     perf = None
     if settings.perf is not None:
+        from provision.doctor.perf import run_perf
+
         started = time.monotonic()
         perf = run_perf(hosts, reports, settings.perf, lambda host: Session(host, settings.ssh))
         results += perf.results(sum(1 for r in reports if r.ok))

@@ -4,13 +4,16 @@ one run, from what the user typed (the run itself is :func:`provision.doctor.run
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from provision.doctor.mounts import inventory_exports
-from provision.doctor.perf import PerfSettings
 from provision.doctor.runner import DoctorSettings
 from provision.doctor.sources import anaconda_prefixes, check_dataset, check_user
 from provision.inventory.model import Host, open_inventory
 from provision.playbook.variables import Variables
+
+if TYPE_CHECKING:
+    from provision.doctor.perf import PerfSettings
 
 
 def doctor_request(

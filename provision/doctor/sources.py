@@ -16,7 +16,7 @@ from provision.doctor.mounts import holding_mount, parse_mountinfo
 from provision.errors import ParseError, ProvisionError
 from provision.facts.registry import Fact
 from provision.inventory.model import USER_NAME
-from provision.operations.base import is_number
+from provision.text import is_number
 
 CLOCK_START = Fact("doctor-clock-0", (), "date +%s.%N", "the node's clock as the script starts")
 CLOCK_END = Fact("doctor-clock-1", (), "date +%s.%N", "the node's clock as the script ends")

@@ -30,7 +30,7 @@ from provision.operations.base import ArgumentError, Write, check_path
 from provision.plans.hostlist import HostlistError, fold
 from provision.text import shown
 from provision.transport.adhoc import AdhocResult, run_adhoc
-from provision.transport.connection import SshOptions
+from provision.transport.options import SshOptions
 
 COPY_LIMIT = 64 * 1024 * 1024  # bytes: a file to spread with pdcp, not a dataset (that is what NFS is for)
 

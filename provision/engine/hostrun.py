@@ -34,10 +34,11 @@ from provision.engine.statecache import ANYTHING, IDENTITY, StateCache, scope_of
 from provision.engine.uploads import send_uploads
 from provision.errors import ParseError
 from provision.inventory.model import Host
-from provision.operations.base import StateKey, Write, mask_secrets, printable
+from provision.operations.base import StateKey, Write, mask_secrets
 from provision.operations.state import parse_state
-from provision.transport.connection import HostFailure
+from provision.text import printable
 from provision.transport.frames import new_nonce
+from provision.transport.options import HostFailure
 
 HOSTINFO = IDENTITY
 NO_LOG = "(no_log)"  # what a no_log task shows instead of a change, a diff or a failure

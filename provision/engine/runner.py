@@ -20,7 +20,7 @@ from provision.operations.base import StateKey
 from provision.playbook.model import Play, Task
 from provision.playbook.variables import Variables
 from provision.resources import resource_dir
-from provision.transport.connection import SshOptions
+from provision.transport.options import SshOptions
 from provision.transport.parallel import fan_out
 
 DEFERRED = {"facts", "hostvars", "play_hosts"}  # known only while running

@@ -26,7 +26,8 @@ from provision.launch.bindings import Binding, check_bindings, parse_binding_lin
 from provision.launch.mpirun import DEFAULT_EXPORTS, quoted, root_message
 from provision.plans.rankfile import RankPlan
 from provision.text import shown
-from provision.transport.connection import SshOptions, describe_failure, open_connection
+from provision.transport.connection import describe_failure, open_connection
+from provision.transport.options import SshOptions
 
 _RUN_DIR = re.compile(r"^\.provision/[0-9x]{1,40}\.[A-Za-z0-9]{10}\Z")
 MAX_LINE = 1 << 16  # longest output line scanned for a binding report

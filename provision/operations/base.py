@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision.errors import ProvisionError
-from provision.text import shown
+from provision.text import is_number, printable
 
 USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}\Z")
 PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_:-]{0,127}\Z")
@@ -218,14 +218,6 @@ class Operation:
         return checked
 
 
-_DIGITS = re.compile(r"[0-9]+")
-
-
-def is_number(text: Any) -> bool:
-    """Whether ``text`` is ASCII digits only (``'²'.isdigit()`` is True, yet ``int('²')`` raises)."""
-    return isinstance(text, str) and _DIGITS.fullmatch(text) is not None
-
-
 def refuse_unsafe_paths(current: Mapping[StateKey, Any]) -> None:
     """The one rule for paths a user controls, as operations see it: a ``file``/``stat`` fact of
     a refused kind (:data:`REFUSED_KINDS`) fails the host with one line naming the path and why."""
@@ -242,14 +234,6 @@ def check_user(name: Any, what: str = "user") -> str:
     if not isinstance(name, str) or not USER_NAME.match(name):
         raise ArgumentError(f"{what} name {name!r} may only hold letters, digits, '.', '_', '-' (and not start with '-')")
     return name
-
-
-def printable(text: str, limit: int = 300, newlines: bool = False) -> str:
-    """Text a node sent, safe to show on a terminal or in --json: every control character
-    (escape sequences, bells; newlines too unless ``newlines``) escaped by :func:`provision.text.shown`,
-    at most ``limit`` characters (``...`` marks a cut)."""
-    clean = shown(text[: limit * 4].strip(), newlines=newlines)
-    return clean if len(clean) <= limit else clean[: max(limit - 3, 0)] + "..."
 
 
 # A setting: a key (a run of word characters and dots, from its start) then ``=`` or ``:`` and a

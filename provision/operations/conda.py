@@ -38,10 +38,10 @@ from provision.operations.base import (
     Upload,
     check_path,
     parent_of,
-    printable,
     quote,
     shell_path,
 )
+from provision.text import printable
 
 MARKER = ".provision-installer"
 IN_PROGRESS = ".provision-installing"  # PREFIX + this: an install of ours has started and not finished

@@ -36,10 +36,10 @@ from provision.operations.base import (
     Write,
     check_path,
     check_user,
-    is_number,
 )
 from provision.operations.files import content_changes
 from provision.templating import render_template, template_loader
+from provision.text import is_number
 
 # jupyter_server.auth.security.passwd(algorithm="argon2"): argon2-cffi's PasswordHasher with these.
 ARGON2_PARAMETERS = {"memory_cost": 10240, "time_cost": 10, "parallelism": 8}

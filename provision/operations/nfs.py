@@ -28,10 +28,10 @@ from provision.operations.base import (
     Run,
     StateKey,
     check_path,
-    printable,
     shell_path,
 )
 from provision.operations.files import content_changes
+from provision.text import printable
 
 _OPTIONS = re.compile(r"^[A-Za-z0-9_=.,-]{1,200}\Z")
 _SERVER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}\Z")

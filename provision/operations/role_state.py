@@ -15,7 +15,8 @@ import re
 
 from provision.errors import ParseError
 from provision.facts.registry import Fact
-from provision.operations.base import check_path, is_number, shell_path
+from provision.operations.base import check_path, shell_path
+from provision.text import is_number
 
 _MAX_LINES = 20000
 _CAP_SYS_ADMIN = 21

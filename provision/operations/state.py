@@ -24,10 +24,10 @@ from provision.operations.base import (
     check_path,
     check_user,
     home_prelude,
-    is_number,
     quote,
     shell_path,
 )
+from provision.text import is_number
 
 CONTENT_LIMIT = 4 * 1024 * 1024  # files larger than this are compared by sha256 only
 _SHA = re.compile(r"^[0-9a-f]{64}\Z")

@@ -18,12 +18,12 @@ from provision.operations.base import (
     StateKey,
     check_path,
     mask_secrets,
-    printable,
     quote,
 )
 from provision.operations.os_state import PackageIndex
 from provision.operations.platform import OS, alternatives, for_node, per_family
 from provision.templating.shell import command_display
+from provision.text import printable
 
 
 def _check_names(names: Any) -> list[str]:

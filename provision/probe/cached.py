@@ -15,7 +15,7 @@ from provision.facts.model import HostFacts
 from provision.inventory.model import Inventory, open_inventory
 from provision.probe.run import DEFAULT_FORKS, probe_hosts
 from provision.probe.store import load_host, save_hosts
-from provision.transport.connection import SshOptions
+from provision.transport.options import SshOptions
 
 
 @dataclass(frozen=True)

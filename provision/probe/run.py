@@ -23,7 +23,7 @@ from provision.probe.gather import CAPTURE_NAMES, NOT_INSTALLED, REMOTE_COMMAND,
 from provision.probe.store import read_capture_dir
 
 if TYPE_CHECKING:
-    from provision.transport.connection import SshOptions
+    from provision.transport.options import SshOptions
 
 DEFAULT_FORKS = defaults.FORKS
 
@@ -75,7 +75,8 @@ def facts_from_captures(host: str, captures: dict[str, Capture]) -> ProbeResult:
 
 def probe_host(host: Host, options: SshOptions) -> ProbeResult:
     """Run the gather script on one host and derive its facts."""
-    from provision.transport.connection import HostFailure, run_command  # SSH only where it is used (--replay: none)
+    from provision.transport.connection import run_command  # SSH only where it is used (--replay: none)
+    from provision.transport.options import HostFailure
 
     started = time.monotonic()
     nonce = new_nonce()

@@ -19,7 +19,7 @@ from provision.probe.run import ProbeResult, probe_hosts, replay
 from provision.probe.store import save_hosts
 
 if TYPE_CHECKING:  # SSH is imported only where a host is reached (--replay reaches none)
-    from provision.transport.connection import SshOptions
+    from provision.transport.options import SshOptions
 
 
 @dataclass
@@ -80,7 +80,7 @@ def collect(request: ProbeRequest, on_done: Callable[[ProbeResult], None] | None
 
 
 def _default_ssh():
-    from provision.transport.connection import SshOptions
+    from provision.transport.options import SshOptions
 
     return SshOptions()
 

@@ -32,7 +32,8 @@ from provision.inventory.model import HOST_NAME, Host
 from provision.probe.gather import gather_script, new_nonce, split_output
 from provision.probe.run import ProbeResult, facts_from_captures
 from provision.resources import render
-from provision.transport.connection import HostFailure, SshOptions, run_command
+from provision.transport.connection import run_command
+from provision.transport.options import HostFailure, SshOptions
 
 __all__ = ["SlurmRequest", "SlurmProbeError", "probe_script", "probe_via_slurm", "results_from_output"]
 

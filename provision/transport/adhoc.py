@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from provision.inventory.model import Host
 from provision.text import shown
-from provision.transport.connection import HostFailure, SshOptions, describe_failure, run_command
+from provision.transport.connection import describe_failure, run_command
+from provision.transport.options import HostFailure, SshOptions
 from provision.transport.parallel import fan_out
 
 

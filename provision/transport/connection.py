@@ -22,49 +22,20 @@ import os
 import socket
 import subprocess
 import threading
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import fabric
 import paramiko
 
-from provision import defaults
 from provision.inventory.model import Host
 from provision.transport.channel import ChannelFailure, CommandTimeout, run_on_channel
 from provision.transport.hostkeys import HostKeyError, make_client
+from provision.transport.options import CommandResult, HostFailure, SshOptions
 
 # paramiko's transport thread logs a traceback for each failed handshake (no handler: Python
 # prints it on stderr); every failure reaches the user as one HostFailure line instead.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
-
-
-@dataclass(frozen=True)
-class SshOptions:
-    """How to connect: known_hosts and its policy, time limits (seconds), which ssh config to read."""
-
-    known_hosts: Path | None = None  # None: UserKnownHostsFile from ssh_config, else ~/.ssh/known_hosts{,2}
-    accept_new_host_keys: bool = False
-    connect_timeout: float = defaults.CONNECT_TIMEOUT
-    command_timeout: float = defaults.COMMAND_TIMEOUT
-    ssh_config: Path | None = None  # None: ~/.ssh/config and /etc/ssh/ssh_config, as ssh does
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """What a command printed and how it exited."""
-
-    stdout: str
-    stderr: str
-    exit_code: int
-
-
-class HostFailure(Exception):
-    """A host could not run the command. ``kind``: unreachable, timeout, auth, hostkey, key, ssh."""
-
-    def __init__(self, kind: str, message: str):
-        self.kind = kind
-        super().__init__(message)
 
 
 class _Connection(fabric.Connection):

@@ -20,14 +20,8 @@ import time
 
 from provision.inventory.model import Host
 from provision.transport.channel import ChannelFailure, CommandTimeout, sftp_put
-from provision.transport.connection import (
-    CommandResult,
-    HostFailure,
-    SshOptions,
-    describe_failure,
-    open_connection,
-    run_on_connection,
-)
+from provision.transport.connection import describe_failure, open_connection, run_on_connection
+from provision.transport.options import CommandResult, HostFailure, SshOptions
 
 
 class Session:
