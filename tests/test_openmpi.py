@@ -40,3 +40,18 @@ def test_opal_built_with_cuda_support_key_is_read_too():
     )
     mpi = parse_openmpi(text)
     assert (mpi.version, mpi.cuda_aware, mpi.major) == ("5.0.3", True, 5)
+
+
+def test_a_whole_ompi_info_output_reads_the_same_as_its_two_lines():
+    # 895 real lines (the openmpi step on a test node): the lines that hold neither key are skipped
+    # without being parsed, and must not change the result (issue 28: 2 ms -> 0.15 ms per node)
+    whole = read_fixture("outputs", "ompi_info", "level4-openmpi-4.1.4-bookworm.txt")
+    kept = [line for line in whole.splitlines() if line.startswith(("#", "ompi:version:full:")) or "_cuda_support:value:" in line]
+    assert len(kept) < 10 < len(whole.splitlines())
+    assert parse_openmpi(whole) == parse_openmpi("\n".join(kept)) == parse_openmpi(whole.replace("\n", "\r\n"))
+    assert (parse_openmpi(whole).version, parse_openmpi(whole).cuda_aware) == ("4.1.4", False)
+
+
+def test_a_section_after_ompi_info_is_still_seen():
+    text = "# ompi_info\nmca:a:b:param:x:value:1\n  # rpm\nopenmpi\t4.1.1-5.el8\n"
+    assert parse_openmpi(text).source == "rpm"

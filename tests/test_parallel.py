@@ -112,6 +112,8 @@ def test_worker_count(monkeypatch):
     assert worker_count(5, 64, workers=4) == 4 and worker_count(2, 64, workers=4) == 2  # explicit, bounded by items
     monkeypatch.setattr(parallel, "controller_cores", lambda: 1)
     assert worker_count(4096, 64) == 1
+    monkeypatch.setattr(parallel, "controller_cores", lambda: 2)  # 2 cores: a second process only competes
+    assert worker_count(4096, 64) == 1 and worker_count(4096, 64, workers=2) == 2
 
 
 def test_empty_and_bad_forks():

@@ -37,8 +37,8 @@ def test_probe_over_worker_processes_same_as_one_process(cluster, cluster_files,
 
     # Automatic worker count, with a threshold small enough for 5 hosts: 2 processes.
     monkeypatch.setattr(parallel, "PROCESS_THRESHOLD", 2)
-    monkeypatch.setattr(parallel, "ITEMS_PER_WORKER", 1)
-    monkeypatch.setattr(parallel, "controller_cores", lambda: 2)
+    monkeypatch.setattr(parallel, "controller_cores", lambda: parallel.MIN_CORES)
+    monkeypatch.setattr(parallel, "ITEMS_PER_WORKER", 2)  # 5 hosts: 2 processes
     used = []
     real = parallel._processes
     monkeypatch.setattr(

@@ -97,7 +97,7 @@ Workers = Annotated[
         "--workers",
         min=0,
         max=256,
-        help="Controller processes sharing the hosts (0: automatic, one per core from a few hundred hosts on).",
+        help="Controller processes sharing the hosts (0: automatic, one per core from 200 hosts on, with 4 cores or more).",
     ),
 ]
 ConnectTimeout = Annotated[

@@ -169,6 +169,13 @@ class KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
         first = [a for a in known if a in available]
         if first:
             options.key_types = first + [a for a in available if a not in first]
+        # AES-GCM first (the first cipher in our list that the server also offers is used; a server
+        # without it gets AES-CTR as before): with CTR, paramiko checks each packet's HMAC in Python,
+        # byte by byte (a constant-time compare): about a tenth of the controller's CPU per probed host
+        # (issue 28); GCM's tag is checked inside OpenSSL. OpenSSH offers GCM by default since 6.2.
+        ciphers = list(options.ciphers)
+        aead = [c for c in ciphers if c.endswith("-gcm@openssh.com")]
+        options.ciphers = aead + [c for c in ciphers if c not in aead]
         return transport
 
 

@@ -31,6 +31,10 @@ R = TypeVar("R")
 
 PROCESS_THRESHOLD = 200  # fewer items: one process (starting workers costs more than it saves)
 ITEMS_PER_WORKER = 100  # auto mode: no worker gets fewer items than this
+# Auto mode: worker processes only on a controller with this many cores. On 2 cores the second
+# process competes with the first (and with ssh, the agent, the shell) for the same two: probe of 256
+# hosts took 1.25x the bare paramiko fan-out's wall time with 2 processes, 1.11x with one (issue 28).
+MIN_CORES = 4
 
 
 class WorkerError(RuntimeError):
@@ -48,13 +52,19 @@ def controller_cores() -> int:
 def worker_count(items: int, forks: int, workers: int | None = None) -> int:
     """How many processes to use: ``workers`` if given (0 or None: automatic), never more than
     ``forks`` or ``items``; automatically one per core from :data:`PROCESS_THRESHOLD` items on,
-    each with at least :data:`ITEMS_PER_WORKER` items."""
+    each with at least :data:`ITEMS_PER_WORKER` items, on a controller of :data:`MIN_CORES` cores
+    or more.
+
+    >>> worker_count(50, 64), worker_count(4096, 64, workers=3)
+    (1, 3)
+    """
+    cores = controller_cores()
     if workers:
         wanted = workers
-    elif items < PROCESS_THRESHOLD:
+    elif items < PROCESS_THRESHOLD or cores < MIN_CORES:
         wanted = 1
     else:
-        wanted = min(controller_cores(), items // ITEMS_PER_WORKER)
+        wanted = min(cores, items // ITEMS_PER_WORKER)
     if "fork" not in multiprocessing.get_all_start_methods():
         wanted = 1
     return max(1, min(wanted, forks, items))
