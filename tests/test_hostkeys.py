@@ -141,3 +141,6 @@ def test_server_asked_for_the_known_key_type_first(tmp_path):
     with ours, theirs:
         transport = chosen.transport_factory(ours)  # made as SSHClient.connect makes it, not started
         assert transport.get_security_options().key_types[0] == "ecdsa-sha2-nistp256"
+        # AES-GCM offered first (issue 28: no per-packet HMAC in Python); CTR still offered after it
+        ciphers = transport.get_security_options().ciphers
+        assert ciphers[:2] == ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com") and "aes128-ctr" in ciphers

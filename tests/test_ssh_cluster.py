@@ -11,7 +11,7 @@ import pytest
 from cluster_support import fingerprint_of
 from conftest import run_cli
 from provision.inventory.model import Host
-from provision.transport.connection import run_command
+from provision.transport.connection import open_connection, run_command, run_on_connection
 from provision.transport.known_hosts import host_matches
 from provision.transport.options import HostFailure, SshOptions
 
@@ -112,3 +112,17 @@ def test_command_timeout_over_ssh(cluster, cluster_files):
     with pytest.raises(HostFailure) as error:
         run_command(host, "sleep 30", options)
     assert error.value.kind == "timeout" and "0.5s" in str(error.value)
+
+
+def test_real_sshd_agrees_on_aes_gcm(cluster, cluster_files):
+    # OpenSSH's sshd offers AES-GCM by default: the connection uses it, so paramiko checks no HMAC
+    # in Python per packet (issue 28); what the command prints is unchanged
+    _, known = cluster_files
+    host = Host("node1", address="127.0.0.1", port=cluster.ports["node1"], user="mpi", key=str(cluster.key))
+    connection = open_connection(host, SshOptions(known_hosts=known, connect_timeout=5))
+    try:
+        connection.open()
+        assert (connection.transport.local_cipher, connection.transport.remote_cipher) == ("aes128-gcm@openssh.com",) * 2
+        assert run_on_connection(connection, "echo fine", b"", SshOptions(known_hosts=known)).stdout == "fine\n"
+    finally:
+        connection.close()
