@@ -190,6 +190,8 @@ class ClusterSetup:
                 raise ProvisionError(problem)
         report = runner.run()
         done = SetupResult(report)
+        for why in runner.faults.values():  # issue 24.3: one node's own report fails that node, not the run
+            done.warnings.append(f"{why} (that host fails; the other hosts went on)")
         for tag in runner.idle_tags(report):
             done.warnings.append(
                 f"--tags {tag}: its tasks did nothing on any host (all skipped): are the variables it reads set?"

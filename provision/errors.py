@@ -58,3 +58,13 @@ class UnsafeValueError(ProvisionError):
 
 class TemplateError(ProvisionError):
     """A template or expression failed to parse or render; the message names where and why."""
+
+
+class NodeFault(ProvisionError):
+    """What one node reported (a name it claims, a value in its facts) makes a task impossible for
+    that node alone: the task fails on ``host``, the other hosts go on. An error in the user's own
+    input (playbook, inventory, a variable) is a :class:`TemplateError` and refuses the whole run."""
+
+    def __init__(self, host: str, message: str):
+        self.host = host
+        super().__init__(message)

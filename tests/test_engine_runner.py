@@ -391,3 +391,77 @@ def test_tags_whose_tasks_did_nothing_on_any_host_are_named(tmp_path):
     assert make(tmp_path, IDLE).idle_tags(report) == []  # no --tags: nothing was asked by name
     stopped = RunReport(results=report.results, recap=[replace(r, unreachable=1) for r in report.recap])
     assert runner.idle_tags(stopped) == []  # no host got through: nothing to say of the tags
+
+
+# -- what one node reported fails that node alone (issue 24.3's leftover) -------------------------
+SLURM_NODE_LINES = """
+- hosts: all
+  vars: {{facts_folder: "{facts}"}}
+  tasks:
+    - name: before
+      file: {{path: "{{{{ root }}}}/before", content: "x\\n"}}
+    - name: node lines
+      file:
+        path: "{{{{ root }}}}/nodes.conf"
+        content: "{{{{ ({{}} | slurm_files(groups, facts_folder, '.', inventory_hostname)).node_lines }}}}"
+    - name: after
+      file: {{path: "{{{{ root }}}}/after", content: "x\\n"}}
+"""
+NVIDIA_SMI_FAILED = {"nvidia-smi-query": "exit 9: NVIDIA-SMI has failed because it couldn't communicate"}
+
+
+@pytest.mark.parametrize(
+    ("h2", "why"),
+    [
+        ({"hostname": "DEFAULT"}, "host h2: it reports the host name 'DEFAULT', a word slurm.conf reserves"),
+        ({"hostname": "all.cluster"}, "host h2: it reports the host name 'all', a word slurm.conf reserves"),
+        ({"hostname": "h1"}, "host h2: it reports the host name 'h1', which is host h1's"),
+        ({"gpus": (), "unavailable": NVIDIA_SMI_FAILED}, "host h2: nvidia-smi failed (exit 9: NVIDIA-SMI has failed"),
+    ],
+)
+@pytest.mark.parametrize("check", [False, True])
+def test_a_bad_value_one_node_reported_fails_that_node_and_the_others_converge(tmp_path, h2, why, check):
+    """A cluster-wide file one node's own report spoils (slurm.conf's node lines): that node is
+    left out and fails at that task; the others get the file without it and go on. Before, the
+    whole run was refused at preparation (BadInput) and no host was touched."""
+    import dataclasses
+    import json
+
+    from plan_support import minsky
+
+    folder = tmp_path / "facts"
+    folder.mkdir()
+    for name in ("h1", "h2", "h3"):
+        facts = dataclasses.replace(minsky(name), **(h2 if name == "h2" else {}))
+        (folder / f"{name}.json").write_text(json.dumps(facts.to_dict()))
+    runner = make(tmp_path, SLURM_NODE_LINES.format(facts=folder), hosts=("h1", "h2", "h3"), check=check)
+    assert runner.faults.keys() == {"h2"} and why in runner.faults["h2"]
+    report = runner.run()
+    assert not report.ok
+    assert {h: r[:3] for h, r in recap(report).items()} == {"h1": (3, 3, 0), "h2": (1, 1, 1), "h3": (3, 3, 0)}
+    failed = [r for r in report.results if r.status == "failed"]
+    assert [(r.host, r.task) for r in failed] == [("h2", "node lines")]
+    assert why in failed[0].message and "slurm.conf and gres.conf are written without h2" in failed[0].message
+    assert "\n" not in failed[0].message
+    if check:
+        assert [p.name for p in tmp_path.glob("h*/*")] == []
+        return
+    assert (tmp_path / "h2" / "before").exists() and not (tmp_path / "h2" / "after").exists()  # earlier tasks kept
+    for host in ("h1", "h3"):
+        lines = (tmp_path / host / "nodes.conf").read_text().splitlines()
+        assert [line.split()[0] for line in lines[1:]] == ["NodeName=h[1,3]"], lines
+        assert (tmp_path / host / "after").exists()
+
+
+def test_a_node_without_facts_is_still_bad_input_before_any_host(tmp_path):
+    """Facts missing from the folder are the user's to fix (run probe): wrong for every host."""
+    import json
+
+    from plan_support import minsky
+
+    folder = tmp_path / "facts"
+    folder.mkdir()
+    (folder / "h1.json").write_text(json.dumps(minsky("h1").to_dict()))
+    with pytest.raises(BadInput, match=r"no facts for host h2"):
+        make(tmp_path, SLURM_NODE_LINES.format(facts=folder), hosts=("h1", "h2"))
+    assert list(tmp_path.glob("h*/*")) == []

@@ -394,3 +394,58 @@ def test_nfs_limit_to_the_server_keeps_every_clients_export(roles_cluster, tmp_p
     url = "nfs://$(getent hosts r1 | cut -d' ' -f1)/data/imagenet/train.txt?version=4"
     retry = f"for i in 1 2 3 4 5 6 7 8; do nfs-cat {url} && exit 0; sleep 2; done; exit 1"
     assert cluster.docker_exec("r3", "sh", "-c", retry, user="mpi") == "train-0001\n"
+
+
+def test_switching_conda_path_removes_what_the_other_form_wrote(roles_cluster, tmp_path):
+    """Issue 26's leftover: profile -> module removes /etc/profile.d/provision-conda.sh (else conda
+    stays on every login shell's PATH and the switch did not take), module -> profile removes each
+    prefix's modulefile; --check reports the removal and changes nothing; the second run changes
+    nothing in one round trip; an admin's own file under provision's name is left alone."""
+    cluster = roles_cluster
+    profile_d, modulefiles = "/etc/profile.d/provision-conda.sh", ("/etc/modulefiles/anaconda3", "/etc/modulefiles/anaconda2")
+
+    def present(node, *paths) -> list[str]:
+        return cluster.docker_exec(node, "sh", "-c", 'for p; do [ -e "$p" ] && echo "$p"; done; true', "sh", *paths).split()
+
+    def login_conda(node) -> str:  # a login shell's conda (alice's), "" when none is on PATH
+        return cluster.docker_exec(node, "runuser", "-l", "alice", "-c", "command -v conda; true").strip()
+
+    profile = inventory(cluster, tmp_path)
+    assert setup(profile, "--tags", "users,ssh", "--no-verify").returncode == 0  # alice and her SSH (also when run alone)
+    first = setup(profile, "--tags", "anaconda", "--no-verify")  # the default form (also when this test runs alone)
+    assert first.returncode == 0, problems(first)
+    assert all(present(n, profile_d) == [profile_d] and login_conda(n) == "/opt/anaconda3/bin/conda" for n in NODES)
+    module_dir = tmp_path / "module"
+    module_dir.mkdir()
+    module = inventory(cluster, module_dir, "  conda_path: module\n")
+    checked = setup(module, "--tags", "anaconda", "--check", "--no-verify")
+    assert checked.returncode == 0, problems(checked)
+    removal = [r for r in json.loads(checked.stdout)["results"] if r["task"].startswith("no profile.d file")]
+    assert {r["host"]: (r["status"], r["changes"]) for r in removal} == dict.fromkeys(NODES, ("changed", [f"remove {profile_d}"]))
+    assert all(present(n, profile_d) == [profile_d] for n in NODES)  # --check removed nothing
+
+    switched = setup(module, "--tags", "anaconda", "--no-verify")
+    assert switched.returncode == 0, problems(switched)
+    for node in NODES:
+        assert present(node, profile_d) == [] and login_conda(node) == "", node  # the switch took
+        assert present(node, *modulefiles) == list(modulefiles), node
+    assert "Anaconda in /opt/anaconda3" in cluster.docker_exec("r1", "cat", modulefiles[0])
+    over_ssh = cluster.docker_exec("r1", "runuser", "-u", "alice", "--", "ssh", "-o", "BatchMode=yes", "r2", "command -v conda")
+    assert over_ssh.strip() == "/opt/anaconda3/bin/conda"  # mpirun's non-interactive shells keep it (the bashrc block)
+    again = setup(module, "--tags", "anaconda", "--no-verify")
+    assert again.returncode == 0, problems(again)
+    assert {n: (r["changed"], r["round_trips"]) for n, r in recap(again).items()} == dict.fromkeys(NODES, (0, 1))
+
+    # r3's admin has since put a module of her own in provision's anaconda2 place: no longer provision's
+    own = "#%Module1.0\n## the site module of anaconda2, kept by its admin\nprepend-path PATH /opt/anaconda2/bin\n"
+    cluster.docker_exec("r3", "sh", "-c", f"printf '%s' '{own}' >{modulefiles[1]}")
+    back = setup(profile, "--tags", "anaconda", "--no-verify")
+    assert back.returncode == 0, problems(back)
+    for node in NODES:
+        kept = [modulefiles[1]] if node == "r3" else []
+        assert present(node, *modulefiles) == kept and present(node, profile_d) == [profile_d], node
+        assert login_conda(node) == "/opt/anaconda3/bin/conda", node
+    assert cluster.docker_exec("r3", "cat", modulefiles[1]) == own  # left alone
+    again = setup(profile, "--tags", "anaconda", "--no-verify")
+    assert {n: (r["changed"], r["round_trips"]) for n, r in recap(again).items()} == dict.fromkeys(NODES, (0, 1))
+    cluster.docker_exec("r3", "rm", "-f", modulefiles[1])

@@ -167,9 +167,29 @@ def test_a_node_reporting_default_or_another_nodes_name_never_reaches_slurm_conf
     assert [line.split()[0] for line in lines[1:]] == ["NodeName=sn[1,3]"], lines  # sn1's own line, sn2 left out
     assert "DEFAULT" not in gres.stdout + "\n".join(lines) and "NodeName=sn2" not in gres.stdout
 
+    # setup-cluster: sn2 alone fails (its claim is its own doing); sn1 and sn3 get slurm.conf and
+    # gres.conf without sn2's line and converge. --limit leaves ctl out so that the session's
+    # slurmctld is not reconfigured without sn2 (the other Slurm tests use it); the files are
+    # the same whichever hosts run (they are computed for every node of the inventory).
     inventory = _inventory(slurm_cluster, tmp_path, {"nodes": "slurm", "facts_dir": str(facts)})
-    done = _setup(slurm_cluster, inventory, "--tags", "slurm")
-    assert done.returncode == 2, done.stdout[-3000:] + done.stderr
-    assert "host sn2: it reports the host name" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
-    for host in HOSTS:  # refused before any host is touched: slurm.conf must be one file on every host
-        assert _read(slurm_cluster, host, "/etc/slurm/slurm.conf") == ADMIN_CONF, host
+    wanted_conf = ADMIN_CONF + MARKER.format("BEGIN") + "\n" + "\n".join(lines) + "\n" + MARKER.format("END") + "\n"
+    for attempt in ("first", "second"):
+        done = _setup(slurm_cluster, inventory, "--tags", "slurm", "--limit", "sn1,sn2,sn3")
+        assert done.returncode == 1, done.stdout[-3000:] + done.stderr
+        warnings = [line for line in done.stderr.splitlines() if "host sn2: it reports the host name" in line]
+        assert len(warnings) == 1 and "the other hosts went on" in warnings[0], done.stderr
+        report = json.loads(done.stdout)
+        recap = {r["host"]: (r["changed"], r["failed"]) for r in report["recap"]}
+        changed = 2 if attempt == "first" else 0
+        assert recap == {"sn1": (changed, 0), "sn2": (0, 1), "sn3": (changed, 0)}, (attempt, recap)
+        failed = [r for r in report["results"] if r["status"] == "failed"]
+        assert [(r["host"], r["task"]) for r in failed] == [("sn2", "slurm.conf NodeName lines (a managed block)")]
+        message = failed[0]["message"]
+        assert "host sn2: it reports the host name" in message and "\n" not in message
+        assert "slurm.conf and gres.conf are written without sn2" in message
+        for host in ("sn1", "sn3"):
+            assert _read(slurm_cluster, host, "/etc/slurm/slurm.conf") == wanted_conf, host
+            assert _read(slurm_cluster, host, "/etc/slurm/gres.conf") == gres.stdout, host
+        assert _read(slurm_cluster, "sn2", "/etc/slurm/slurm.conf") == ADMIN_CONF  # the claimant gets nothing
+        assert _read(slurm_cluster, "sn2", "/etc/slurm/gres.conf") == STALE_GRES
+        assert _read(slurm_cluster, "ctl", "/etc/slurm/slurm.conf") == ADMIN_CONF  # not in --limit

@@ -32,7 +32,7 @@ from provision.engine.hostrun import NO_LOG, HostFailed, HostRun, TaskResult, un
 from provision.engine.script import LOGIN_USER, Step
 from provision.engine.selection import BadInput
 from provision.engine.verbosity import ran_text
-from provision.errors import ProvisionError
+from provision.errors import NodeFault, ProvisionError
 from provision.inventory.model import Host
 from provision.operations import OPERATIONS
 from provision.operations.base import UNKNOWN, ArgumentError, StateKey, Write, check_path, check_user
@@ -158,12 +158,16 @@ def as_reader(keys: list[StateKey], reader: str) -> list[StateKey]:
 def predict(render: Render, play: Play, task: Task, host: Host, deferred: set[str]) -> list[list[StateKey]]:
     """Steps 1-2 before any host is touched: the facts of each loop item the task will run
     (``deferred``: the variables known only while running). Raises :class:`BadInput` naming
-    file:line, task, host and cause for a task that can be checked now and is wrong."""
+    file:line, task, host and cause for a task that can be checked now and is wrong, and
+    :class:`NodeFault` where what ``host`` itself reported is wrong (that host alone fails the
+    task when it reaches it; the run goes on)."""
     whens = task.when if isinstance(task.when, list) else [task.when]
     expressions = ["{{ " + w + " }}" for w in whens if isinstance(w, str)]
     later = bool(names_in([task.args, task.loop, expressions]) & deferred)
     try:
         items = render.loop_items(task, render.context(host, play, None))
+    except NodeFault:
+        raise
     except Exception as error:  # noqa: BLE001 - any render failure is reported the same way
         if later:
             return []
@@ -177,6 +181,8 @@ def predict(render: Render, play: Play, task: Task, host: Host, deferred: set[st
             op, args = render.arguments(task, play, ctx)
             operation = OPERATIONS[op]
             keys = operation.requests(operation.check_args(args))
+        except NodeFault:
+            raise
         except Exception as error:  # noqa: BLE001
             if not later:
                 raise bad_input(render.variables, task, host, error) from None

@@ -1,4 +1,5 @@
-"""File operations: directory, file content (and templates, rendered before), line, block, download."""
+"""File operations: directory, file content (and templates, rendered before), line, block, download;
+a file provision wrote, removed (file_absent)."""
 
 from __future__ import annotations
 
@@ -251,6 +252,32 @@ def plan_download(args: dict, current: Mapping[StateKey, Any]) -> list:
 
 
 _PATH = {"path": Arg((str,), True, help="remote path (absolute or ~user/...)")}
+HEADER_BYTES = 512  # where a file provision wrote says so (its first lines)
+
+
+def plan_file_absent(args: dict, current: Mapping[StateKey, Any]) -> list:
+    """Remove a file provision wrote itself (a role's file that another setting replaced): only a
+    regular file whose first lines hold ``marker``; an absent file, or one without the marker
+    (someone else's under that name), is left as it is. A link, a foreign hard link or a path
+    below a folder a user can write is refused before this (``Operation.decide``); ``rm`` would
+    remove a link itself, never what it points to, should one appear in between.
+
+    >>> state = FileState("f", content=b"# written by provision setup-cluster\\n")
+    >>> [change.command for change in plan_file_absent({"path": "/etc/x", "marker": "written by provision"},
+    ...                                                 {StateKey("file", "/etc/x"): state})]
+    ['rm -f -- /etc/x']
+    """
+    path, marker = check_path(args["path"]), args["marker"]
+    if not marker.strip():
+        raise ArgumentError("file_absent: marker must be some text of the file's header")
+    state = current.get(StateKey("file", path))
+    if state is None or state.kind != "f" or state.content is None:
+        return []  # absent, or no file of provision's (a folder, a device, a file over the read limit)
+    if marker.encode() not in state.content[:HEADER_BYTES]:
+        return []  # not written by provision: its owner's
+    return [Run(f"rm -f -- {shell_path(path)}", f"remove {path}", ((StateKey("file", path), None),), (path,))]
+
+
 _BLOCK_ARGS = {
     **_PATH,
     **_OWNERSHIP,
@@ -298,6 +325,16 @@ OPERATIONS = {
         _block_top_requests,
         plan_block_top,
         doc="a marked block at the top of a file",
+    ),
+    "file_absent": Operation(
+        "file_absent",
+        {
+            **_PATH,
+            "marker": Arg((str,), True, help="text in the file's first lines that says provision wrote it"),
+        },
+        _file_request,
+        plan_file_absent,
+        doc="no file provision wrote at the path (one without the marker is left alone)",
     ),
     "download": Operation(
         "download",

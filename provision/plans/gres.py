@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from provision.facts.model import HostFacts
 from provision.plans.hostlist import HostlistError, expand, fold
-from provision.plans.slurm import identity_problems, node_name, slurm_node_line
+from provision.plans.slurm import RESERVED_NODE_NAMES, identity_problems, node_name, slurm_node_line
 
 GRES_TYPES_LINE = "GresTypes=gpu"
 _UNSAFE = re.compile(r"[^a-z0-9._-]")
@@ -94,6 +94,9 @@ class GresPlan:
     slurm_conf: str  # GresTypes=gpu (when any host has GPUs) and the NodeName lines
     notes: tuple[str, ...]  # warnings, each naming its host
     errors: tuple[str, ...]  # hosts left out, each naming its host
+    # {host: why} of the errors caused by what that host reported itself (a name it claims, GPUs it
+    # could not list), not by the inventory or the facts folder: that host alone is to blame
+    faults: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _gpus_unknown(facts: HostFacts) -> str | None:
@@ -149,14 +152,17 @@ def plan_gres(hosts: list[HostFacts], version: str = "") -> GresPlan:
     errors: list[str] = []
     described: list[HostGres] = []
     owners: dict[str, str] = {}
+    faults: dict[str, str] = {}
     refused = identity_problems(hosts)
     for facts in hosts:
         unknown = _gpus_unknown(facts)
         if unknown:
-            errors.append(f"host {facts.host}: {unknown}")
+            errors.append(faults.setdefault(facts.host, f"host {facts.host}: {unknown}"))
             continue
         if facts.host in refused:
             errors.append(refused[facts.host])
+            if node_name(facts.host).lower() not in RESERVED_NODE_NAMES:  # a reserved inventory name is the user's
+                faults[facts.host] = refused[facts.host]
             continue
         gres = host_gres(facts)
         if gres.name in owners:
@@ -189,4 +195,5 @@ def plan_gres(hosts: list[HostFacts], version: str = "") -> GresPlan:
         gres_lines.extend(line.text(hostlist) for line in layout)
     node_lines = [GRES_TYPES_LINE] if by_layout else []
     node_lines.extend(f"NodeName={hostlist} {' '.join(rest)}" for hostlist, rest in _folded(by_node))
-    return GresPlan("\n".join(gres_lines) + "\n", "\n".join(node_lines) + "\n" if node_lines else "", tuple(notes), tuple(errors))
+    slurm_conf = "\n".join(node_lines) + "\n" if node_lines else ""
+    return GresPlan("\n".join(gres_lines) + "\n", slurm_conf, tuple(notes), tuple(errors), faults)

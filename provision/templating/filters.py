@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from provision import __version__
-from provision.errors import FactsError, TemplateError
+from provision.errors import FactsError, NodeFault, TemplateError
 from provision.plans.gres import plan_gres
 from provision.probe.store import load_host
 
@@ -199,7 +199,7 @@ def _slurm_nodes(nodes: Any, groups: dict) -> list[str]:
 
 
 @lru_cache(maxsize=8)
-def _slurm_plan(names: tuple[str, ...], facts_dir: str, _stamp: int) -> tuple[str, str]:
+def _slurm_plan(names: tuple[str, ...], facts_dir: str, _stamp: int) -> tuple[str, str, dict[str, str]]:
     # Facts files are replaced by rename, so the folder's mtime (``_stamp``) changes with any of them.
     facts, errors = [], []
     for name in names:
@@ -208,20 +208,26 @@ def _slurm_plan(names: tuple[str, ...], facts_dir: str, _stamp: int) -> tuple[st
         except FactsError as error:
             errors.append(str(error))
     plan = plan_gres(facts, __version__)
-    errors.extend(plan.errors)
-    if errors:
+    errors.extend(error for error in plan.errors if error not in plan.faults.values())
+    if errors:  # the inventory's or the facts folder's: wrong for every host
         raise TemplateError("slurm: " + "; ".join(errors))
-    return plan.gres_conf, plan.slurm_conf
+    return plan.gres_conf, plan.slurm_conf, dict(plan.faults)
 
 
-def slurm_files(settings: Any, groups: Any, facts_dir: Any = None, base_dir: Any = ".") -> dict:
-    """``slurm | default({}) | slurm_files(groups, provision_facts_dir, inventory_dir)``: the
+def slurm_files(settings: Any, groups: Any, facts_dir: Any = None, base_dir: Any = ".", host: Any = None) -> dict:
+    """``slurm | default({}) | slurm_files(groups, provision_facts_dir, inventory_dir, inventory_hostname)``: the
     role's settings (:data:`SLURM_DEFAULTS` filled in) with ``gres_conf`` (gres.conf) and
     ``node_lines`` (``GresTypes=gpu`` and the NodeName lines), exactly as ``provision slurm-gres``
     and its ``--slurm-conf`` write them, for every host ``nodes`` names in the inventory (not
-    only this run's: the files are cluster-wide). A host without facts, or whose GPUs are
-    unknown, is an error naming it and what to run. ``facts_dir`` (relative to ``base_dir``, the
-    inventory's folder) defaults to setup-cluster's ``--facts-dir``."""
+    only this run's: the files are cluster-wide). A host without facts is an error naming it
+    and what to run. ``facts_dir`` (relative to ``base_dir``, the
+    inventory's folder) defaults to setup-cluster's ``--facts-dir``.
+
+    A node whose own report is at fault (it claims ``DEFAULT``, ``ALL`` or another node's name;
+    its GPUs could not be listed) is left out of both files and ``left_out`` names it; rendered
+    for that node (``host``), the filter raises :class:`NodeFault`: that node fails, the others
+    get the files without it. Without ``host`` (a playbook of one's own calling it the old way),
+    such a node is an error like any other, refusing the run."""
     if settings in (None, False):
         settings = {}
     if not isinstance(settings, dict):
@@ -246,8 +252,13 @@ def slurm_files(settings: Any, groups: Any, facts_dir: Any = None, base_dir: Any
         stamp = folder.stat().st_mtime_ns
     except OSError:
         stamp = 0  # no folder: every host is reported without facts
-    gres_conf, node_lines = _slurm_plan(tuple(names), str(folder), stamp)
-    return {**merged, "facts_dir": str(folder), "nodes": names, "gres_conf": gres_conf, "node_lines": node_lines}
+    gres_conf, node_lines, faults = _slurm_plan(tuple(names), str(folder), stamp)
+    if faults and host is None:
+        raise TemplateError("slurm: " + "; ".join(faults.values()))
+    if str(host) in faults:
+        raise NodeFault(str(host), f"slurm: {faults[str(host)]}; slurm.conf and gres.conf are written without {host}")
+    chosen = {"nodes": [name for name in names if name not in faults], "left_out": sorted(faults)}
+    return {**merged, "facts_dir": str(folder), **chosen, "gres_conf": gres_conf, "node_lines": node_lines}
 
 
 def pluck(results: Any, field: str) -> list:
