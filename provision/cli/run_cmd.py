@@ -70,7 +70,6 @@ def run(
     import getpass
 
     from provision.cli.targets import resolve_targets
-    from provision.engine.adhoc import AdhocJob, report_lines, run_job
     from provision.errors import ProvisionError
     from provision.transport.adhoc import command_text
 
@@ -86,6 +85,8 @@ def run(
         raise fail("give a command or --copy FILE, not both")
     password = getpass.getpass("BECOME password: ") if ask_become_pass else None
     settings = opt.settings(ctx)
+    from provision.engine.adhoc import AdhocJob, report_lines, run_job  # the engine: once the hosts are known
+
     job = AdhocJob(text, copy, dest, become or ask_become_pass, password)
     try:
         results = run_job(targets, job, settings.ssh, settings.forks)

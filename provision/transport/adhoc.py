@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from provision.inventory.model import Host
 from provision.text import shown
-from provision.transport.connection import describe_failure, run_command
 from provision.transport.options import HostFailure, SshOptions
 from provision.transport.parallel import fan_out
 
@@ -50,6 +49,7 @@ def command_text(argv: list[str] | None, shell: str | None) -> str:
 def run_adhoc(hosts: list[Host], command: str, options: SshOptions, forks: int, stdin: bytes | None = None) -> list[AdhocResult]:
     """Run ``command`` on every host (``stdin`` written to it, else closed at once), at most
     ``forks`` at once; results in host order. An unreachable or failing host never stops the others."""
+    from provision.transport.connection import describe_failure, run_command  # SSH: imported when it is used
 
     def work(host: Host) -> AdhocResult:
         try:
