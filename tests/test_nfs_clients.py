@@ -12,7 +12,7 @@ import pytest
 from provision.engine.membership import cached_hostvars, fill_hostvars, record_of, verified_addresses
 from provision.errors import TemplateError
 from provision.inventory.model import Host, Inventory
-from provision.templating.nfs_clients import cluster_addresses, unreported_addresses
+from provision.templating.nfs_clients import cluster_addresses, unreported_addresses, verified_address
 from provision.transport.session import Session, plain_address
 
 OUTSIDE = "203.0.113.9"  # TEST-NET-3 (RFC 5737): an address outside every cluster
@@ -72,6 +72,13 @@ def test_a_host_without_a_verified_address_is_named(values):
     hostvars = {"n1": node(["10.0.0.1"], ["10.0.0.1"]), "n3": values}
     with pytest.raises(TemplateError, match=r"^no address known of n3 \(not reached .*or set nfs_clients$"):
         cluster_addresses(hostvars)
+
+
+def test_clients_mount_from_where_the_controller_reached_the_server():
+    hostvars = {"s1": node(["10.0.0.1"], [OUTSIDE, "10.0.0.1"]), "n2": node([], ["10.0.0.2"], cached=True)}
+    assert verified_address(hostvars, "s1") == "10.0.0.1"  # never its first reported address
+    with pytest.raises(TemplateError, match=r"^no address known of n2 .*or set nfs_server_address$"):
+        verified_address(hostvars, "n2")
 
 
 # (case, hostvars, the hosts the warning names, or None)

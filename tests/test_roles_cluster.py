@@ -224,7 +224,7 @@ def test_roles_check_converge_idempotent_and_work(roles_cluster, tmp_path):
             print("systemd-analyze is not installed here: the Jupyter units were not verified")
     # jupyter_listen: all here, so the HTTPS URL at the node's inventory address (the ssh -L form: test_checks_roles).
     assert (
-        f"jupyter {node}: alice: open https://127.0.0.1:8888/ (TLS, password); her server: systemd unit "
+        f"jupyter {node}: alice: open https://{container_address(cluster, node)}:8888/ (TLS, password); her server: systemd unit "
         "provision-jupyter-alice (start it: sudo systemctl start provision-jupyter-alice)"
     ) in summary, summary
 
@@ -430,7 +430,8 @@ def test_nfs_exports_only_to_the_addresses_the_controller_reached(roles_cluster,
 
         nat = tmp_path / "published"
         nat.mkdir()
-        checked = setup(inventory(cluster, nat, published=True), "--tags", "nfs", "--check")
+        server = f"  nfs_server_address: {container_address(cluster, 'r1')}\n"  # what the clients mount from stays
+        checked = setup(inventory(cluster, nat, server, published=True), "--tags", "nfs", "--check")
         assert checked.returncode == 0, problems(checked)
         warning = " ".join(checked.stderr.split())
         assert (

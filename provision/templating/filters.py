@@ -15,7 +15,7 @@ from provision import __version__
 from provision.errors import FactsError, TemplateError
 from provision.plans.gres import plan_gres
 from provision.probe.store import load_host
-from provision.templating.nfs_clients import cluster_addresses
+from provision.templating.nfs_clients import cluster_addresses, verified_address
 
 
 def registered(hostvars: Any, name: str) -> list:
@@ -286,6 +286,7 @@ FILTERS = {
     "host_key_entries": host_key_entries,
     "node_keys": node_keys,
     "cluster_addresses": cluster_addresses,
+    "verified_address": verified_address,
     "home_writer": home_writer,
     "slurm_files": slurm_files,
     "present_users": present_users,

@@ -45,6 +45,19 @@ def cluster_addresses(hostvars: Any) -> list:
     return list(dict.fromkeys(a for h in sorted(hostvars) for a in _verified(hostvars[h])))
 
 
+def verified_address(hostvars: Any, host: Any) -> str:
+    """``hostvars | verified_address(nfs_server)``: the address the controller reached ``host`` at
+    (what the NFS clients' fstab lines mount from by default), never one it reports itself; an
+    error naming it when none is known."""
+    address = next(iter(_verified((hostvars or {}).get(str(host)))), None)
+    if address is None:
+        raise TemplateError(
+            f"no address known of {host} (not reached in this run nor in an earlier one): "
+            f"run setup-cluster once with {host} reachable and in --limit, or set nfs_server_address"
+        )
+    return address
+
+
 def _reported(values: dict) -> set[str]:
     """The addresses a node reports for itself, in one spelling (``10.0.0.1``, ``fe80::1``)."""
     out = set()
