@@ -30,6 +30,14 @@ def _verified(values: Any) -> list[str]:
     return [a for a in addresses if isinstance(a, str) and a] if isinstance(addresses, list) else []
 
 
+def _unknown(hosts: list[str], setting: str) -> TemplateError:
+    names = ", ".join(hosts)
+    return TemplateError(
+        f"no address known of {names} (not reached in this run nor in an earlier one): "
+        f"run setup-cluster once with {names} reachable and in --limit, or set {setting}"
+    )
+
+
 def cluster_addresses(hostvars: Any) -> list:
     """``hostvars | cluster_addresses``: every inventory host's verified address (live, or cached
     from the run that last reached it), for lists that must name the whole cluster (NFS clients).
@@ -38,10 +46,7 @@ def cluster_addresses(hostvars: Any) -> list:
     hostvars = hostvars or {}
     missing = sorted(h for h, v in hostvars.items() if not _verified(v))
     if missing:
-        raise TemplateError(
-            f"no address known of {', '.join(missing)} (not reached in this run nor in an earlier one): "
-            f"run setup-cluster once with {', '.join(missing)} reachable and in --limit, or set nfs_clients"
-        )
+        raise _unknown(missing, "nfs_clients")
     return list(dict.fromkeys(a for h in sorted(hostvars) for a in _verified(hostvars[h])))
 
 
@@ -51,10 +56,7 @@ def verified_address(hostvars: Any, host: Any) -> str:
     error naming it when none is known."""
     address = next(iter(_verified((hostvars or {}).get(str(host)))), None)
     if address is None:
-        raise TemplateError(
-            f"no address known of {host} (not reached in this run nor in an earlier one): "
-            f"run setup-cluster once with {host} reachable and in --limit, or set nfs_server_address"
-        )
+        raise _unknown([str(host)], "nfs_server_address")
     return address
 
 
