@@ -29,6 +29,7 @@ from provision.playbook.cluster_users import rotation_names, run_users
 from provision.playbook.model import load_playbook
 from provision.playbook.variables import Variables, parse_extra_vars
 from provision.resources import resource_dir
+from provision.templating.nfs_clients import unreported_addresses
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,22 @@ class ClusterSetup:
         hosts = len(self.runner.hosts)
         return f"playbook: {self.source}: syntax OK ({len(self.plays)} plays, {tasks} tasks checked for {hosts} hosts)"
 
+    def _nfs_clients_warning(self) -> str | None:
+        """When this run exported to the default list (``nfs_server`` and ``nfs_exports`` set, no
+        ``nfs_clients``): hosts reached at an address they do not report (see
+        :func:`provision.templating.nfs_clients.unreported_addresses`), else None."""
+        runner = self.runner
+        first = next(iter(runner.hosts.values()), None)
+        if "nfs" not in runner.tags_taken() or first is None:
+            return None
+        server = self.inventory.hosts.get(str(self.variables.for_host(first).get("nfs_server")))
+        if server is None:
+            return None
+        values = self.variables.for_host(server)
+        if not values.get("nfs_exports") or "nfs_clients" in values:
+            return None
+        return unreported_addresses(runner.hostvars)
+
     def run(self) -> SetupResult:
         """Run the plays, then (unless --check or --no-verify) the pair check and each role's
         summary for what this run did; every session is closed after."""
@@ -196,6 +213,9 @@ class ClusterSetup:
             done.warnings.append(
                 f"--tags {tag}: its tasks did nothing on any host (all skipped): are the variables it reads set?"
             )
+        nfs_warning = self._nfs_clients_warning()
+        if nfs_warning:
+            done.warnings.append(nfs_warning)
         password, forks = self.options.become_password, self.options.forks
         try:
             selected = runner.tags_taken()  # the pair check and each role's summary only for what this run did

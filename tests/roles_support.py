@@ -51,6 +51,28 @@ def start_roles_cluster(
     return cluster
 
 
+def container_address(cluster: Cluster, node: str) -> str:
+    """``node``'s address on its compose network, where the controller reaches it directly (port
+    22), as it reaches a real cluster's nodes; the published 127.0.0.1 port is a NAT."""
+    done = subprocess.run(
+        ["docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", cluster.container(node)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def direct_inventory(cluster: Cluster, nodes=ROLES_NODES) -> tuple[str, str]:
+    """The inventory's hosts and the known_hosts lines reaching ``nodes`` at their container
+    addresses, port 22, as user mpi."""
+    addresses = {node: container_address(cluster, node) for node in nodes}
+    lines = ["defaults:", "  user: mpi", f"  key: {cluster.key}", "hosts:"]
+    lines += [f"  {node}: {{address: {address}, port: 22}}" for node, address in addresses.items()]
+    known = "".join(f"{address} {cluster.host_keys[node]}\n" for node, address in addresses.items())
+    return "\n".join(lines) + "\n", known
+
+
 def start_fresh_cluster(project: str, material: Path) -> Cluster:
     """s1 (roles image: nfs-ganesha to serve) and f1 (provision-fresh:test: empty apt lists)."""
     return start_roles_cluster(project, material, FRESH_NODES, FRESH_COMPOSE, (ENSURE_ROLES_IMAGE, ENSURE_FRESH_IMAGE))

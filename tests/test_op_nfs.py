@@ -6,7 +6,7 @@ import pytest
 
 from provision.operations import OPERATIONS
 from provision.operations.base import ArgumentError, FileState, OperationError, Run, StateKey, Write
-from provision.operations.nfs import fstab_line
+from provision.operations.nfs import check_clients, fstab_line
 
 
 def plan(op, args, facts):
@@ -120,6 +120,37 @@ def test_server_kind(nfsd, asked, expected):
     operation = OPERATIONS["nfs_server_kind"]
     args = operation.check_args({"server": asked, "clients": ["10.0.0.1"]})
     assert operation.result(args, {StateKey("nfsd"): nfsd}) == {"server": expected, "clients": ["10.0.0.1"]}
+
+
+# (nfs_clients entry, the refusal) as exports(5) reads a client: an address, a network with its
+# prefix length, or a host name; never *, a wildcard, everyone as a network, or a value that only
+# looks right (a trailing newline: Python's $ would have let it through).
+CLIENT_REFUSALS = [
+    ("10.0.0.0/24\n", r"'10.0.0.0/24\\n' is not an address, network"),
+    ("10.0.0.1\n", r"'10.0.0.1\\n' is not an address"),
+    ("10.0.0.1/24", r"has host bits set \(did you mean 10.0.0.0/24\?\)"),
+    ("10.0.0.0/33", r"network '10.0.0.0/33'"),
+    ("fd00::/129", r"network 'fd00::/129'"),
+    ("0.0.0.0/0", r"is every address, like \*: never allowed"),
+    ("node01/24", r"network 'node01/24' must be an address and a prefix length"),
+    ("10.0.0.300", r"'10.0.0.300' is neither a valid address nor a host name"),
+    ("node..cluster", r"neither a valid address nor a host name"),
+    ("node-.cluster", r"neither a valid address nor a host name"),
+    ("*.example.org", r"\* is never allowed"),
+    ("@netgroup", r"is not an address"),
+    ("fe80::1%eth0", r"is not an address"),
+]
+
+
+@pytest.mark.parametrize(("client", "message"), CLIENT_REFUSALS, ids=[repr(c[0]) for c in CLIENT_REFUSALS])
+def test_nfs_clients_entry_refused(client, message):
+    with pytest.raises(ArgumentError, match=r"^nfs_clients: .*" + message):
+        check_clients(["10.0.0.1", client])
+
+
+def test_nfs_clients_entries_taken():
+    clients = ["10.0.0.74", "10.0.0.0/24", "fd00::4a", "fd00:1::/64", "node01", "node02.cluster.local", "10.0.0.74"]
+    assert check_clients(clients) == clients[:-1]  # each once
 
 
 def test_kernel_asked_but_unusable_fails():

@@ -66,6 +66,23 @@ CASES = [
     ),
     ("all-interfaces-without-tls", USER + "  jupyter_listen: everywhere\n", "listen must be localhost or all"),
     ("star-client", "  nfs_server: n1\n  nfs_exports: [{path: /data/x}]\n  nfs_clients: ['*']\n", "* is never allowed"),
+    # nfs_clients named at its own line (the value, a trailing newline included, shown escaped)
+    (
+        "client-network-host-bits",
+        "  nfs_server: n1\n  nfs_exports: [{path: /data/x}]\n  nfs_clients: [10.0.0.1/24]\n",
+        "hosts.yml:7 (nfs_clients): nfs_clients: network '10.0.0.1/24': 10.0.0.1/24 has host bits set "
+        "(did you mean 10.0.0.0/24?)",
+    ),
+    (
+        "client-trailing-newline",
+        '  nfs_server: n1\n  nfs_exports: [{path: /data/x}]\n  nfs_clients: ["10.0.0.0/24\\n"]\n',
+        "hosts.yml:7 (nfs_clients): nfs_clients: '10.0.0.0/24\\n' is not an address, network (10.0.0.0/24) or host name",
+    ),
+    (
+        "client-everyone",
+        "  nfs_server: n1\n  nfs_exports: [{path: /data/x}]\n  nfs_clients: [0.0.0.0/0]\n",
+        "hosts.yml:7 (nfs_clients): nfs_clients: network '0.0.0.0/0' is every address, like *: never allowed",
+    ),
     ("bad-export-path", "  nfs_server: n1\n  nfs_exports: [{path: 'data/x'}]\n  nfs_clients: [10.0.0.1]\n", "must be absolute"),
     (
         "export-path-with-shell-syntax",

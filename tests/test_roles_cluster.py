@@ -16,7 +16,7 @@ import subprocess
 import time
 
 import pytest
-from roles_support import ROLES_NODES, start_roles_cluster, stop_roles_cluster
+from roles_support import ROLES_NODES, container_address, direct_inventory, start_roles_cluster, stop_roles_cluster
 
 from conftest import run_cli
 from provision.operations.jupyter import existing_hash, hash_matches
@@ -40,8 +40,11 @@ def roles_cluster(tmp_path_factory):
         stop_roles_cluster(project, material)
 
 
-def inventory(cluster, folder, extra: str = "") -> tuple:
-    """Inventory + known_hosts + secrets/ and installers/ beside it, as a site would keep them."""
+def inventory(cluster, folder, extra: str = "", published: bool = False) -> tuple:
+    """Inventory + known_hosts + secrets/ and installers/ beside it, as a site would keep them.
+    The nodes are reached at their container addresses, port 22, as a real cluster's (the NFS
+    export list is made of the addresses the controller reached); ``published``: at
+    127.0.0.1:PORT instead, Docker's published ports (a NAT: no node has that address)."""
     (folder / "secrets").mkdir(exist_ok=True)
     (folder / "secrets" / "alice.jupyter").write_text(PASSWORD + "\n")
     (folder / "secrets" / "alice.jupyter").chmod(0o600)
@@ -51,8 +54,11 @@ def inventory(cluster, folder, extra: str = "") -> tuple:
     with open(STANDIN, "rb") as handle:
         data = handle.read()
     sha, md5 = hashlib.sha256(data).hexdigest(), hashlib.md5(data).hexdigest()
+    hosts, known_lines = direct_inventory(cluster, NODES)
+    if published:
+        hosts, known_lines = cluster.inventory_yaml(NODES), "".join(cluster.known_hosts_line(n) for n in NODES)
     text = (
-        cluster.inventory_yaml(NODES)
+        hosts
         + f"""vars:
   cluster_users:
     - {{name: alice, uid: 2001, conda_clone: true, jupyter_port: 8888, jupyter_password_file: secrets/alice.jupyter}}
@@ -69,7 +75,7 @@ def inventory(cluster, folder, extra: str = "") -> tuple:
     path = folder / "hosts.yml"
     path.write_text(text)
     known = folder / "known_hosts"
-    known.write_text("".join(cluster.known_hosts_line(n) for n in NODES))
+    known.write_text(known_lines)
     return path, known
 
 
@@ -218,7 +224,7 @@ def test_roles_check_converge_idempotent_and_work(roles_cluster, tmp_path):
             print("systemd-analyze is not installed here: the Jupyter units were not verified")
     # jupyter_listen: all here, so the HTTPS URL at the node's inventory address (the ssh -L form: test_checks_roles).
     assert (
-        f"jupyter {node}: alice: open https://127.0.0.1:8888/ (TLS, password); her server: systemd unit "
+        f"jupyter {node}: alice: open https://{container_address(cluster, node)}:8888/ (TLS, password); her server: systemd unit "
         "provision-jupyter-alice (start it: sudo systemctl start provision-jupyter-alice)"
     ) in summary, summary
 
@@ -449,3 +455,44 @@ def test_switching_conda_path_removes_what_the_other_form_wrote(roles_cluster, t
     again = setup(profile, "--tags", "anaconda", "--no-verify")
     assert {n: (r["changed"], r["round_trips"]) for n, r in recap(again).items()} == dict.fromkeys(NODES, (0, 1))
     cluster.docker_exec("r3", "rm", "-f", modulefiles[1])
+
+
+OUTSIDE = "203.0.113.9"  # TEST-NET-3 (RFC 5737): outside the cluster
+
+
+def test_nfs_exports_only_to_the_addresses_the_controller_reached(roles_cluster, tmp_path):
+    """Cluster-wide files come from the inventory and what the controller verified, never from
+    what a node says about itself: r3 (root on it) adds an outside address to its interface and
+    reports it (``hostname -I``); the export lists the address the controller reached each node
+    at over SSH (host key verified), never that one. Reached through Docker's published ports
+    (127.0.0.1, a NAT), the run warns once, naming each host and nfs_clients."""
+    cluster = roles_cluster
+    cluster.docker_exec("r3", "ip", "address", "add", f"{OUTSIDE}/32", "dev", "eth0")
+    try:
+        assert OUTSIDE in cluster.docker_exec("r3", "hostname", "-I").split()  # r3 reports it
+        files = inventory(cluster, tmp_path)
+        done = setup(files, "--tags", "nfs", "--no-verify")
+        assert done.returncode == 0, problems(done)
+        conf = cluster.docker_exec("r1", "cat", "/etc/ganesha/provision-ganesha.conf")
+        clients = [line.split("=", 1)[1].strip(" ;").split(", ") for line in conf.splitlines() if "Clients =" in line]
+        reached = sorted(container_address(cluster, n) for n in NODES)
+        assert clients and all(sorted(c) == reached for c in clients), conf
+        assert OUTSIDE not in conf
+        assert "NFS exports:" not in done.stderr, done.stderr  # each node reports where it was reached
+        url = "nfs://$(getent hosts r1 | cut -d' ' -f1)/data/imagenet/train.txt?version=4"
+        retry = f"for i in 1 2 3 4 5 6 7 8; do nfs-cat {url} && exit 0; sleep 2; done; exit 1"
+        assert cluster.docker_exec("r3", "sh", "-c", retry, user="mpi") == "train-0001\n"
+
+        nat = tmp_path / "published"
+        nat.mkdir()
+        server = f"  nfs_server_address: {container_address(cluster, 'r1')}\n"  # what the clients mount from stays
+        checked = setup(inventory(cluster, nat, server, published=True), "--tags", "nfs", "--check")
+        assert checked.returncode == 0, problems(checked)
+        warning = " ".join(checked.stderr.split())
+        assert (
+            "provision: warning: NFS exports: the controller reached r1 at 127.0.0.1, r2 at 127.0.0.1, r3 at 127.0.0.1, "
+            "an address those hosts do not report"
+        ) in warning, checked.stderr
+        assert warning.count("NFS exports:") == 1 and "set nfs_clients in the inventory" in warning
+    finally:
+        cluster.docker_exec("r3", "ip", "address", "del", f"{OUTSIDE}/32", "dev", "eth0")

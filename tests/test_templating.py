@@ -11,7 +11,6 @@ from provision import __version__
 from provision.plans.gres import plan_gres
 from provision.templating import TemplateError, evaluate_when, render_template, render_value, template_loader
 from provision.templating.filters import (
-    cluster_addresses,
     home_shared,
     home_writer,
     host_key_entries,
@@ -168,8 +167,6 @@ def _node(name, *addresses, **extra):
 def test_two_hosts_claiming_one_name_or_address_is_an_error(hostvars, error):
     with pytest.raises(TemplateError, match=error):
         host_key_entries(hostvars)
-    with pytest.raises(TemplateError, match=error):
-        cluster_addresses(hostvars)
 
 
 def _attacker(**claims):
@@ -205,14 +202,6 @@ def test_a_node_claiming_another_hosts_name_fails_alone(claims):
         assert entries["n2"] == ["n2", "10.0.0.2"] and entries["n1"][:2] == ["n1", "10.0.0.1"], entries
     with pytest.raises(TemplateError, match="host n2 reports"):
         host_key_entries(hostvars)  # without a host to render for: any conflict is an error
-
-
-def test_cluster_addresses_never_shrink():
-    hostvars = {"n1": _node("n1", "10.0.0.1"), "n2": {**_node("n2", "10.0.0.2"), "cached": True}}
-    assert cluster_addresses(hostvars) == ["10.0.0.1", "10.0.0.2"]
-    hostvars["n3"] = {"facts": {}, "unknown": True, "inventory_address": None}
-    with pytest.raises(TemplateError, match="no address known of n3"):
-        cluster_addresses(hostvars)
 
 
 NFS_HOME = {"fs": "nfs", "id": "41:2", "source": "fs1:/export/home"}

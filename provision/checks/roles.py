@@ -20,6 +20,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from provision.engine.membership import verified_addresses
 from provision.engine.script import remote_command, stdin_for
 from provision.operations.base import check_user
 from provision.operations.conda import clone_name
@@ -207,8 +208,7 @@ def role_summary(
             "ganesha": "nfs-ganesha (userspace NFSv4; the kernel cannot serve NFS here)",
         }
         lines.append(SummaryLine("nfs", server, f"NFS server: {label.get(kind, 'unknown')}; exports {', '.join(exports)}"))
-        info = run.identity()
-        server_address = variables[server].get("nfs_server_address") or (info.get("addresses") or [None])[0]
+        server_address = variables[server].get("nfs_server_address") or next(iter(verified_addresses(run)), None)
         try:
             done = run.session.run(remote_command(True), stdin_for(write_markers(exports, marker_name, token), True, password))
             made = made_markers(done.stdout, exports, marker_name)

@@ -149,6 +149,7 @@ class HostRun:
     unreachable: str | None = None
     failed: bool = False
     untrusted: bool = False  # its reported host keys lack the verified one: its hostinfo is not used
+    connected_address: str | None = None  # where the controller reached it, host key verified (never its own report)
     error: str = ""  # why the host stopped, when no task result says it
     round_trips: int = 0
     wanted: dict[StateKey, None] = field(default_factory=dict)  # facts the next tasks are known to need

@@ -8,6 +8,10 @@ such as the users' public keys) is kept in a per-inventory cache folder on the c
 every run. A host outside ``--limit`` or unreachable now is filled in from there; a host nothing
 is known of is marked ``unknown`` (its lines are kept, never dropped, and what needs its
 addresses refuses, naming it).
+
+``verified_addresses``: where the controller itself reached a host (the peer address of its SSH
+connection, the host key verified), kept with the record; the NFS export list is made of these,
+never of the addresses a node reports (see :mod:`provision.templating.nfs_clients`).
 """
 
 from __future__ import annotations
@@ -82,16 +86,40 @@ def record_of(live: dict, old: dict | None, kept: set[str]) -> dict:
         "registered": registered,
         "inventory_address": live.get("inventory_address"),
         "inventory_port": live.get("inventory_port"),
+        "verified_addresses": list(live.get("verified_addresses") or []),
     }
 
 
 def cached_hostvars(name: str, record: dict | None, address: str | None, port: int | None) -> dict:
     """The hostvars of a host outside this run (or unreachable): its cached record marked
-    ``cached``, or ``unknown`` when nothing is known of it."""
+    ``cached``, or ``unknown`` when nothing is known of it. The addresses the controller verified
+    then are kept only while the inventory still reaches the host the same way (a changed
+    ``address`` or ``port`` makes them stale) and only as the list of addresses this code wrote."""
     base = {"inventory_hostname": name, "inventory_address": address, "inventory_port": port}
     if record is None:
         return {**base, "facts": {}, "unknown": True}
-    return {**record.get("registered", {}), **base, "facts": dict(record["facts"]), "cached": True}
+    verified = record.get("verified_addresses")
+    same_way = (record.get("inventory_address"), record.get("inventory_port")) == (address, port)
+    if not (same_way and isinstance(verified, list) and all(isinstance(a, str) and a for a in verified)):
+        verified = []
+    return {
+        **record.get("registered", {}),
+        **base,
+        "facts": dict(record["facts"]),
+        "cached": True,
+        "verified_addresses": verified,
+    }
+
+
+def verified_addresses(run: Any) -> list[str]:
+    """Where the controller reached ``run``'s host on this run's verified connection (see
+    ``Session.connected_address``); for ``localhost`` (no SSH: the controller itself) its own
+    addresses, which the controller read itself. Nothing a remote node reports."""
+    if run.connected_address:
+        return [run.connected_address]
+    if run.host.is_local:
+        return [a for a in run.identity().get("addresses") or [] if isinstance(a, str)]
+    return []
 
 
 def verified_key_problem(name: str, facts: dict, verified: str | None) -> str | None:
@@ -149,6 +177,7 @@ def fill_hostvars(hostvars: dict, inventory: Inventory, runs: dict[str, Any], kn
             "inventory_hostname": name,
             "inventory_address": run.host.address,
             "inventory_port": run.host.port,
+            "verified_addresses": verified_addresses(run),
         }
 
 

@@ -212,6 +212,7 @@ class Runner:
                 self._status(run, "reading state")
                 run.need([*self.prefetch.get(run.host.name, {}), HOSTINFO], self.root.get(run.host.name, False))
                 verified = getattr(run.session, "verified_host_key", lambda: None)()
+                run.connected_address = getattr(run.session, "connected_address", lambda: None)()
                 problem = verified_key_problem(run.host.name, run.identity(), verified)
                 if problem:
                     run.untrusted, run.failed = True, True

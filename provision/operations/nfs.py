@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -52,16 +53,57 @@ def check_export_path(path: Any) -> str:
 
 
 _CLIENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}(/[0-9]{1,3})?\Z")
+_LABEL = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\Z")
+
+
+def check_client(client: Any) -> str:
+    """One export client, as exports(5) and ganesha's ``Clients`` read it: an address
+    (``10.0.0.74``, ``fd00::4a``), a network with its prefix length (``10.0.0.0/24``; host bits
+    set or a prefix out of range refused, naming the network meant; ``/0`` is everyone, as ``*``)
+    or a host name (labels of letters, digits, ``-`` and ``_``). Wildcards, netgroups and ``*``
+    are never taken: the list must say who, exactly.
+
+    >>> check_client("10.0.0.0/24"), check_client("node01.cluster")
+    ('10.0.0.0/24', 'node01.cluster')
+    """
+    if not isinstance(client, str) or not _CLIENT.match(client):
+        raise ArgumentError(
+            f"nfs_clients: {printable(repr(client), 80)} is not an address, network (10.0.0.0/24) or host name "
+            "(and * is never allowed)"
+        )
+    address, slash, _prefix = client.partition("/")
+    try:
+        ipaddress.ip_address(address)
+        is_address = True
+    except ValueError:
+        is_address = False
+    if slash:
+        if not is_address:
+            raise ArgumentError(f"nfs_clients: network {client!r} must be an address and a prefix length, e.g. 10.0.0.0/24")
+        try:
+            network = ipaddress.ip_network(client)
+        except ValueError as error:
+            meant = ""
+            if "host bits set" in str(error):
+                meant = f" (did you mean {ipaddress.ip_network(client, strict=False)}?)"
+            raise ArgumentError(f"nfs_clients: network {client!r}: {error}{meant}") from None
+        if network.prefixlen == 0:
+            raise ArgumentError(f"nfs_clients: network {client!r} is every address, like *: never allowed")
+        return client
+    if is_address:
+        return client
+    if ":" in client or re.fullmatch(r"[0-9.]+", client) or not all(_LABEL.match(label) for label in client.split(".")):
+        raise ArgumentError(f"nfs_clients: {client!r} is neither a valid address nor a host name")
+    return client
 
 
 def check_clients(clients: Any) -> list[str]:
-    """The export's client list: host names, addresses or networks; never ``*``, never empty."""
+    """The export's client list (:func:`check_client` each): never ``*``, never empty."""
     if not isinstance(clients, list) or not clients:
-        raise ArgumentError("nfs: no client addresses to export to (set nfs_clients, or let the nodes' facts give them)")
-    for client in clients:
-        if not isinstance(client, str) or not _CLIENT.match(client):
-            raise ArgumentError(f"nfs: client {client!r} is not a host name, address or network (and * is never allowed)")
-    return list(dict.fromkeys(clients))
+        raise ArgumentError(
+            "nfs_clients: no client addresses to export to (set nfs_clients, or run with every node reachable once)"
+        )
+    return list(dict.fromkeys(check_client(client) for client in clients))
 
 
 def _check_requests(args: dict) -> list[StateKey]:

@@ -1,7 +1,8 @@
 """The filters playbooks use to build cluster-wide values from every host's state: registered
 results, known_hosts entries and per-node keys, the cluster's addresses, who writes a shared /home,
 the Slurm files, cluster users present or gone. Pure functions of ``hostvars`` and variables;
-what a node reported is checked before it is believed."""
+what a node reported is checked before it is believed (the NFS clients' addresses are never taken
+from it: :mod:`provision.templating.nfs_clients`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from provision import __version__
 from provision.errors import FactsError, NodeFault, TemplateError
 from provision.plans.gres import plan_gres
 from provision.probe.store import load_host
+from provision.templating.nfs_clients import cluster_addresses, verified_address
 
 
 def registered(hostvars: Any, name: str) -> list:
@@ -130,21 +132,6 @@ def node_keys(hostvars: Any, name: str, user: str) -> dict:
         keys = [r["public_key"] for r in results if r.get("user") == user and r.get("public_key")]
         out[host] = keys or None
     return out
-
-
-def cluster_addresses(hostvars: Any) -> list:
-    """Every inventory host's addresses (live or cached), for lists that must name the whole
-    cluster (NFS clients). A host with no known address is an error naming it and what to run:
-    the list never shrinks to the hosts of this run."""
-    hostvars = hostvars or {}
-    _check_claims(hostvars)
-    missing = sorted(h for h, v in hostvars.items() if not (v.get("facts") or {}).get("addresses"))
-    if missing:
-        raise TemplateError(
-            f"no address known of {', '.join(missing)} (not reached in this run nor in an earlier one): "
-            f"run setup-cluster once with {', '.join(missing)} reachable and in --limit, or set nfs_clients"
-        )
-    return list(dict.fromkeys(a for h in sorted(hostvars) for a in hostvars[h]["facts"]["addresses"]))
 
 
 # File systems one server (or cluster) serves to many nodes: the same source and inode on every
@@ -310,6 +297,7 @@ FILTERS = {
     "host_key_entries": host_key_entries,
     "node_keys": node_keys,
     "cluster_addresses": cluster_addresses,
+    "verified_address": verified_address,
     "home_writer": home_writer,
     "slurm_files": slurm_files,
     "present_users": present_users,

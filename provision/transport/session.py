@@ -10,9 +10,11 @@ password) travel on stdin, never on a command line.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import os
 import secrets
 import shutil
+import socket
 import stat
 import subprocess
 import threading
@@ -85,6 +87,25 @@ class Session:
         transport = self._connection.client.get_transport() if self._connection is not None else None
         key = transport.get_remote_server_key() if transport is not None else None
         return f"{key.get_name()} {key.get_base64()}" if key is not None else None
+
+    def connected_address(self) -> str | None:
+        """The address this connection reached the host at, as the controller itself knows it (None
+        for localhost or when not connected): the peer address of the controller's own TCP socket
+        (a name in the inventory or ssh_config resolved and connected to; IPv4 in IPv6 form and a
+        link-local scope made plain). Through a ProxyJump hop or a ProxyCommand the controller
+        holds no socket to the host: what it asked the last hop to connect to (the inventory's
+        address, or ssh_config's HostName) is all it knows. Never what the node says of itself;
+        the host key was verified on this same connection before any command ran."""
+        transport = self._connection.client.get_transport() if self._connection is not None else None
+        if transport is None:
+            return None
+        sock = getattr(transport, "sock", None)
+        if isinstance(sock, socket.socket):
+            try:
+                return plain_address(sock.getpeername()[0])
+            except (OSError, IndexError, TypeError):
+                return None
+        return str(self._connection.host) or None
 
     # -- files over SFTP (issue 15: never inside a script) ---------------------------------------
     def make_private_dir(self, parent: str) -> str:
@@ -165,3 +186,11 @@ class Session:
                 self._connection.close()
             finally:
                 self._connection = None
+
+
+def plain_address(peer: str) -> str:
+    """A socket's peer address as an NFS export or known_hosts line names it:
+    ``plain_address("::ffff:10.0.0.7") == "10.0.0.7"``, ``plain_address("fe80::1%eth0") == "fe80::1"``."""
+    address = ipaddress.ip_address(peer.split("%", 1)[0])
+    mapped = getattr(address, "ipv4_mapped", None)
+    return str(mapped or address)
