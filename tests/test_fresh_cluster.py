@@ -15,7 +15,7 @@ import shutil
 import time
 
 import pytest
-from roles_support import FRESH_COMPOSE, FRESH_NODES, start_fresh_cluster, stop_roles_cluster
+from roles_support import FRESH_COMPOSE, FRESH_NODES, direct_inventory, start_fresh_cluster, stop_roles_cluster
 
 from conftest import run_cli
 
@@ -42,8 +42,11 @@ def write_inventory(cluster, folder) -> tuple:
     (folder / "installers").mkdir()
     shutil.copy(STANDIN, folder / "installers" / "Anaconda3-TEST-STAND-IN.sh")
     sha = hashlib.sha256(open(STANDIN, "rb").read()).hexdigest()  # noqa: SIM115
+    # reached at their container addresses, as a real cluster's nodes: the default NFS export list is
+    # the addresses the controller reached (behind the published 127.0.0.1 ports every node is 127.0.0.1)
+    hosts, known = direct_inventory(cluster, FRESH_NODES)
     (folder / "hosts.yml").write_text(
-        cluster.inventory_yaml(FRESH_NODES)
+        hosts
         + f"""vars:
   cluster_users:
     - {{name: alice, uid: 2001, conda_clone: true, jupyter_port: 8888, jupyter_password_file: secrets/alice.jupyter}}
@@ -52,7 +55,7 @@ def write_inventory(cluster, folder) -> tuple:
   anaconda: [{{installer: installers/Anaconda3-TEST-STAND-IN.sh, sha256: "{sha}", prefix: /opt/anaconda3}}]
 """
     )
-    (folder / "known_hosts").write_text("".join(cluster.known_hosts_line(n) for n in FRESH_NODES))
+    (folder / "known_hosts").write_text(known)
     return folder / "hosts.yml", folder / "known_hosts"
 
 
