@@ -42,6 +42,7 @@ from provision.facts.iperf3 import MAX_BYTES, parse_iperf3
 from provision.inventory.model import Host
 from provision.operations.base import printable
 from provision.plans.nics import fabric_interface
+from provision.text import shown_value
 
 Pair = tuple[str, str]
 DEFAULT_SECONDS = 3  # iperf3 -t: long enough for TCP to leave slow start on a fast link
@@ -381,7 +382,7 @@ def perf_settings(perf: bool, rounds: int | None, budget: str | None, port: int 
         text = budget.strip().lower()
         number, unit = text.rstrip("smh"), text[len(text.rstrip("smh")) :]
         if unit not in _UNITS or not number.isdigit() or int(number) == 0 or len(number) > 6:
-            raise ProvisionError(f"--budget {budget[:20]!r}: give whole seconds, minutes or hours, e.g. 60s, 5m")
+            raise ProvisionError(f"--budget {shown_value(budget[:20])}: give whole seconds, minutes or hours, e.g. 60s, 5m")
         budget_s = float(int(number) * _UNITS[unit])
     if rounds is not None and rounds < 1:
         raise ProvisionError("--rounds: at least 1")
