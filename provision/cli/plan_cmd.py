@@ -26,42 +26,22 @@ HostsArgument = Annotated[
 ]
 
 
-def host_names(hosts: str | None, inv) -> list[str]:
-    """Names from --hosts, else the inventory's rack order."""
-    from provision.inventory.model import check_host_name
-
-    if hosts:
-        names = [name.strip() for name in hosts.split(",") if name.strip()]
-        for name in names:
-            check_host_name(name, "--hosts")
-        return names
-    names = inv.rack_order()
-    if not names:
-        raise fail("no hosts: give --hosts h1,h2,... or racks in the inventory (-i)")
-    return names
-
-
 def make_plan(ctx: typer.Context, dims_text: str, hosts: str | None, probe: bool, allow_no_gpu: bool, no_affinity: bool):
-    """Parse dims, gather facts (``probe``: probe now, with the command's settings), plan, print the
-    plan's warnings on stderr. Returns the inventory (read once) and the plan.
+    """The inventory and the rank plan (:func:`provision.plans.service.rank_plan`, probing now with
+    the command's settings under ``probe``); the plan's warnings on stderr.
 
     Hosts that could not be probed: one line each, exit 1 (the others' facts are saved).
     """
-    from provision.inventory.model import open_inventory
-    from provision.plans.dims import parse_dims
-    from provision.plans.rankfile import plan_rankfile
-    from provision.probe.cached import ProbeFailed, ProbeSettings, plan_facts
+    from provision.plans.service import PlanRequest, rank_plan
+    from provision.probe.cached import ProbeFailed, ProbeSettings
 
     settings = opt.settings(ctx)
-    dims = parse_dims(dims_text)
-    inv = open_inventory(settings.inventory)
-    names = host_names(hosts, inv)
     prober = ProbeSettings(settings.ssh, settings.forks, settings.workers) if probe else None
+    request = PlanRequest(dims_text, hosts, settings.inventory, settings.facts_dir, prober, allow_no_gpu, not no_affinity)
     try:
-        facts = plan_facts(names, inv, settings.facts_dir, prober)
+        inv, plan = rank_plan(request)
     except ProbeFailed as problem:
         raise fail(str(problem), code=1) from None
-    plan = plan_rankfile(dims, facts, allow_no_gpu=allow_no_gpu, use_gpu_affinity=not no_affinity, racks=inv.racks)
     for warning in plan.warnings:
         warn(str(warning))
     return inv, plan
