@@ -22,7 +22,7 @@ LAYERS = (
     {"provision.transport"},  # SSH: connections, host keys, fan-out
     {"provision.facts"},  # pure parsers of what a node prints
     {"provision.probe"},  # one round trip per node, its captures stored and derived into facts
-    {"provision.plans"},  # pure planning from facts: dims, rank files, NICs, gres, pictures
+    {"provision.plans"},  # pure planning from facts: dims, rank files, NICs, gres, pictures; the service that gathers them
     {"provision.launch"},  # from a rank plan to a job: mpirun and the other launchers, run on the first host
     {"provision.templating"},  # Jinja2 for playbooks, values kept out of shell code
     {"provision.operations"},  # wanted state vs current state -> commands

@@ -36,6 +36,7 @@ import stat
 from pathlib import Path
 
 from provision.errors import UnsafeFileError
+from provision.text import shown_value
 
 # A capture, a facts file, a rank file: megabytes at most on the largest machine (lstopo's XML of
 # a 8-GPU, 10-NIC EPYC server is 0.4 MB). A node's whole output is capped at the same size
@@ -173,7 +174,7 @@ class StagedFiles:
     def add(self, dir_fd: int, name: str, data: bytes, mode: int = 0o600) -> None:
         """Write ``data`` to a new temporary file in ``dir_fd`` (renamed to ``name`` at the end)."""
         if "/" in name or name in ("", ".", ".."):
-            raise UnsafeFileError(f"{name!r} is not a file name")
+            raise UnsafeFileError(f"{shown_value(name)} is not a file name")
         temporary = f".{name}.{secrets.token_hex(6)}"
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
         self._staged.append((dir_fd, temporary, name))

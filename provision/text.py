@@ -14,6 +14,13 @@ engine's messages.
     'two\\nlines\\\\x0d'
 
 :func:`printable` is the one-line form for messages: escaped, newlines too, and cut to a length.
+
+A value in a one-line message (an error naming what was wrong) goes through :func:`shown_value`: text
+in plain single quotes, escaped and on one line; numbers, true/false, lists as YAML shows them; never
+Python's ``repr``, which doubles backslashes, switches quotes and prints ``None``.
+
+    >>> print(shown_value("it's\\x1b[2J"), shown_value(None), shown_value(["a", 3]), shown_value(True))
+    'it's\\x1b[2J' (empty) ['a', 3] true
 """
 
 from __future__ import annotations
@@ -52,3 +59,30 @@ _DIGITS = re.compile(r"[0-9]+")
 def is_number(text: object) -> bool:
     """Whether ``text`` is ASCII digits only (``'²'.isdigit()`` is True, yet ``int('²')`` raises)."""
     return isinstance(text, str) and _DIGITS.fullmatch(text) is not None
+
+
+def shown_value(value: object, limit: int = 80) -> str:
+    """``value`` (from a user's file, an option or a node) for a one-line message: text in single
+    quotes with every control character and line break escaped, cut at ``limit`` characters (``…``);
+    ``None`` (a YAML key left empty) as ``(empty)``; true/false, numbers, lists and mappings as YAML
+    spells them, their items quoted the same way.
+
+        >>> shown_value("abc"), shown_value(""), shown_value(8080), shown_value([1, "x"]), shown_value({"a": None})
+        ("'abc'", "''", '8080', "[1, 'x']", "{'a': (empty)}")
+        >>> shown_value("x" * 100, limit=5)
+        "'xxxxx…'"
+    """
+    if value is None:
+        return "(empty)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = ", ".join(shown_value(item, limit) for item in value)
+        return "[" + (items if len(items) <= limit else items[:limit] + "…") + "]"
+    if isinstance(value, dict):
+        items = ", ".join(f"{shown_value(key, limit)}: {shown_value(item, limit)}" for key, item in value.items())
+        return "{" + (items if len(items) <= limit else items[:limit] + "…") + "}"
+    text = str(value)
+    return "'" + shown(text[:limit], newlines=False) + ("…" if len(text) > limit else "") + "'"

@@ -10,6 +10,8 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,6 +136,36 @@ def wait_for_ssh(ports: dict[str, int], timeout: float = 60.0) -> None:
             time.sleep(0.2)
     if pending:
         raise RuntimeError(f"sshd did not come up on {sorted(pending)}")
+
+
+@contextmanager
+def compose_cluster(
+    compose_file: Path, material_variable: str, project: str, material: Path, nodes: tuple[str, ...]
+) -> Iterator[Cluster]:
+    """A private cluster: every service of ``compose_file`` up as compose project ``project``, sshd
+    answering on ``nodes``. The keys are made in ``material`` first (the client's key and its
+    authorized_keys, one host key per node, their ssh_known_hosts), which the compose file mounts
+    from ``$material_variable``; with the cluster, a strict known_hosts for the controller is
+    ``material/known_hosts``. The containers are removed at the end, even after a failure."""
+    client = write_ed25519(material / "id_ed25519", f"provision-{project}")
+    (material / "authorized_keys").write_text(client + "\n")
+    host_keys = {node: write_ed25519(material / node / "ssh_host_ed25519_key", f"root@{node}") for node in nodes}
+    (material / "ssh_known_hosts").write_text("".join(f"{n} {k}\n" for n, k in host_keys.items()))
+    env = {**os.environ, material_variable: str(material)}
+
+    def compose(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+        command = ["docker-compose", "-f", str(compose_file), "-p", project, *args]
+        return subprocess.run(command, env=env, capture_output=True, text=True, check=check)
+
+    try:
+        compose("up", "-d")
+        ports = {n: int(compose("port", n, "22").stdout.strip().rsplit(":", 1)[1]) for n in nodes}
+        wait_for_ssh(ports)
+        cluster = Cluster(ports, host_keys, project, key=material / "id_ed25519")
+        (material / "known_hosts").write_text("".join(cluster.known_hosts_line(n) for n in nodes))
+        yield cluster
+    finally:
+        compose("down", "-v", "-t", "1", check=False)
 
 
 def fingerprint_of(public_line: str) -> str:

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from conftest import run_cli
 
 
@@ -141,3 +143,47 @@ def test_run_passes_each_word_as_typed_and_reports_each_host(tmp_path):
     assert "\\x1b[2Jx" in done.stdout and "\033" not in done.stdout  # a host's escape sequences are shown, not run
     done = run_cli("run", "localhost")
     assert done.returncode == 2 and "no command" in done.stderr
+
+
+# Values a user gave, in a one-line error: as typed, in single quotes, control characters escaped
+# (provision.text.shown_value), never Python's repr: no doubled backslash, no switch to double
+# quotes, no None/True, no Python type names.
+PLAY_HEAD = "- hosts: all\n  tasks:\n    - name: a\n"
+
+
+@pytest.mark.parametrize(
+    ("files", "args", "expected"),
+    [
+        # an option's value
+        ({}, ["rankfile", "4x2\\1"], "dims '4x2\\1': expected XxYxZ"),
+        ({}, ["doctor", "--perf", "--budget", "it's\x1b[2J"], "--budget 'it's\\x1b[2J': give whole seconds"),
+        # the inventory
+        ({"hosts.yml": 'hosts:\n  n1:\n    port: "C:\\\\x"\n'}, ["probe"], "hosts.yml:3: host n1: port 'C:\\x' is not a number"),
+        # a rank file
+        ({"rf": "rank 0=n1 slot=it's\n"}, ["rankfile", "1x1x1", "--check", "rf"], "rf:1: slot 'it's' is not socket:cores"),
+        # a playbook's keywords, and an operation's arguments
+        (
+            {"pb.yml": PLAY_HEAD + "      package:\n        name: htop\n      tags: [a, true]\n"},
+            ["setup-cluster", "--playbook", "pb.yml", "--syntax-check"],
+            "pb.yml:6: tags must be names, got ['a', true]",
+        ),
+        (
+            {"pb.yml": PLAY_HEAD + "      sysctl:\n        name: net.core.rmem_max\n        value: [1, null]\n"},
+            ["setup-cluster", "--playbook", "pb.yml", "--syntax-check"],
+            "sysctl: argument 'value' must be text or a whole number, got [1, (empty)]",
+        ),
+        (
+            {"pb.yml": PLAY_HEAD + "      package:\n        name: htop\n"},
+            ["setup-cluster", "--playbook", "pb.yml", "--syntax-check", "--start-at-task", "C:\\it's"],
+            "--start-at-task 'C:\\it's': no task has this name (tasks: 'a'; see --list-tasks)",
+        ),
+    ],
+)
+def test_values_in_errors_are_shown_as_typed_never_as_python_repr(tmp_path, files, args, expected):
+    files = {"hosts.yml": "hosts:\n  n1:\n    address: 10.0.0.1\n", **files}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    done = run_cli(*args, "-i", "hosts.yml", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().count("\n") == 0 and expected in done.stderr, done.stderr
+    assert "None" not in done.stderr and "True" not in done.stderr and "\\\\" not in done.stderr

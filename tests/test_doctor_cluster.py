@@ -11,19 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from cluster_support import TESTS_DIR, Cluster, ensure_docker, wait_for_ssh, write_ed25519
+from cluster_support import TESTS_DIR, Cluster, compose_cluster, ensure_docker
 from conftest import run_cli
 
 COMPOSE = TESTS_DIR / "cluster" / "doctor-compose.yml"
 NODES = ("d1", "d2", "d5", "dlock", "dshm", "dds", "dhosts", "dkey")
 pytestmark = pytest.mark.cluster
-
-
-def _compose(project: str, material: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DOCTOR_DIR": str(material)}
-    return subprocess.run(
-        ["docker-compose", "-f", str(COMPOSE), "-p", project, *args], env=env, capture_output=True, text=True, check=check
-    )
 
 
 def _plant_dataset(cluster: Cluster) -> None:
@@ -61,28 +54,12 @@ def _plant_hosts(cluster: Cluster) -> None:
 def doctor_cluster(tmp_path_factory):
     ensure_docker()
     material = tmp_path_factory.mktemp("doctor")
-    client = write_ed25519(material / "id_ed25519", "provision-doctor-tests")
-    (material / "authorized_keys").write_text(client + "\n")
-    host_keys = {node: write_ed25519(material / node / "ssh_host_ed25519_key", f"root@{node}") for node in NODES}
-    (material / "ssh_known_hosts").write_text("".join(f"{n} {k}\n" for n, k in host_keys.items()))
-    project = f"provdoctor{os.getpid()}"
-    try:
-        _compose(project, material, "up", "-d")
-        ports = {n: int(_compose(project, material, "port", n, "22").stdout.strip().rsplit(":", 1)[1]) for n in NODES}
-        wait_for_ssh(ports)
-        cluster = Cluster(ports, host_keys, project, key=material / "id_ed25519")
+    with compose_cluster(COMPOSE, "DOCTOR_DIR", f"provdoctor{os.getpid()}", material, NODES) as cluster:
         _plant_dataset(cluster)
         _plant_hosts(cluster)
-        inventory = material / "hosts.yml"
-        lines = ["defaults:", "  user: mpi", f"  key: {cluster.key}", "hosts:"]
-        lines += [f"  {n}: {{address: 127.0.0.1, port: {ports[n]}}}" for n in NODES]
-        lines.append("  dgone: {address: 127.0.0.1, port: 1}")
-        inventory.write_text("\n".join(lines) + "\n")
-        known = material / "known_hosts"
-        known.write_text("".join(cluster.known_hosts_line(n) for n in NODES))
-        yield cluster, inventory, known
-    finally:
-        _compose(project, material, "down", "-v", "-t", "1", check=False)
+        inventory = material / "hosts.yml"  # and dgone: nothing listens on port 1
+        inventory.write_text(cluster.inventory_yaml(NODES) + "  dgone: {address: 127.0.0.1, port: 1}\n")
+        yield cluster, inventory, material / "known_hosts"
 
 
 def _doctor(inventory: Path, known: Path, *args: str) -> tuple[int, dict[str, dict]]:

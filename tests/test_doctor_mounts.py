@@ -3,7 +3,7 @@ the inventory exports the path (issue 26: unmounted clients passed as "same on e
 
 from pathlib import Path
 
-from provision.doctor import checks
+from provision.doctor import alike
 from provision.doctor.model import Manifest, Mount, NodeReport
 from provision.doctor.mounts import Export, check_exported, holding_mount, mounted_from, parse_mountinfo
 from provision.doctor.sources import parse_datasets
@@ -62,16 +62,16 @@ def test_unmounted_clients_are_named_and_the_server_is_not_blamed():
         report("f4", 0, local),
         report("f3", 5, nfs),
     ]
-    before = checks.check_datasets(reports, ("/data/imagenet",))[0]
+    before = alike.check_datasets(reports, ("/data/imagenet",))[0]
     assert before.hosts == ("s1", "f3")  # today: the majority's empty folders win and the server is blamed
-    [result] = check_exported(reports, ("/data/imagenet",), (EXPORT,), checks.check_datasets)
+    [result] = check_exported(reports, ("/data/imagenet",), (EXPORT,), alike.check_datasets)
     assert result.status == "fail" and result.hosts == ("f1", "f2", "f4"), result
     assert result.detail.startswith(
         "not mounted from the NFS server s1 (s1:/data/imagenet) on 3 node(s): f1: a local folder (overlay /); "
         "f2: a local folder (overlay /); f4: a local folder (overlay /). Mount it there: `mount /data/imagenet`"
     )
-    [good] = check_exported([reports[0], reports[4]], ("/data/imagenet",), (EXPORT,), checks.check_datasets)
+    [good] = check_exported([reports[0], reports[4]], ("/data/imagenet",), (EXPORT,), alike.check_datasets)
     assert good.status == "pass" and "same on every node: 5 files" in good.detail
     # A path the inventory does not export is compared as before.
-    [plain] = check_exported(reports, ("/data/imagenet",), (), checks.check_datasets)
+    [plain] = check_exported(reports, ("/data/imagenet",), (), alike.check_datasets)
     assert plain == before

@@ -1,12 +1,9 @@
-"""doctor --perf's scheduling (provision.doctor.perf): matchings, the budget's sizing, the options
+"""doctor --perf's scheduling (provision.doctor.perf): the rounds planned, the budget's sizing, the options
 checked at the edge, and how one pair's trouble becomes that pair's failure. The real tests run
 iperf3 between containers (test_doctor_perf_cluster.py); here the sessions are stand-ins that
 answer as a node would (a hang, unparsable output, a lost connection), to pin what is said."""
 
 from __future__ import annotations
-
-import itertools
-import random
 
 import pytest
 
@@ -14,38 +11,14 @@ from provision.doctor.perf import (
     PerfSettings,
     _Pairs,
     _version_ok,
-    circle_rounds,
     client_command,
     perf_settings,
     plan_rounds,
-    random_rounds,
     server_command,
     test_length as seconds_for,
 )
 from provision.errors import ProvisionError
 from provision.transport.options import CommandResult, HostFailure
-
-
-@pytest.mark.parametrize("count", range(2, 18))
-def test_the_circle_covers_every_pair_once_in_n_minus_1_rounds_of_matchings(count):
-    nodes = [f"n{i}" for i in range(count)]
-    rounds = circle_rounds(nodes)
-    assert len(rounds) == (count - 1 if count % 2 == 0 else count)
-    for matching in rounds:
-        used = [n for pair in matching for n in pair]
-        assert len(used) == len(set(used)) and len(matching) == count // 2  # a matching, as wide as it can be
-    pairs = [frozenset(p) for m in rounds for p in m]
-    assert sorted(pairs, key=sorted) == sorted((frozenset(p) for p in itertools.combinations(nodes, 2)), key=sorted)
-    if count > 2:  # every node serves in some pair (a firewall on it is seen)
-        assert {b for m in rounds for _, b in m} == set(nodes)
-
-
-def test_random_rounds_are_matchings():
-    rounds = random_rounds([f"n{i}" for i in range(7)], 4, random.Random(1))
-    assert len(rounds) == 4
-    for matching in rounds:
-        used = [n for pair in matching for n in pair]
-        assert len(used) == 6 == len(set(used))
 
 
 def test_plan_rounds_takes_k_random_matchings_with_rounds_else_the_circle():

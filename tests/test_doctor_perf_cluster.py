@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster_support import TESTS_DIR, Cluster, ensure_docker, wait_for_ssh, write_ed25519
+from cluster_support import TESTS_DIR, Cluster, compose_cluster, ensure_docker
 from conftest import run_cli
 
 COMPOSE = TESTS_DIR / "cluster" / "perf-compose.yml"
@@ -25,35 +25,15 @@ CHECK = "perf tcp eth0"
 pytestmark = pytest.mark.cluster
 
 
-def _compose(project: str, material: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PERF_DIR": str(material)}
-    return subprocess.run(
-        ["docker-compose", "-f", str(COMPOSE), "-p", project, *args], env=env, capture_output=True, text=True, check=check
-    )
-
-
 @pytest.fixture(scope="module")
 def perf_cluster(tmp_path_factory):
     ensure_docker()
     subprocess.run(["bash", str(ENSURE_PERF_IMAGE)], check=True)
     material = tmp_path_factory.mktemp("perf")
-    client = write_ed25519(material / "id_ed25519", "provision-perf-tests")
-    (material / "authorized_keys").write_text(client + "\n")
-    host_keys = {node: write_ed25519(material / node / "ssh_host_ed25519_key", f"root@{node}") for node in NODES}
-    (material / "ssh_known_hosts").write_text("".join(f"{n} {k}\n" for n, k in host_keys.items()))
-    project = f"provperf{os.getpid()}"
-    try:
-        _compose(project, material, "up", "-d")
-        ports = {n: int(_compose(project, material, "port", n, "22").stdout.strip().rsplit(":", 1)[1]) for n in NODES}
-        wait_for_ssh(ports)
-        cluster = Cluster(ports, host_keys, project, key=material / "id_ed25519")
+    with compose_cluster(COMPOSE, "PERF_DIR", f"provperf{os.getpid()}", material, NODES) as cluster:
         inventory = material / "hosts.yml"
         inventory.write_text(cluster.inventory_yaml(NODES))
-        known = material / "known_hosts"
-        known.write_text("".join(cluster.known_hosts_line(n) for n in NODES))
-        yield cluster, inventory, known
-    finally:
-        _compose(project, material, "down", "-v", "-t", "1", check=False)
+        yield cluster, inventory, material / "known_hosts"
 
 
 def _address(cluster: Cluster, node: str) -> str:

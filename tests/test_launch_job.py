@@ -11,7 +11,8 @@ import pytest
 
 from plan_support import minsky
 from provision.errors import PlanError
-from provision.launch.job import LaunchOptions, mpirun_job, sbatch_text
+from provision.launch.job import LaunchOptions, launch_output, mpirun_job, sbatch_text
+from provision.launch.mpirun import quoted
 from provision.plans.dims import parse_dims
 from provision.plans.nics import plan_nics
 from provision.plans.rankfile import plan_rankfile
@@ -57,3 +58,17 @@ def test_bad_options_refused_before_anything_is_written():
         mpirun_job(plan, plan_nics(plan), LaunchOptions(["t"], dev_sync=1), NOW)
     with pytest.raises(PlanError, match="--dev-sync and --dump-iter need --ddl-mode"):
         sbatch_text(plan, plan_nics(plan), LaunchOptions(["t"], dump_iter=3), NOW)
+
+
+def test_launch_output_in_each_form_files_first_then_what_is_printed():
+    plan = plan_of("4.1.4")
+    nics, options = plan_nics(plan), LaunchOptions(["python", "train.py"])
+    plain, job = launch_output(plan, nics, options, None, NOW)
+    assert job is not None and plain.files == tuple(job.files) and plain.notes == ()
+    assert plain.command == quoted(job.argv()) + "\n"
+    horovod, none = launch_output(plan, nics, options, "horovod", NOW)
+    assert none is None and horovod.command.startswith("horovodrun") and horovod.files[0].path == "4x1x1.rf"
+    batch, none = launch_output(plan, nics, options, "sbatch", NOW)
+    assert none is None and batch.files == () and batch.command.startswith("#!/bin/sh\n#SBATCH --job-name=provision-4x1x1\n")
+    with pytest.raises(PlanError, match=r"--ddl-mode, --dev-sync and --dump-iter are DDL's \(mpirun -ddl\): --format horovod"):
+        launch_output(plan, nics, LaunchOptions(["t"], ddl_mode="n"), "horovod", NOW)

@@ -169,7 +169,7 @@ def test_url_installer_is_checked_on_the_node():
         ({"prefix": '/opt/a"b'}, "may only hold"),
         ({"prefix": "/opt/a b"}, "may only hold"),
         ({"prefix": "/opt/a'b"}, "may only hold"),
-        ({"channels": ["defaults", "x\n  - evil"]}, r"conda channel 'x\\n  - evil' may only hold"),
+        ({"channels": ["defaults", "x\n  - evil"]}, r"conda channel 'x\\x0a  - evil' may only hold"),
         ({"channels": ["a b"]}, "may only hold"),
         ({"channels": "defaults"}, "channels"),
     ],

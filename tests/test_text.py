@@ -12,7 +12,7 @@ from conftest import FIXTURES, run_cli
 from provision.probe.gather import CAPTURE_NAMES, Capture
 from provision.probe.run import facts_from_captures
 from provision.probe.store import save_host
-from provision.text import printable, shown
+from provision.text import printable, shown, shown_value
 
 # OSC 52 writes the terminal's clipboard; ESC[2J clears the screen; U+202E reverses what follows.
 OSC52 = "\x1b]52;c;cm0gLXJmIH4gIw==\x07"
@@ -79,3 +79,22 @@ def test_an_error_message_is_escaped(tmp_path):
 def _capture_texts(host: str) -> dict[str, str]:
     folder = FIXTURES / "captures" / host
     return {n: (folder / f"{n}.txt").read_text() for n in CAPTURE_NAMES if (folder / f"{n}.txt").exists()}
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("abc", "'abc'"),
+        ("", "''"),
+        ("it's C:\\x", "'it's C:\\x'"),  # repr: "it's C:\\x"
+        (f"a{CLEAR}\nb\u202e", "'a\\x1b[2J\\x0ab\\u202e'"),  # one line, nothing obeyed
+        (None, "(empty)"),  # a YAML key left empty
+        (True, "true"),
+        (8080, "8080"),
+        (["a", 1, None], "['a', 1, (empty)]"),
+        ({"key": "x\x07"}, "{'key': 'x\\x07'}"),
+        ("x" * 100, "'" + "x" * 80 + "…'"),
+    ],
+)
+def test_a_value_in_a_message_is_shown_on_one_line_as_typed(value, expected):
+    assert shown_value(value) == expected

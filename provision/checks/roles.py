@@ -25,7 +25,7 @@ from provision.engine.script import remote_command, stdin_for
 from provision.operations.base import check_user
 from provision.operations.conda import clone_name
 from provision.operations.nfs import check_export_path
-from provision.text import is_number, printable
+from provision.text import is_number, printable, shown_value
 from provision.transport.options import HostFailure
 from provision.transport.parallel import fan_out
 
@@ -63,7 +63,7 @@ def node_script(
     lines = ["set -u"]
     if token is not None and server_address:
         if not re.fullmatch(re.escape(MARKER) + r"\.[0-9a-f]{16}", marker_name):
-            raise ValueError(f"marker name {marker_name!r} is not {MARKER}.<16 hex digits>")
+            raise ValueError(f"marker name {shown_value(marker_name)} is not {MARKER}.<16 hex digits>")
         for path in exports:
             path = check_export_path(path)
             marker = f"{path}/{marker_name}"
@@ -114,7 +114,9 @@ def nfs_verdict(host: str, path: str, how: str, read: str, token: str, missing: 
     if how == "mount":
         if read == token:
             return SummaryLine("nfs", host, f"{path}: same path, same content (NFS mount)")
-        return SummaryLine("nfs", host, f"{path}: mounted, but the marker read back {read[:80]!r}, not the server's", False)
+        return SummaryLine(
+            "nfs", host, f"{path}: mounted, but the marker read back {shown_value(read[:80])}, not the server's", False
+        )
     if how == "nfs-cat":
         if read == token:
             return SummaryLine(

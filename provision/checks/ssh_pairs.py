@@ -11,7 +11,7 @@ from typing import Any
 
 from provision.engine.script import remote_command, stdin_for
 from provision.operations.base import check_user
-from provision.text import is_number
+from provision.text import is_number, shown_value
 from provision.transport.options import HostFailure
 from provision.transport.parallel import fan_out
 
@@ -40,7 +40,7 @@ def verify_script(users: list[str], peers: dict[str, str], timeout: int = 10, pa
             if pairs is not None and (user, name) not in pairs:
                 continue
             if not _PEER.match(address) or not _PEER.match(name):
-                raise ValueError(f"peer {name!r} ({address!r}) is not a host name")
+                raise ValueError(f"peer {shown_value(name)} ({shown_value(address)}) is not a host name")
             lines.append(
                 f"( runuser -u {shlex.quote(user)} -- ssh -n -o BatchMode=yes -o ConnectTimeout={timeout} "
                 f"-o StrictHostKeyChecking=yes {shlex.quote(address)} true >/dev/null 2>&1; "

@@ -23,6 +23,7 @@ from typing import Any
 
 from provision import defaults
 from provision.errors import ProvisionError
+from provision.text import shown_value
 
 PROJECT_FILE = Path("provision.toml")
 CONFIG_ENV = "PROVISION_CONFIG"
@@ -69,7 +70,7 @@ def _checked(path: Path, key: str, value: Any) -> Any:
     """``value`` of ``key`` from ``path`` as its setting's type (paths relative to the file's folder)."""
     setting = SETTINGS.get(key)
     if setting is None:
-        raise ConfigError(f"{path}: unknown key {key!r} (known: {', '.join(SETTINGS)})")
+        raise ConfigError(f"{path}: unknown key {shown_value(key)} (known: {', '.join(SETTINGS)})")
     kind = setting.kind
     if kind is Path and isinstance(value, str) and value:
         expanded = Path(value).expanduser()
@@ -81,7 +82,7 @@ def _checked(path: Path, key: str, value: Any) -> Any:
     if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
         return float(value)
     wanted = {Path: "a path (string)", bool: "true or false", int: "a whole number >= 1", float: "a number of seconds > 0"}
-    raise ConfigError(f"{path}: {key} = {value!r}: expected {wanted[kind]}")
+    raise ConfigError(f"{path}: {key} = {shown_value(value)}: expected {wanted[kind]}")
 
 
 def _read(path: Path) -> str:

@@ -20,7 +20,7 @@ def print_checks(results, console, strict: bool = False) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from provision.doctor.checks import verdict
+    from provision.doctor.verdict import verdict
 
     table = Table(show_lines=False)
     for column in ("check", "status", "hosts", "detail"):
@@ -94,10 +94,10 @@ def doctor(
 ) -> None:
     """Check that the nodes are ready for one multi-node training job, comparing them with each other."""
     from provision.cli.output import stdout
-    from provision.doctor.checks import verdict
     from provision.doctor.perf import perf_settings
     from provision.doctor.runner import doctor as run_doctor
     from provision.doctor.service import doctor_request
+    from provision.doctor.verdict import verdict
     from provision.errors import ProvisionError
 
     try:

@@ -6,8 +6,9 @@ from provision.cli.output import fail, stderr
 from provision.doctor.healthy import pick_healthy
 from provision.doctor.perf import perf_settings
 from provision.errors import PlanError, ProvisionError
-from provision.inventory.model import check_host_name, open_inventory
+from provision.inventory.model import open_inventory
 from provision.plans.dims import parse_dims
+from provision.plans.service import candidate_hosts
 
 
 def healthy_hosts(dims_text: str, hosts: str | None, settings, perf: bool, budget: str | None) -> str:
@@ -17,10 +18,7 @@ def healthy_hosts(dims_text: str, hosts: str | None, settings, perf: bool, budge
     try:
         dims = parse_dims(dims_text)
         inv = open_inventory(settings.inventory)
-        names = [check_host_name(n.strip(), "--hosts") for n in hosts.split(",") if n.strip()] if hosts else inv.rack_order()
-        if not names:
-            raise fail("no hosts: give --hosts h1,h2,... or racks in the inventory (-i)")
-        candidates = inv.resolve(names)
+        candidates = inv.resolve(candidate_hosts(hosts, inv))
         perf_options = perf_settings(perf, None, budget)
     except ProvisionError as error:
         raise fail(str(error)) from None

@@ -22,6 +22,7 @@ import typer
 from provision import defaults
 from provision.cli import config
 from provision.errors import ProvisionError
+from provision.text import shown_value
 
 if TYPE_CHECKING:
     from provision.transport.options import SshOptions
@@ -233,4 +234,4 @@ def _from_env(name: str, text: str):
     try:
         return kind(text)
     except ValueError:
-        raise ProvisionError(f"${config.env_name(name)}={text!r}: not a valid {name.replace('_', '-')}") from None
+        raise ProvisionError(f"${config.env_name(name)}={shown_value(text)}: not a valid {name.replace('_', '-')}") from None

@@ -26,42 +26,22 @@ HostsArgument = Annotated[
 ]
 
 
-def host_names(hosts: str | None, inv) -> list[str]:
-    """Names from --hosts, else the inventory's rack order."""
-    from provision.inventory.model import check_host_name
-
-    if hosts:
-        names = [name.strip() for name in hosts.split(",") if name.strip()]
-        for name in names:
-            check_host_name(name, "--hosts")
-        return names
-    names = inv.rack_order()
-    if not names:
-        raise fail("no hosts: give --hosts h1,h2,... or racks in the inventory (-i)")
-    return names
-
-
 def make_plan(ctx: typer.Context, dims_text: str, hosts: str | None, probe: bool, allow_no_gpu: bool, no_affinity: bool):
-    """Parse dims, gather facts (``probe``: probe now, with the command's settings), plan, print the
-    plan's warnings on stderr. Returns the inventory (read once) and the plan.
+    """The inventory and the rank plan (:func:`provision.plans.service.rank_plan`, probing now with
+    the command's settings under ``probe``); the plan's warnings on stderr.
 
     Hosts that could not be probed: one line each, exit 1 (the others' facts are saved).
     """
-    from provision.inventory.model import open_inventory
-    from provision.plans.dims import parse_dims
-    from provision.plans.rankfile import plan_rankfile
-    from provision.probe.cached import ProbeFailed, ProbeSettings, plan_facts
+    from provision.plans.service import PlanRequest, rank_plan
+    from provision.probe.cached import ProbeFailed, ProbeSettings
 
     settings = opt.settings(ctx)
-    dims = parse_dims(dims_text)
-    inv = open_inventory(settings.inventory)
-    names = host_names(hosts, inv)
     prober = ProbeSettings(settings.ssh, settings.forks, settings.workers) if probe else None
+    request = PlanRequest(dims_text, hosts, settings.inventory, settings.facts_dir, prober, allow_no_gpu, not no_affinity)
     try:
-        facts = plan_facts(names, inv, settings.facts_dir, prober)
+        inv, plan = rank_plan(request)
     except ProbeFailed as problem:
         raise fail(str(problem), code=1) from None
-    plan = plan_rankfile(dims, facts, allow_no_gpu=allow_no_gpu, use_gpu_affinity=not no_affinity, racks=inv.racks)
     for warning in plan.warnings:
         warn(str(warning))
     return inv, plan
@@ -195,10 +175,8 @@ def launch(
 ) -> None:
     """Print (or --run) the mpirun command for a rank file made from the facts."""
     from provision.launch.export_lint import export_warnings
-    from provision.launch.forms import launch_form
-    from provision.launch.job import LaunchOptions, mpirun_job, rankfile_path, sbatch_text
+    from provision.launch.job import LaunchOptions, launch_output
     from provision.plans.nics import plan_nics
-    from provision.plans.rankfile import render_rankfile
 
     if pick_healthy or perf:
         from provision.cli.healthy_cmd import healthy_hosts
@@ -215,40 +193,22 @@ def launch(
         warn(line)
     if run and fmt is not None:
         raise fail(f"--run starts mpirun itself; with --format {fmt}, run the printed command (on the first host)")
-    if fmt is not None and fmt != "sbatch":
-        if options.uses_ddl():
-            raise fail(f"--ddl-mode, --dev-sync and --dump-iter are DDL's (mpirun -ddl): --format {fmt} has no DDL")
-        path = rankfile_path(plan, options)
-        form = launch_form(
-            fmt,
-            plan,
-            nic_plan,
-            str(path),
-            render_rankfile(plan, now()),
-            options.command,
-            export=export,
-            allow_run_as_root=allow_run_as_root,
-            report_bindings=report_bindings,
-        )
-        _write(form.files)
-        for line in form.notes:
-            stderr().print(f"provision: {line}", highlight=False, soft_wrap=True, markup=False)
-        typer.echo(form.command, nl=False)
+    output, job = launch_output(plan, nic_plan, options, fmt, now())  # refuses bad options before anything is written
+    _write(output.files)
+    for line in output.notes:
+        stderr().print(f"provision: {line}", highlight=False, soft_wrap=True, markup=False)
+    if job is None:  # --format: the command (or batch script) to run where the user chooses
+        typer.echo(output.command, nl=False)
         return
-    if fmt == "sbatch":
-        typer.echo(sbatch_text(plan, nic_plan, options, now()), nl=False)
-        return
-    job = mpirun_job(plan, nic_plan, options, now())  # refuses bad options before anything is written or run
-    _write(job.files)
     settings = opt.settings(ctx)
     first = inv.resolve([plan.hosts[0].host])[0]
     if not run:
-        from provision.launch.mpirun import quoted, root_message
+        from provision.launch.mpirun import root_message
         from provision.launch.runner import login_user
 
         if login_user(first, settings.ssh) == "root" and not allow_run_as_root:
             warn(root_message(first.name, "root"))
-        typer.echo(quoted(job.argv()))
+        typer.echo(output.command, nl=False)
         return
     if not no_doctor:
         _doctor_gate(inv.resolve([host.host for host in plan.hosts]), settings)

@@ -10,6 +10,7 @@ import typer
 
 from provision.cli import command_table, options as opt
 from provision.cli.output import error, fail, stderr, stdout
+from provision.text import shown_value
 
 commands = command_table()
 
@@ -89,7 +90,7 @@ def probe(
         request.submit, request.slurm = submits[0], SlurmRequest(partition, nodelist, nodes, alloc_wait)
         request.ssh = settings.ssh
     elif via != "ssh":
-        raise fail(f"--via {via!r}: ssh or slurm")
+        raise fail(f"--via {shown_value(via)}: ssh or slurm")
     elif partition or nodelist or nodes:
         raise fail("--partition, --nodelist and --nodes choose Slurm nodes: add --via slurm")
     else:

@@ -12,7 +12,7 @@ Example: ``fabric  FAIL  node03: mlx5_1/1 DOWN (others ACTIVE); node07: mlx5_0/1
 
 from __future__ import annotations
 
-from provision.doctor.checks import majority
+from provision.doctor.compare import majority
 from provision.doctor.model import FAIL, PASS, WARN, CheckResult, NodeReport
 from provision.errors import PlanError
 from provision.facts.model import HostFacts

@@ -115,7 +115,7 @@ def mounted_from(mount: Mount | None, export: Export, addresses: set[str], path:
 
 
 def check_exported(reports: list[NodeReport], paths: tuple[str, ...], exports: tuple[Export, ...], compare) -> list[CheckResult]:
-    """Check 5 (``compare``: :func:`provision.doctor.checks.check_datasets`) with the inventory's
+    """Check 5 (``compare``: :func:`provision.doctor.alike.check_datasets`) with the inventory's
     exports: a dataset under an export is compared only on the server and the clients that mount
     it from the server; every other client is named (a fail: its jobs would read a different
     folder). Paths the inventory does not export: as before."""

@@ -18,9 +18,7 @@ under ``timeout``, and the SSH call has its own limit, so a hung test ends and i
 Where nodes have active RDMA ports, the same matchings run again with ``ib_write_bw`` on each rail
 a pair shares (:mod:`provision.doctor.perf_rdma`), within the same budget; where every node has
 GPUs and nccl-tests, one all-reduce over the planned rank file (:mod:`provision.doctor.perf_nccl`).
-
->>> circle_rounds(["a", "b", "c", "d"])
-[[('a', 'd'), ('b', 'c')], [('c', 'a'), ('d', 'b')], [('a', 'b'), ('c', 'd')]]
+The matchings themselves: :mod:`provision.doctor.matchings`.
 """
 
 from __future__ import annotations
@@ -33,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from provision import defaults
+from provision.doctor.matchings import Pair, circle_rounds, greedy_matchings, random_rounds
 from provision.doctor.model import FAIL, CheckResult, NodeReport
 from provision.doctor.perf_judge import Coverage, Link, decide, judge_kind
 from provision.doctor.perf_rdma import NO_PORT, RdmaPairs, RdmaRun, node_rails, rdma_preflight
@@ -40,9 +39,8 @@ from provision.errors import ParseError, ProvisionError
 from provision.facts.iperf3 import MAX_BYTES, parse_iperf3
 from provision.inventory.model import Host
 from provision.plans.nics import fabric_interface
-from provision.text import printable
+from provision.text import printable, shown_value
 
-Pair = tuple[str, str]
 DEFAULT_SECONDS = 3  # iperf3 -t: long enough for TCP to leave slow start on a fast link
 ROUND_OVERHEAD_S = 1.5  # starting both ends and reading back, per round (measured: ~0.5-1.2 s here)
 PORT = defaults.PERF_PORT  # a high port, the same on every node (--perf-port)
@@ -58,32 +56,6 @@ class PerfSettings:
     seconds: int = DEFAULT_SECONDS
     port: int = PORT
     seed: int | None = None  # random matchings: None draws a fresh order each run
-
-
-def circle_rounds(nodes: list[str]) -> list[list[Pair]]:
-    """Every pair once, in N-1 matchings (N for odd N): the first node stays, the rest rotate.
-    The first of a pair runs the client, the second the server (which a firewall would stop);
-    every node is each in some of its pairs."""
-    ring = list(nodes) + ([None] if len(nodes) % 2 else [])
-    rounds = []
-    for number in range(len(ring) - 1):
-        half = len(ring) // 2
-        pairs = [(ring[i], ring[-1 - i]) for i in range(half)]
-        if number % 2:  # the fixed node serves every other round: each node takes connections too
-            pairs[0] = (pairs[0][1], pairs[0][0])
-        rounds.append([(a, b) for a, b in pairs if a is not None and b is not None])
-        ring = [ring[0], ring[-1], *ring[1:-1]]
-    return [r for r in rounds if r]
-
-
-def random_rounds(nodes: list[str], count: int, rng: random.Random) -> list[list[Pair]]:
-    """``count`` random perfect matchings (one node rests in each when N is odd)."""
-    rounds = []
-    for _ in range(count):
-        order = list(nodes)
-        rng.shuffle(order)
-        rounds.append([(order[i], order[i + 1]) for i in range(0, len(order) - 1, 2)])
-    return rounds
 
 
 def plan_rounds(nodes: list[str], settings: PerfSettings) -> list[list[Pair]]:
@@ -328,23 +300,6 @@ def _run_rounds(rounds: list[list[Pair]], pairs: _Pairs | RdmaPairs, settings: P
     return links, run
 
 
-def greedy_matchings(pairs: list[Pair]) -> list[list[Pair]]:
-    """``pairs`` in as few rounds as a greedy pass gives, each round a matching.
-
-    >>> greedy_matchings([("a", "b"), ("a", "c"), ("d", "e")])
-    [[('a', 'b'), ('d', 'e')], [('a', 'c')]]
-    """
-    rounds: list[list[Pair]] = []
-    for pair in pairs:
-        for matching in rounds:
-            if not {n for p in matching for n in p} & set(pair):
-                matching.append(pair)
-                break
-        else:
-            rounds.append([pair])
-    return rounds
-
-
 def _retest_slow(links: list[Link], pairs: _Pairs, settings: PerfSettings, seconds: int, started: float) -> list[Link]:
     """Test each slow link once more (within the budget) before it is blamed on a link: on a busy
     node one test can dip; a bad cable is slow both times. The better figure counts. A bad node's
@@ -382,7 +337,7 @@ def perf_settings(perf: bool, rounds: int | None, budget: str | None, port: int 
         text = budget.strip().lower()
         number, unit = text.rstrip("smh"), text[len(text.rstrip("smh")) :]
         if unit not in _UNITS or not number.isdigit() or int(number) == 0 or len(number) > 6:
-            raise ProvisionError(f"--budget {budget[:20]!r}: give whole seconds, minutes or hours, e.g. 60s, 5m")
+            raise ProvisionError(f"--budget {shown_value(budget[:20])}: give whole seconds, minutes or hours, e.g. 60s, 5m")
         budget_s = float(int(number) * _UNITS[unit])
     if rounds is not None and rounds < 1:
         raise ProvisionError("--rounds: at least 1")

@@ -28,7 +28,7 @@ from provision.launch.job import LaunchOptions, MpirunJob, mpirun_job
 from provision.plans.dims import Dims
 from provision.plans.nics import plan_nics
 from provision.plans.rankfile import plan_rankfile
-from provision.text import printable
+from provision.text import printable, shown_value
 
 NAME = "perf nccl all_reduce"
 COMMAND = ("all_reduce_perf", "-b", "8", "-e", "1G", "-f", "2", "-g", "1")
@@ -93,7 +93,7 @@ def _run(job: MpirunJob, first: str, session, limit: int) -> CheckResult:
     try:
         directory = session.run("mktemp -d", "", timeout=30).stdout.strip()
         if not _TEMP_DIR.fullmatch(directory):
-            return CheckResult(NAME, FAIL, (first,), f"{first}: mktemp -d gave {printable(directory, 80)!r}")
+            return CheckResult(NAME, FAIL, (first,), f"{first}: mktemp -d gave {shown_value(printable(directory, 80))}")
         for name, text in job.remote.items():
             session.run(f"cat > {shlex.quote(directory)}/{shlex.quote(name)}", text, timeout=30)
         done = session.run(run_command(directory, job.argv(directory), limit), "", timeout=limit + 30)

@@ -27,6 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from provision.doctor.matchings import Pair
 from provision.doctor.model import FAIL, WARN, CheckResult
 from provision.doctor.perf_judge import Coverage, Link, judge_kind
 from provision.errors import ParseError
@@ -36,7 +37,6 @@ from provision.plans.nics import usable_ports
 from provision.plans.rails import Rail, host_rails, rail_key
 from provision.text import printable
 
-Pair = tuple[str, str]
 INSTALL_HINT = "install perftest (Debian/Ubuntu: apt-get install perftest; RHEL/Rocky: dnf install perftest)"
 PREFLIGHT = "command -v ib_write_bw >/dev/null 2>&1 && echo 'ib_write_bw present' || echo 'ib_write_bw missing'"
 NO_PORT = "no RDMA test: no node has an active RDMA port"

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from provision.doctor import checks, fabric, mounts, pairwise, sources
+from provision.doctor import alike, fabric, health, limits, mounts, network, pairwise, sources
 from provision.doctor.model import FAIL, WARN, CheckResult, NodeReport
 from provision.errors import ParseError
 from provision.facts import nvidia
@@ -273,24 +273,24 @@ def run_checks(reports: list[NodeReport], settings: DoctorSettings) -> list[Chec
     """Every check (the fast ones only with ``settings.fast``), in the order of the issue."""
     user = settings.user or "the login user"
     if not any(r.ok for r in reports):  # nothing to compare: the one failed check says why
-        return [checks.check_reach(reports, user)]
+        return [alike.check_reach(reports, user)]
     results = [
-        checks.check_reach(reports, user),
+        alike.check_reach(reports, user),
         pairwise.check_pairwise(reports, user),
-        checks.check_software(reports),
+        alike.check_software(reports),
     ]
     if not settings.fast:
-        datasets = mounts.check_exported(reports, settings.datasets, settings.exports, checks.check_datasets)
-        results += [checks.check_hardware(reports), *datasets]
-    results.append(checks.check_limits(reports))
+        datasets = mounts.check_exported(reports, settings.datasets, settings.exports, alike.check_datasets)
+        results += [alike.check_hardware(reports), *datasets]
+    results.append(limits.check_limits(reports))
     if not settings.fast:
         results += [
-            checks.check_names(reports),
-            checks.check_network(reports),
-            checks.check_rdma(reports),
+            network.check_names(reports),
+            network.check_network(reports),
+            network.check_rdma(reports),
             fabric.check_fabric(reports),
-            checks.check_time(reports),
-            checks.check_gpu_health(reports),
+            health.check_time(reports),
+            health.check_gpu_health(reports),
         ]
     return results
 

@@ -16,7 +16,7 @@ from provision.doctor.mounts import holding_mount, parse_mountinfo
 from provision.errors import ParseError, ProvisionError
 from provision.facts.registry import Fact
 from provision.inventory.model import USER_NAME
-from provision.text import is_number
+from provision.text import is_number, shown_value
 
 CLOCK_START = Fact("doctor-clock-0", (), "date +%s.%N", "the node's clock as the script starts")
 CLOCK_END = Fact("doctor-clock-1", (), "date +%s.%N", "the node's clock as the script ends")
@@ -112,14 +112,14 @@ def anaconda_prefixes(variables: Any, hosts: list) -> tuple[str, ...]:
 def check_user(user: str) -> str:
     """A job user name safe to pass to the node (POSIX portable name), else ProvisionError."""
     if not USER_NAME.match(user):
-        raise ProvisionError(f"--user {user!r}: not a user name (letters, digits, ._- after a letter)")
+        raise ProvisionError(f"--user {shown_value(user)}: not a user name (letters, digits, ._- after a letter)")
     return user
 
 
 def check_dataset(path: str) -> str:
     """An absolute dataset path of plain characters, without a trailing slash, else ProvisionError."""
     if not _PATH.match(path) or "/../" in path + "/" or "//" in path:
-        raise ProvisionError(f"--dataset {path!r}: give an absolute path of letters, digits, space and ._/+@%=:,~-")
+        raise ProvisionError(f"--dataset {shown_value(path)}: give an absolute path of letters, digits, space and ._/+@%=:,~-")
     return path.rstrip("/") or "/"
 
 
@@ -141,7 +141,7 @@ def parse_user(text: str) -> tuple[str, tuple[int, int] | None, bool]:
         elif len(fields) == 3 and fields[0] == "job" and digits(fields[1]) and digits(fields[2]):
             asked, ids = True, (int(fields[1]), int(fields[2]))
         elif line.strip():
-            raise ParseError(USER.name, f"unexpected line {line[:60]!r}", number)
+            raise ParseError(USER.name, f"unexpected line {shown_value(line[:60])}", number)
     return login, ids, asked
 
 
@@ -149,7 +149,7 @@ def _limit(value: str, source: str) -> int | None:
     if value == "unlimited":
         return None
     if not digits(value):
-        raise ParseError(source, f"limit {value[:20]!r} is neither a number nor unlimited")
+        raise ParseError(source, f"limit {shown_value(value[:20])} is neither a number nor unlimited")
     return int(value)
 
 
@@ -202,7 +202,7 @@ def parse_rdma(text: str) -> tuple[IbPort, ...]:
             continue
         fields = line.split("\t")
         if len(fields) != 3 or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}/[0-9]{1,4}", fields[0]):
-            raise ParseError(RDMA.name, f"unexpected line {line[:60]!r}", number)
+            raise ParseError(RDMA.name, f"unexpected line {shown_value(line[:60])}", number)
         state = fields[1].split(":", 1)[-1].strip() or "unknown"
         ports.append(IbPort(fields[0], state, fields[2].strip() or "InfiniBand"))
     return tuple(ports)
@@ -266,7 +266,7 @@ def parse_clock(text: str, source: str = CLOCK_START.name) -> float:
     """Seconds since the epoch from ``date +%s.%N``."""
     value = text.strip()
     if not re.fullmatch(r"[0-9]{1,12}(\.[0-9]{1,9})?", value):
-        raise ParseError(source, f"not a time: {value[:40]!r}")
+        raise ParseError(source, f"not a time: {shown_value(value[:40])}")
     return float(value)
 
 

@@ -14,6 +14,7 @@ from provision.engine.acting import acting_user, on_stdin, refused, run_as
 from provision.errors import ParseError
 from provision.operations.base import Run, StateKey, Write, check_user, home_prelude, quote, shell_path
 from provision.operations.state import state_command
+from provision.text import shown_value
 from provision.transport.frames import frame_line, frame_setup, split_frames
 
 BODY_LIMIT = 8 * 1024 * 1024
@@ -201,7 +202,7 @@ def parse_output(text: str, nonce: str) -> Output:
     for frame in split_frames(text, nonce):
         kind, numbers, body = frame.label, frame.numbers, frame.body
         if (kind, len(numbers)) not in _FRAMES:
-            raise ParseError("engine", f"unexpected frame {kind[:60]!r} (hostile or corrupt output)")
+            raise ParseError("engine", f"unexpected frame {shown_value(kind[:60])} (hostile or corrupt output)")
         if kind == "begin":
             result.began = True
         elif kind == "end":

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from provision.errors import ProvisionError
 from provision.inventory.patterns import name_list
 from provision.playbook.model import Play, Task
+from provision.text import shown_value
 
 SPECIAL_TAGS = ("all", "always", "tagged", "untagged")  # Ansible's; `always` runs unless skipped by name
 _MAX_LISTED = 20
@@ -38,7 +39,7 @@ def check_tags(plays: list[Play], tags: frozenset[str] | None, option: str) -> N
     unknown = sorted(tags - set(known) - set(SPECIAL_TAGS))
     if unknown or not tags:
         raise BadInput(
-            f"{option} {','.join(unknown) or repr('')}: no task has {'these tags' if len(unknown) > 1 else 'this tag'} "
+            f"{option} {','.join(unknown) or shown_value('')}: no task has {'these tags' if len(unknown) > 1 else 'this tag'} "
             f"(tags: {', '.join(known) or 'none'}; also {', '.join(SPECIAL_TAGS)})"
         )
 
@@ -71,9 +72,9 @@ def tasks_before(plays: list[Play], start_at: str | None) -> set[int]:
             if task.name == start_at or fnmatch.fnmatchcase(task.name, start_at):
                 return skipped
             skipped.add(id(task))
-    names = [repr(name) for name in dict.fromkeys(task.name for play in plays for task in play.tasks)]
+    names = [shown_value(name) for name in dict.fromkeys(task.name for play in plays for task in play.tasks)]
     shown = name_list(names, _MAX_LISTED)
-    raise BadInput(f"--start-at-task {start_at!r}: no task has this name (tasks: {shown}; see --list-tasks)")
+    raise BadInput(f"--start-at-task {shown_value(start_at)}: no task has this name (tasks: {shown}; see --list-tasks)")
 
 
 def _tag_text(tags) -> str:

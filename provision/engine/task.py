@@ -40,6 +40,7 @@ from provision.playbook.model import Play, Task
 from provision.playbook.variables import Variables
 from provision.resources import resource_dir
 from provision.templating import evaluate_when, render_template, render_value, template_loader, variables_in
+from provision.text import shown_value
 
 NO_ITEM = object()  # a task without a loop runs once, without ``item``
 
@@ -199,9 +200,9 @@ def bad_input(variables: Variables, task: Task, host: Host, error: BaseException
     named = [name for name in names if re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w/.-])", str(error))] or names
     origins = [f"{where} ({name})" for name in named if (where := variables.origin(host, name))]
     if not origins:
-        return BadInput(f"{task.where}: task {task.name!r} on {host.name}: {error}")
+        return BadInput(f"{task.where}: task {shown_value(task.name)} on {host.name}: {error}")
     builtin = Path(task.where.rsplit(":", 1)[0]).parent == resource_dir("playbooks")
-    at = f"task {task.name!r}" + ("" if builtin else f" at {task.where}") + f", host {host.name}"
+    at = f"task {shown_value(task.name)}" + ("" if builtin else f" at {task.where}") + f", host {host.name}"
     return BadInput(f"{'; '.join(origins)}: {error} ({at})")
 
 

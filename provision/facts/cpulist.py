@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from provision.errors import ParseError
+from provision.text import shown_value
 
 # The bound on every CPU list and CPU id read from a node: 65536 (Linux's NR_CPUS is at most 8192
 # today). A node claiming `0-99999999` gets a parse error, not a 100-million-entry list.
@@ -20,7 +21,7 @@ def parse_number(text: str, source: str, line: int | None = None, what: str = "n
     ``str.isdigit`` accepts ``"²"`` and ``int`` refuses 5000-digit strings: neither may crash a probe.
     """
     if not _NUMBER.fullmatch(text):
-        raise ParseError(source, f"non-numeric {what} {text[:20]!r}", line)
+        raise ParseError(source, f"non-numeric {what} {shown_value(text[:20])}", line)
     value = int(text)
     if limit is not None and value >= limit:
         raise ParseError(source, f"{what} {value} is out of range (limit {limit})", line)
@@ -40,13 +41,13 @@ def parse_cpulist(text: str, source: str, line: int | None = None) -> tuple[int,
     for part in text.split(","):
         match = _RANGE.match(part.strip())
         if not match:
-            raise ParseError(source, f"bad CPU list item {part!r}", line)
+            raise ParseError(source, f"bad CPU list item {shown_value(part)}", line)
         first = int(match.group(1))
         last = int(match.group(2)) if match.group(2) is not None else first
         if last < first:
-            raise ParseError(source, f"descending CPU range {part!r}", line)
+            raise ParseError(source, f"descending CPU range {shown_value(part)}", line)
         if last >= MAX_CPUS or len(cpus) + last - first + 1 > MAX_CPUS:
-            raise ParseError(source, f"CPU list {text[:40]!r} goes beyond {MAX_CPUS} CPUs", line)
+            raise ParseError(source, f"CPU list {shown_value(text[:40])} goes beyond {MAX_CPUS} CPUs", line)
         cpus.extend(range(first, last + 1))
     return tuple(cpus)
 

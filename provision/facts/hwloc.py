@@ -26,6 +26,7 @@ from provision.errors import ParseError
 from provision.facts.limits import MAX_GPUS, MAX_NUMA_NODES, check_count
 from provision.facts.model import Core, CpuTopology, Socket
 from provision.facts.registry import Fact
+from provision.text import shown_value
 
 SOURCE = Fact(
     "hwloc-xml",
@@ -168,7 +169,7 @@ def _os_index(element: Element, what: str) -> int | None:
     if value is None:
         return None
     if not (value.isascii() and value.isdigit() and len(value) <= 10):
-        raise ParseError(SOURCE.name, f"{what} has a bad os_index {value[:20]!r}")
+        raise ParseError(SOURCE.name, f"{what} has a bad os_index {shown_value(value[:20])}")
     return int(value)
 
 
@@ -230,7 +231,7 @@ def _pci_gpu(node: _Node, children: list[_Node]) -> tuple[str, str, tuple[str, .
         return None
     bus = _BUS_ID.match(element.get("pci_busid", ""))
     if bus is None:
-        raise ParseError(SOURCE.name, f"GPU with a bad pci_busid {element.get('pci_busid', '')[:30]!r}")
+        raise ParseError(SOURCE.name, f"GPU with a bad pci_busid {shown_value(element.get('pci_busid', '')[:30])}")
     bus_id = f"{int(bus.group(1), 16):04x}:{bus.group(2)}:{bus.group(3)}.{bus.group(4)}".lower()
     return bus_id, (match.group(3).lower() if match else ""), tuple(n for n in names if n)
 
@@ -251,7 +252,7 @@ def parse_hwloc_xml(text: str) -> HwlocTopology:
     else:
         head = version.split(".", 1)[0]
         if not (head.isascii() and head.isdigit() and len(head) <= 3):
-            raise ParseError(SOURCE.name, f"unknown topology version {version[:20]!r}")
+            raise ParseError(SOURCE.name, f"unknown topology version {shown_value(version[:20])}")
         major = int(head)
     tops = [child for child in root if child.tag == "object"]
     if len(tops) != 1:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from provision.errors import ParseError
 from provision.facts.cpulist import MAX_CPUS, parse_number
 from provision.facts.registry import Fact
+from provision.text import shown_value
 
 SOURCE = Fact("lscpu", ("lscpu",), "lscpu", "CPU summary")
 SOURCE_P = Fact("lscpu-p", ("lscpu",), "lscpu -p=CPU,CORE,SOCKET,NODE", "online CPUs with core, socket, node")
@@ -31,7 +32,7 @@ def parse_lscpu(text: str) -> dict[str, str]:
             continue
         key, sep, value = raw.partition(":")
         if not sep or not key.strip():
-            raise ParseError(SOURCE.name, f"expected 'Field: value', got {raw.strip()[:60]!r}", number)
+            raise ParseError(SOURCE.name, f"expected 'Field: value', got {shown_value(raw.strip()[:60])}", number)
         fields.setdefault(key.strip(), value.strip())
     if not fields:
         raise ParseError(SOURCE.name, "empty output")
@@ -53,7 +54,7 @@ def parse_lscpu_parsable(text: str, source: str = SOURCE_P.name) -> tuple[CpuRow
             continue
         fields = [field.strip() for field in line.split(",")]
         if len(fields) < 4:
-            raise ParseError(source, f"expected columns CPU,CORE,SOCKET,NODE, got {line[:60]!r}", number)
+            raise ParseError(source, f"expected columns CPU,CORE,SOCKET,NODE, got {shown_value(line[:60])}", number)
         cpu, core, socket, node = (  # plain `lscpu -p` adds cache columns after these
             parse_number(fields[0], source, number, "CPU", MAX_CPUS),
             parse_number(fields[1], source, number, "core"),

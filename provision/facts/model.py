@@ -6,6 +6,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from provision.text import shown_value
+
 FACTS_FORMAT = 1
 
 
@@ -223,7 +225,7 @@ class HostFacts:
     def from_dict(cls, data: dict[str, Any]) -> HostFacts:
         """Rebuild facts from :meth:`to_dict` output; raises KeyError/TypeError/ValueError on bad data."""
         if data.get("format") != FACTS_FORMAT:
-            raise ValueError(f"unknown facts format {data.get('format')!r} (expected {FACTS_FORMAT})")
+            raise ValueError(f"unknown facts format {shown_value(data.get('format'))} (expected {FACTS_FORMAT})")
         cpu = data["cpu"]
         topology = CpuTopology(
             sockets=tuple(

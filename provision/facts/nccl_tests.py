@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from provision.errors import ParseError
+from provision.text import shown_value
 
 MAX_BYTES = 1 << 20
 SOURCE = "all_reduce_perf"
@@ -44,9 +45,9 @@ def _float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise ParseError(SOURCE, f"{text[:20]!r} is not a figure") from None
+        raise ParseError(SOURCE, f"{shown_value(text[:20])} is not a figure") from None
     if not math.isfinite(value) or value < 0:
-        raise ParseError(SOURCE, f"{text[:20]!r} is not a figure")
+        raise ParseError(SOURCE, f"{shown_value(text[:20])} is not a figure")
     return value
 
 

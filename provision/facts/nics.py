@@ -20,6 +20,7 @@ from provision.errors import ParseError
 from provision.facts.limits import MAX_RDMA_DEVICES
 from provision.facts.model import NetInterface, RdmaDevice, RdmaGid, RdmaPort
 from provision.facts.registry import Fact
+from provision.text import shown_value
 
 _ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 RDMA_SOURCE = Fact(
@@ -76,7 +77,7 @@ def _lines(text: str, source: str):
             continue
         path, colon, value = raw.partition(":")
         if not colon:
-            raise ParseError(source, f"expected PATH:VALUE, got {raw[:60]!r}", number)
+            raise ParseError(source, f"expected PATH:VALUE, got {shown_value(raw[:60])}", number)
         yield number, path, value.strip()
 
 
@@ -90,7 +91,7 @@ def _pci(value: str) -> str | None:
 
 def _numa(value: str, source: str, number: int) -> int | None:
     if not _INT.match(value):
-        raise ParseError(source, f"bad NUMA node {value[:20]!r}", number)
+        raise ParseError(source, f"bad NUMA node {shown_value(value[:20])}", number)
     return int(value) if int(value) >= 0 else None
 
 
@@ -102,7 +103,7 @@ def parse_sysfs_rdma(text: str) -> tuple[RdmaDevice, ...]:
     for number, path, value in _lines(text, source):
         match = _RDMA_PATH.match(path)
         if match is None:
-            raise ParseError(source, f"unexpected path {path[:80]!r}", number)
+            raise ParseError(source, f"unexpected path {shown_value(path[:80])}", number)
         name, device_file, port_text, port_file, gid_index, attr_kind, attr_index = match.groups()
         if name not in devices and len(devices) >= MAX_DEVICES:
             raise ParseError(source, f"more than {MAX_DEVICES} RDMA devices", number)
@@ -123,29 +124,29 @@ def parse_sysfs_rdma(text: str) -> tuple[RdmaDevice, ...]:
         if port_file == "state":
             state = _STATE.match(value)
             if state is None:
-                raise ParseError(source, f"{name} port {port_number}: bad state {value[:30]!r}", number)
+                raise ParseError(source, f"{name} port {port_number}: bad state {shown_value(value[:30])}", number)
             port["state"] = state.group(1)
         elif port_file == "phys_state":
             phys = _PHYS.match(value)
             port["phys_state"] = phys.group(1) if phys else None
         elif port_file == "link_layer":
             if value not in ("InfiniBand", "Ethernet"):
-                raise ParseError(source, f"{name} port {port_number}: unknown link layer {value[:30]!r}", number)
+                raise ParseError(source, f"{name} port {port_number}: unknown link layer {shown_value(value[:30])}", number)
             port["link_layer"] = value
         elif port_file == "rate":
             port["rate"] = value if _RATE.match(value) else None
         elif gid_index is not None:
             if not _GID.match(value):
-                raise ParseError(source, f"{name} port {port_number}: bad GID {value[:50]!r}", number)
+                raise ParseError(source, f"{name} port {port_number}: bad GID {shown_value(value[:50])}", number)
             if not value.endswith(_NO_INTERFACE_ID):  # an unused entry (zero interface id): no address
                 port["gids"][index] = value.lower()
         elif attr_kind == "types":
             if value not in _GID_TYPES:
-                raise ParseError(source, f"{name} port {port_number}: unknown GID type {value[:30]!r}", number)
+                raise ParseError(source, f"{name} port {port_number}: unknown GID type {shown_value(value[:30])}", number)
             port["types"][index] = value
         else:
             if not _NAME_RE.match(value):
-                raise ParseError(source, f"{name} port {port_number}: bad interface name {value[:30]!r}", number)
+                raise ParseError(source, f"{name} port {port_number}: bad interface name {shown_value(value[:30])}", number)
             port["ndevs"][index] = value
     result = []
     for name in sorted(devices):
@@ -174,7 +175,7 @@ def parse_sysfs_net(text: str) -> dict[str, dict]:
     for number, path, value in _lines(text, source):
         match = _NET_PATH.match(path)
         if match is None:
-            raise ParseError(source, f"unexpected path {path[:80]!r}", number)
+            raise ParseError(source, f"unexpected path {shown_value(path[:80])}", number)
         name, kind = match.groups()
         if name not in found and len(found) >= MAX_DEVICES * 16:
             raise ParseError(source, "too many interfaces", number)
@@ -184,7 +185,7 @@ def parse_sysfs_net(text: str) -> dict[str, dict]:
             if pci is not None:
                 entry["pci_address"] = pci
         elif not _INT.match(value):
-            raise ParseError(source, f"{name}: bad {kind} {value[:20]!r}", number)
+            raise ParseError(source, f"{name}: bad {kind} {shown_value(value[:20])}", number)
         elif kind == "mtu":
             entry["mtu"] = int(value)
         elif kind == "speed":

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from provision.errors import ParseError
 from provision.facts.limits import MAX_NUMA_NODES, check_count
 from provision.facts.registry import Fact
+from provision.text import shown_value
 
 SOURCE = Fact("numactl-H", ("numactl",), "numactl -H", "NUMA nodes and their CPUs")
 
@@ -74,7 +75,7 @@ def parse_numactl_hardware(text: str) -> NumaHardware:
         elif line.startswith("No NUMA available"):
             raise ParseError(SOURCE.name, "the kernel reports no NUMA", number)
         else:
-            raise ParseError(SOURCE.name, f"unexpected line {line[:60]!r}", number)
+            raise ParseError(SOURCE.name, f"unexpected line {shown_value(line[:60])}", number)
     if declared is None:
         raise ParseError(SOURCE.name, "no 'available: N nodes' line")
     missing = [node for node in declared if node not in cpus]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from provision.errors import ParseError
 from provision.facts.limits import MAX_GPUS, MAX_NVIDIA_FUNCTIONS, check_count
 from provision.facts.registry import Fact
+from provision.text import shown_value
 
 SOURCE_QUERY = Fact(
     "nvidia-smi-query",
@@ -57,7 +58,7 @@ def normalise_bus_id(text: str, source: str, line: int | None = None) -> str:
     """``00000002:01:00.0`` or ``0002:01:00.0`` -> ``0002:01:00.0`` (lower case, 4-digit domain)."""
     match = _BUS.match(text.strip())
     if not match:
-        raise ParseError(source, f"bad PCI bus id {text.strip()!r}", line)
+        raise ParseError(source, f"bad PCI bus id {shown_value(text.strip())}", line)
     domain = int(match.group(1) or "0", 16)
     return f"{domain:04x}:{match.group(2).lower()}:{match.group(3).lower()}.{match.group(4)}"
 
@@ -76,7 +77,7 @@ def parse_gpu_query(text: str) -> tuple[GpuRow, ...]:
             )
         index, name, bus, memory = (field.strip() for field in fields)
         if not re.fullmatch(r"[0-9]{1,9}", index):
-            raise ParseError(SOURCE_QUERY.name, f"GPU index {index[:20]!r} is not a number", number)
+            raise ParseError(SOURCE_QUERY.name, f"GPU index {shown_value(index[:20])} is not a number", number)
         memory_match = _MIB.match(memory)
         check_count(SOURCE_QUERY.name, "GPUs", len(rows) + 1, MAX_GPUS, number)
         rows.append(
@@ -122,7 +123,7 @@ def parse_topo_matrix(text: str) -> tuple[GpuAffinity, ...]:
         elif re.fullmatch(r"[0-9]{1,9}", numa_text):
             numa_node = int(numa_text)
         else:
-            raise ParseError(SOURCE_TOPO.name, f"GPU{index}: bad NUMA affinity {numa_text!r}", number)
+            raise ParseError(SOURCE_TOPO.name, f"GPU{index}: bad NUMA affinity {shown_value(numa_text)}", number)
         affinities.append(GpuAffinity(index, cpus, numa_node))
     if header is None:
         raise ParseError(SOURCE_TOPO.name, "no header with a 'CPU Affinity' column")
@@ -138,7 +139,9 @@ def parse_sysfs_gpu(text: str) -> dict[str, int | None]:
             continue
         fields = raw.split()
         if len(fields) != 2 or not re.fullmatch(r"-?[0-9]{1,9}", fields[1]):
-            raise ParseError(SOURCE_SYSFS.name, f"expected '<pci address> <numa node>', got {raw.strip()[:60]!r}", number)
+            raise ParseError(
+                SOURCE_SYSFS.name, f"expected '<pci address> <numa node>', got {shown_value(raw.strip()[:60])}", number
+            )
         node = int(fields[1])
         check_count(SOURCE_SYSFS.name, "NVIDIA PCI functions", len(nodes) + 1, MAX_NVIDIA_FUNCTIONS, number)
         nodes[normalise_bus_id(fields[0], SOURCE_SYSFS.name, number)] = node if node >= 0 else None

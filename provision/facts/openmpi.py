@@ -11,6 +11,7 @@ import re
 from provision.errors import ParseError
 from provision.facts.model import NO_OPENMPI, OpenMPI
 from provision.facts.registry import Fact
+from provision.text import shown_value
 
 SOURCE = Fact(
     "openmpi",
@@ -77,7 +78,7 @@ def parse_openmpi(text: str) -> OpenMPI:
             # ${Package}\t${Version}\t${db:Status-Abbrev}: keep installed ones only
             columns = [column.strip() for column in raw.split("\t")]
             if len(columns) < 3:
-                raise ParseError(SOURCE.name, f"expected package, version, status: {line[:60]!r}", number)
+                raise ParseError(SOURCE.name, f"expected package, version, status: {shown_value(line[:60])}", number)
             if not columns[2].startswith(("ii", "hi")):
                 continue
             name, version, source = columns[0], columns[1], "dpkg-query"
@@ -86,12 +87,12 @@ def parse_openmpi(text: str) -> OpenMPI:
         elif section == "rpm" and len(fields) == 2:
             name, version, source = fields[0], fields[1], "rpm"
         else:
-            raise ParseError(SOURCE.name, f"unexpected line in {section} section: {line[:60]!r}", number)
+            raise ParseError(SOURCE.name, f"unexpected line in {section} section: {shown_value(line[:60])}", number)
         if not _carries_openmpi(name):
             continue
         upstream = _upstream_version(version)
         if upstream is None:
-            raise ParseError(SOURCE.name, f"package {name}: bad version {version!r}", number)
+            raise ParseError(SOURCE.name, f"package {name}: bad version {shown_value(version)}", number)
         packages[name] = upstream
         package_source = source
     if cuda is None and packages:

@@ -19,6 +19,7 @@ import math
 import re
 
 from provision.errors import ParseError
+from provision.text import shown_value
 
 MAX_BYTES = 1 << 18
 _BW_HEADER = re.compile(r"#bytes\s+#iterations\s+BW peak\[(MB/sec|Gb/sec)\]\s+BW average\[(MB/sec|Gb/sec)\]")
@@ -48,7 +49,7 @@ def _rows(text: str, header: re.Pattern, source: str) -> tuple[re.Match, list[li
 def _figure(text: str, source: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise ParseError(source, f"{text[:20]!r} is not a figure")
+        raise ParseError(source, f"{shown_value(text[:20])} is not a figure")
     return value
 
 

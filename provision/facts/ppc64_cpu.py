@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from provision.errors import ParseError
 from provision.facts.registry import Fact
+from provision.text import shown_value
 
 SOURCE = Fact("ppc64_cpu-info", ("ppc64_cpu",), "ppc64_cpu --info", "POWER cores and online threads")
 
@@ -36,7 +37,7 @@ def parse_ppc64_cpu_info(text: str) -> tuple[PowerCore, ...]:
             continue
         match = _CORE.match(line)
         if not match:
-            raise ParseError(SOURCE.name, f"expected 'Core N: T* T* ...', got {line[:60]!r}", number)
+            raise ParseError(SOURCE.name, f"expected 'Core N: T* T* ...', got {shown_value(line[:60])}", number)
         core_id = int(match.group(1))
         if core_id in seen_ids:
             raise ParseError(SOURCE.name, f"core {core_id} listed twice", number)
@@ -46,7 +47,7 @@ def parse_ppc64_cpu_info(text: str) -> tuple[PowerCore, ...]:
         for token in match.group(2).split():
             thread = _THREAD.match(token)
             if not thread:
-                raise ParseError(SOURCE.name, f"core {core_id}: bad thread {token!r}", number)
+                raise ParseError(SOURCE.name, f"core {core_id}: bad thread {shown_value(token)}", number)
             threads.append(int(thread.group(1)))
             if thread.group(2):
                 online.append(int(thread.group(1)))

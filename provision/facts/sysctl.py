@@ -20,6 +20,7 @@ import shlex
 
 from provision.errors import ParseError
 from provision.facts.registry import Fact
+from provision.text import shown_value
 
 KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_:@-]{0,63}(?:[./][A-Za-z0-9_:@-]{1,64}){0,15}")
 VALUE_LIMIT = 4096  # characters of a value believed (the longest real ones, core_pattern, are 128)
@@ -29,7 +30,7 @@ _VALUE = re.compile(r"[\x20-\x7e\t]{0,4096}")
 def check_key(key: object) -> str:
     """A sysctl key safe to name a /proc/sys path (no ``..``, no leading ``/``), else ValueError."""
     if not isinstance(key, str) or not KEY.fullmatch(key):
-        raise ValueError(f"sysctl key {str(key)[:80]!r}: give a dotted name such as net.core.rmem_max")
+        raise ValueError(f"sysctl key {shown_value(str(key)[:80])}: give a dotted name such as net.core.rmem_max")
     return key
 
 
@@ -54,7 +55,7 @@ def _parse(key: str, text: str) -> str | None:
     if line == "absent":
         return None
     if not line.startswith("v ") or not _VALUE.fullmatch(line[2:]):
-        raise ParseError(f"sysctl {key}", f"unexpected output {line[:80]!r}")
+        raise ParseError(f"sysctl {key}", f"unexpected output {shown_value(line[:80])}")
     return normalise(line[2:])
 
 

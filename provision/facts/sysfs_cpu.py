@@ -21,6 +21,7 @@ from provision.errors import ParseError
 from provision.facts.cpulist import parse_cpulist
 from provision.facts.lscpu import CpuRow
 from provision.facts.registry import Fact
+from provision.text import shown_value
 
 # `read` is a shell builtin: no process per file, which matters on 160-CPU POWER nodes.
 # Then which CPUs share a core and a package, as hwloc reads them: core_id and the package id
@@ -71,7 +72,7 @@ def _cpu_set(text: str, line: int | None) -> frozenset[int]:
             and len(first) <= 6
             and (not last or (last.isascii() and last.isdigit() and len(last) <= 6))
         ):
-            raise ParseError(SOURCE.name, f"bad CPU list {text[:40]!r}", line)
+            raise ParseError(SOURCE.name, f"bad CPU list {shown_value(text[:40])}", line)
         total += (int(last) - int(first) + 1) if last else 1
         if total > MAX_CPUS:
             raise ParseError(SOURCE.name, f"CPU list of over {MAX_CPUS} CPUs", line)
@@ -126,7 +127,9 @@ def parse_sysfs_cpu(text: str) -> SysfsCpus:
             continue
         match = _ROW.match(line)
         if not match:
-            raise ParseError(SOURCE.name, f"expected CPU,CORE,PACKAGE,NODE or a sibling list, got {line[:60]!r}", number)
+            raise ParseError(
+                SOURCE.name, f"expected CPU,CORE,PACKAGE,NODE or a sibling list, got {shown_value(line[:60])}", number
+            )
         cpu, core, package = int(match.group(1)), int(match.group(2)), int(match.group(3))
         if cpu in seen:
             raise ParseError(SOURCE.name, f"CPU {cpu} listed twice", number)

@@ -7,6 +7,7 @@ import re
 from provision.errors import ParseError
 from provision.facts.model import NetInterface
 from provision.facts.registry import Fact
+from provision.text import shown_value
 
 # /proc reads are shell builtins: no process started (the probe runs on every node at once).
 HOSTNAME = Fact(
@@ -31,7 +32,7 @@ def parse_hostname(text: str) -> str:
     """The single word ``hostname`` prints."""
     name = text.strip()
     if not _HOSTNAME.match(name):
-        raise ParseError(HOSTNAME.name, f"not a host name: {name[:60]!r}", 1)
+        raise ParseError(HOSTNAME.name, f"not a host name: {shown_value(name[:60])}", 1)
     return name
 
 
@@ -40,7 +41,7 @@ def parse_arch(text: str) -> str:
     """``uname -m`` -> ``x86_64``, ``ppc64le``, ``aarch64``..."""
     arch = text.strip()
     if not _ARCH.match(arch):
-        raise ParseError(UNAME_M.name, f"not a machine name: {arch[:60]!r}", 1)
+        raise ParseError(UNAME_M.name, f"not a machine name: {shown_value(arch[:60])}", 1)
     return arch
 
 
@@ -62,7 +63,7 @@ def parse_ip_addr(addr_text: str, link_text: str) -> tuple[NetInterface, ...]:
             continue
         match = re.match(r"^\d+:\s+([^:@\s]+)(?:@[^:]+)?:\s+<([^>]*)>", raw)
         if not match:
-            raise ParseError(IP_LINK.name, f"unexpected line {raw.strip()[:60]!r}", number)
+            raise ParseError(IP_LINK.name, f"unexpected line {shown_value(raw.strip()[:60])}", number)
         name, flags = match.group(1), match.group(2).split(",")
         up[name] = "UP" in flags and "LOWER_UP" in flags
         order.append(name)
@@ -72,7 +73,7 @@ def parse_ip_addr(addr_text: str, link_text: str) -> tuple[NetInterface, ...]:
             continue
         match = re.match(r"^\d+:\s+(\S+)\s+(inet6?)\s+(\S+)", raw)
         if not match:
-            raise ParseError(IP_ADDR.name, f"unexpected line {raw.strip()[:60]!r}", number)
+            raise ParseError(IP_ADDR.name, f"unexpected line {shown_value(raw.strip()[:60])}", number)
         name = match.group(1).split("@")[0]
         if name not in addresses:
             addresses[name] = []

@@ -18,6 +18,7 @@ from provision.errors import ParseError
 from provision.facts.model import DISTANCES
 from provision.facts.nics import is_name
 from provision.facts.nvidia import SOURCE_TOPO
+from provision.text import shown_value
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _GPU = re.compile(r"^GPU([0-9]{1,4})\Z")
@@ -75,7 +76,7 @@ def parse_gpu_nic_matrix(text: str) -> dict[tuple[int, str], str]:
         if device is None:
             raise ParseError(source, f"column {name} has no entry in the NIC Legend")
         if not is_name(device):
-            raise ParseError(source, f"column {name}: bad device name {device[:40]!r}")
+            raise ParseError(source, f"column {name}: bad device name {shown_value(device[:40])}")
         devices[position] = device
     links: dict[tuple[int, str], str] = {}
     gpu_columns = [name for name in header if _GPU.match(name)]
@@ -89,6 +90,8 @@ def parse_gpu_nic_matrix(text: str) -> dict[tuple[int, str], str]:
         for position, device in devices.items():
             cell = cells[position]
             if not _CELL.match(cell) or cell == "X" or cell.startswith("NV"):
-                raise ParseError(source, f"GPU{index} to {device}: {cell[:20]!r} is not one of {', '.join(DISTANCES)}", number)
+                raise ParseError(
+                    source, f"GPU{index} to {device}: {shown_value(cell[:20])} is not one of {', '.join(DISTANCES)}", number
+                )
             links[(index, device)] = "SYS" if cell == "SOC" else cell
     return links

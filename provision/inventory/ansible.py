@@ -16,6 +16,7 @@ from typing import Any
 from provision.errors import InventoryError
 from provision.inventory.model import HOST_NAME, Host, Inventory, Rack, _host_fields
 from provision.inventory.patterns import expand_host_range
+from provision.text import shown_value
 from provision.yaml_lines import load_yaml_with_lines
 
 _CONNECTION_VARS = {
@@ -67,7 +68,9 @@ class _Builder:
         """Record the hosts of ``pattern`` (ranges expanded) with their variables, in ``group``."""
         for name in expand_host_range(pattern):
             if not HOST_NAME.match(name):
-                raise InventoryError(str(self.path), line, f"host name {name!r} may only hold letters, digits, '.', '_', '-'")
+                raise InventoryError(
+                    str(self.path), line, f"host name {shown_value(name)} may only hold letters, digits, '.', '_', '-'"
+                )
             self.host_vars.setdefault(name, {}).update(variables)
             self.host_lines.setdefault(name, line)
             if group and group != "all":
@@ -147,7 +150,7 @@ class _Builder:
             jump = _PROXY_JUMP.search(str(value))
             advice = f"ProxyJump {jump.group(1)}" if jump else "the same options"
             warnings.append(
-                f"{self.path}: {where}: {key}={value!r} dropped: provision reads SSH options from ssh_config; "
+                f"{self.path}: {where}: {key}={shown_value(value)} dropped: provision reads SSH options from ssh_config; "
                 f"put {advice} under a Host line for these hosts in ~/.ssh/config (or a file given with --ssh-config)"
             )
         return kept
@@ -165,7 +168,7 @@ def _parse_ini(path: Path, text: str) -> ImportedInventory:
         if line.startswith("["):
             match = re.fullmatch(r"\[([A-Za-z0-9_.-]+)(?::(vars|children))?\]", line)
             if not match:
-                raise InventoryError(str(path), number, f"bad section header {line!r}")
+                raise InventoryError(str(path), number, f"bad section header {shown_value(line)}")
             section, kind = match.group(1), match.group(2) or "hosts"
             if kind == "hosts":
                 builder.groups.setdefault(section, [])
@@ -186,7 +189,7 @@ def _parse_ini(path: Path, text: str) -> ImportedInventory:
             for assignment in assignments:
                 key, sep, value = assignment.partition("=")
                 if not sep:
-                    raise InventoryError(str(path), number, f"expected key=value after host, got {assignment!r}")
+                    raise InventoryError(str(path), number, f"expected key=value after host, got {shown_value(assignment)}")
                 variables[key] = _coerce(value)
             builder.add_host(pattern, variables, number, section)
     return builder.build()

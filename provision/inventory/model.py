@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.errors import InventoryError
+from provision.text import shown_value
 from provision.yaml_lines import LineDict, load_yaml_with_lines
 
 DEFAULT_INVENTORY = Path("inventory/hosts.yml")
@@ -100,7 +101,7 @@ class Inventory:
 def check_host_name(name: str, where: str) -> str:
     """Return ``name`` if it is a safe host name, else raise naming ``where``."""
     if not isinstance(name, str) or not HOST_NAME.match(name):
-        raise InventoryError(where, None, f"host name {name!r} may only hold letters, digits, '.', '_', '-'")
+        raise InventoryError(where, None, f"host name {shown_value(name)} may only hold letters, digits, '.', '_', '-'")
     return name
 
 
@@ -119,7 +120,9 @@ def _host_fields(path: Path, name: str, raw: Any, line: int, defaults: dict[str,
     if unknown:
         bad = sorted(map(str, unknown))[0]
         raise _fail(
-            path, key_lines.get(bad, line), f"host {name}: unknown field {bad!r} (allowed: {', '.join(sorted(_HOST_KEYS))})"
+            path,
+            key_lines.get(bad, line),
+            f"host {name}: unknown field {shown_value(bad)} (allowed: {', '.join(sorted(_HOST_KEYS))})",
         )
     merged = {**defaults, **raw}
 
@@ -128,16 +131,16 @@ def _host_fields(path: Path, name: str, raw: Any, line: int, defaults: dict[str,
 
     address = merged.get("address")
     if address is not None and (not isinstance(address, str) or not ADDRESS.match(address)):
-        raise _fail(path, where("address"), f"host {name}: address {address!r} is not a host name or IP address")
+        raise _fail(path, where("address"), f"host {name}: address {shown_value(address)} is not a host name or IP address")
     user = merged.get("user")
     if user is not None and (not isinstance(user, str) or not USER_NAME.match(user)):
-        raise _fail(path, where("user"), f"host {name}: user {user!r} is not a valid user name")
+        raise _fail(path, where("user"), f"host {name}: user {shown_value(user)} is not a valid user name")
     port = merged.get("port")
     if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535):
-        raise _fail(path, where("port"), f"host {name}: port {port!r} is not a number 1-65535")
+        raise _fail(path, where("port"), f"host {name}: port {shown_value(port)} is not a number 1-65535")
     key = merged.get("key")
     if key is not None and (not isinstance(key, str) or any(ord(ch) < 32 for ch in key)):
-        raise _fail(path, where("key"), f"host {name}: key {key!r} is not a file path")
+        raise _fail(path, where("key"), f"host {name}: key {shown_value(key)} is not a file path")
     host_vars = raw.get("vars") or {}
     if not isinstance(host_vars, dict):
         raise _fail(path, where("vars"), f"host {name}: vars must be a mapping")
@@ -186,7 +189,9 @@ def load_inventory(path: Path) -> Inventory:
         if key not in allowed and ("all" in data or "ungrouped" in data):
             raise _ansible_hint(path, "an Ansible YAML inventory") or _fail(path, None, "not provision's format")
         if key not in allowed:
-            raise _fail(path, data.key_lines.get(key), f"unknown section {key!r} (allowed: {', '.join(sorted(allowed))})")
+            raise _fail(
+                path, data.key_lines.get(key), f"unknown section {shown_value(key)} (allowed: {', '.join(sorted(allowed))})"
+            )
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict) or set(defaults) - (_HOST_KEYS - {"vars"}):
         raise _fail(path, data.key_lines.get("defaults"), "defaults: may hold address/user/port/key only")
@@ -197,7 +202,7 @@ def load_inventory(path: Path) -> Inventory:
     for name, raw in hosts_raw.items():
         line = hosts_raw.key_lines.get(name)
         if not isinstance(name, str) or not HOST_NAME.match(name):
-            raise _fail(path, line, f"host name {name!r} may only hold letters, digits, '.', '_', '-'")
+            raise _fail(path, line, f"host name {shown_value(name)} may only hold letters, digits, '.', '_', '-'")
         hosts[name] = _host_fields(path, name, raw, line, dict(defaults))
 
     def host_list(value: Any, line: int | None, what: str) -> tuple[str, ...]:
@@ -206,7 +211,7 @@ def load_inventory(path: Path) -> Inventory:
         item_lines = getattr(value, "item_lines", [line] * len(value))
         for item, item_line in zip(value, item_lines, strict=False):
             if item not in hosts:
-                raise _fail(path, item_line, f"{what}: {item!r} is not a host in hosts:")
+                raise _fail(path, item_line, f"{what}: {shown_value(item)} is not a host in hosts:")
         if len(set(value)) != len(value):
             raise _fail(path, line, f"{what}: a host is listed twice")
         return tuple(value)
@@ -218,7 +223,7 @@ def load_inventory(path: Path) -> Inventory:
     for group, members in groups_raw.items():
         line = groups_raw.key_lines.get(group)
         if not isinstance(group, str) or not GROUP_NAME.match(group) or group == "all" or group in hosts:
-            raise _fail(path, line, f"group name {group!r} is invalid or clashes with 'all' or a host")
+            raise _fail(path, line, f"group name {shown_value(group)} is invalid or clashes with 'all' or a host")
         groups[group] = host_list(members, line, f"group {group}")
 
     racks_raw = data.get("racks") or []
@@ -243,7 +248,7 @@ def load_inventory(path: Path) -> Inventory:
         raise _fail(path, data.key_lines.get("vars"), "vars: expected a mapping")
     for name in variables:
         if not isinstance(name, str) or not VAR_NAME.match(name):
-            raise _fail(path, variables.key_lines.get(name), f"variable name {name!r} is not an identifier")
+            raise _fail(path, variables.key_lines.get(name), f"variable name {shown_value(name)} is not an identifier")
     return Inventory(hosts, groups, tuple(racks), dict(variables), path, dict(getattr(variables, "key_lines", {})))
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from provision.errors import ProvisionError
+from provision.text import shown_value
 
 if TYPE_CHECKING:
     from provision.inventory.model import Host, Inventory
@@ -98,7 +99,7 @@ class _Matcher:
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
         where = f" in {self.inventory.path}" if self.inventory.path else ""
         return PatternError(
-            f"{self.what} {term!r} matches no host{where} (groups: {name_list(list(self.groups))}; "
+            f"{self.what} {shown_value(term)} matches no host{where} (groups: {name_list(list(self.groups))}; "
             f"hosts: {name_list(list(self.inventory.hosts))}; patterns: all, w*, gpu:!w3, gpu:&rack1, w[1:3], ~regex){hint}"
         )
 
@@ -112,7 +113,7 @@ class _Matcher:
                 try:
                     regex = re.compile(term[1:])
                 except re.error as error:
-                    raise PatternError(f"{self.what} {term!r}: bad regular expression: {error}") from None
+                    raise PatternError(f"{self.what} {shown_value(term)}: bad regular expression: {error}") from None
                 hit: Callable[[str], bool] = lambda name: regex.match(name) is not None  # noqa: E731
             else:
                 hit = lambda name: fnmatch.fnmatchcase(name, term)  # noqa: E731
@@ -152,7 +153,9 @@ def _slice(hosts: list[str], match: re.Match, term: str, what: str) -> list[str]
     if match.group("index") is not None:
         index = int(match.group("index"))
         if not -len(hosts) <= index < len(hosts):
-            raise PatternError(f"{what} {term!r}: {match.group('base')} has {len(hosts)} hosts (positions 0 to {len(hosts) - 1})")
+            raise PatternError(
+                f"{what} {shown_value(term)}: {match.group('base')} has {len(hosts)} hosts (positions 0 to {len(hosts) - 1})"
+            )
         return [hosts[index]]
     start = int(match.group("start") or 0)
     end = int(match.group("end")) if match.group("end") else len(hosts) - 1
@@ -168,10 +171,10 @@ def select_hosts(
     without repeats. ``unknown``: how to take a plain name the inventory lacks (None: an error)."""
     terms = [term for pattern in patterns or ["all"] for term in split_pattern(pattern)]
     if not terms:
-        raise PatternError(f"{what} {', '.join(patterns)!r} is empty")
+        raise PatternError(f"{what} {shown_value(', '.join(patterns))} is empty")
     for term in terms:
         if not term.lstrip("!&"):
-            raise PatternError(f"{what} {term!r}: '!' and '&' need a host, group or pattern after them")
+            raise PatternError(f"{what} {shown_value(term)}: '!' and '&' need a host, group or pattern after them")
     matcher = _Matcher(inventory, unknown, what)
     regular = [t for t in terms if t[0] not in "!&"] or ["all"]
     chosen: dict[str, Host] = {}

@@ -42,6 +42,7 @@ from provision.launch.mpirun import DEFAULT_EXPORTS, allocation_hostfile, check_
 from provision.launch.wrapper import checked_value, host_label, job_settings, wrapper_script
 from provision.plans.nics import NicPlan, master_address
 from provision.plans.rankfile import RankPlan
+from provision.text import shown_value
 
 FORMATS = ("hostfile", "horovod", "deepspeed", "torchrun")
 MASTER_PORT = 29500  # torch.distributed's default
@@ -230,7 +231,7 @@ def launch_form(
 ) -> LaunchForm:
     """The files and the command of ``launch --format FMT`` (one of :data:`FORMATS`)."""
     if fmt not in FORMATS:
-        raise PlanError(f"--format {fmt!r}: one of {', '.join(FORMATS)}, sbatch")
+        raise PlanError(f"--format {shown_value(fmt)}: one of {', '.join(FORMATS)}, sbatch")
     wrapper_path = sibling(rankfile_path, ".nic.sh")
     # DeepSpeed needs the wrapper for the env:// names even where no rank has a GPU or NIC of its own,
     # torchrun for the job's interface (it has no option for it); the frameworks pick cuda:LOCAL_RANK,

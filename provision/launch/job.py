@@ -1,6 +1,8 @@
 """One mpirun job as ``provision launch`` makes it: the files beside the rank file (the rank file,
 OpenMPI 5's hostfile, the per-rank wrapper), their copies on the first host, and the mpirun
-command for either place, decided once from the plan and the user's launch options. Example::
+command for either place, decided once from the plan and the user's launch options; and
+:func:`launch_output`, what ``launch`` writes and prints in each form (mpirun, ``--format``,
+sbatch). Example::
 
     job = mpirun_job(plan, plan_nics(plan), LaunchOptions(["python", "train.py"]), now="2026-12-01 15:00:00")
     for file in job.files: write_atomic(Path(file.path), file.text)
@@ -14,8 +16,8 @@ from pathlib import Path
 
 from provision.errors import PlanError
 from provision.launch.export_lint import export_values
-from provision.launch.forms import LaunchFile, sibling
-from provision.launch.mpirun import DdlOptions, allocation_hostfile, mpirun_argv, needs_hostfile
+from provision.launch.forms import LaunchFile, LaunchForm, launch_form, sibling
+from provision.launch.mpirun import DdlOptions, allocation_hostfile, mpirun_argv, needs_hostfile, quoted
 from provision.launch.wrapper import wrapper_script
 from provision.plans.nics import NicPlan
 from provision.plans.rankfile import RankPlan, render_rankfile
@@ -141,3 +143,31 @@ def sbatch_text(plan: RankPlan, nics: NicPlan, options: LaunchOptions, now: str)
 
     hostfile = allocation_hostfile(plan, f"{plan.dims}.rf") if needs_hostfile(plan) else None
     return sbatch_script(plan, render_rankfile(plan, now), argv, now, hostfile)
+
+
+def launch_output(
+    plan: RankPlan, nics: NicPlan, options: LaunchOptions, fmt: str | None, now: str
+) -> tuple[LaunchForm, MpirunJob | None]:
+    """What ``launch`` writes (the files, in order), then says (notes, stderr) and prints (stdout)
+    in the form ``fmt`` (None: the plain mpirun line); for that plain form also the job, whose
+    command ``--run`` starts on the first host. Bad options are refused here, before anything is
+    written: DDL's options with another form, an export name, DDL's alone."""
+    if fmt is not None and fmt != "sbatch":
+        if options.uses_ddl():
+            raise PlanError(f"--ddl-mode, --dev-sync and --dump-iter are DDL's (mpirun -ddl): --format {fmt} has no DDL")
+        form = launch_form(
+            fmt,
+            plan,
+            nics,
+            str(rankfile_path(plan, options)),
+            render_rankfile(plan, now),
+            options.command,
+            export=options.export,
+            allow_run_as_root=options.allow_run_as_root,
+            report_bindings=options.report_bindings,
+        )
+        return form, None
+    if fmt == "sbatch":
+        return LaunchForm((), sbatch_text(plan, nics, options, now), ()), None
+    job = mpirun_job(plan, nics, options, now)
+    return LaunchForm(tuple(job.files), quoted(job.argv()) + "\n", ()), job

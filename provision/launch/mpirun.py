@@ -12,6 +12,7 @@ from provision.launch.wrapper import inline_argv
 from provision.plans.dims import Dims
 from provision.plans.nics import check_interface, fabric_interface
 from provision.plans.rankfile import RankPlan, some_names as _some
+from provision.text import shown_value
 
 DDL_MODES = {
     "b": "enhanced NCCL where possible, else ring",
@@ -48,7 +49,7 @@ class DdlOptions:
 def check_ddl(ddl: DdlOptions, ranks: int, dims: Dims) -> None:
     """Refuse options DDL itself would refuse at start-up (its ``invalid dim size`` error)."""
     if ddl.mode not in DDL_MODES:
-        raise PlanError(f"--ddl-mode {ddl.mode!r}: one of {', '.join(DDL_MODES)}")
+        raise PlanError(f"--ddl-mode {shown_value(ddl.mode)}: one of {', '.join(DDL_MODES)}")
     if ddl.dev_sync not in (None, 0, 1, 2):
         raise PlanError("--dev-sync must be 0, 1 or 2")
     if ddl.dump_iter is not None and ddl.dump_iter < 1:
@@ -64,7 +65,7 @@ def openmpi_version(facts_list: list[HostFacts]) -> tuple[int, int]:
         raise PlanError(f"OpenMPI is not installed on: {_some(missing)}")
     for facts in facts_list:  # a node's word: one line naming it, never a traceback
         if not _VERSION.fullmatch(facts.openmpi.version):
-            raise PlanError(f"{facts.host}: OpenMPI version {facts.openmpi.version[:40]!r} is not MAJOR.MINOR[.PATCH]")
+            raise PlanError(f"{facts.host}: OpenMPI version {shown_value(facts.openmpi.version[:40])} is not MAJOR.MINOR[.PATCH]")
     series = {f.host: ".".join(f.openmpi.version.split(".")[:2]) for f in facts_list}
     if len(set(series.values())) > 1:
         by_version: dict[str, list[str]] = {}
@@ -81,7 +82,7 @@ def check_export(name: str) -> str:
     value (mpirun's ``-x`` takes both); else :class:`UnsafeValueError`."""
     variable, given, value = name.partition("=")
     if not _ENV_NAME.match(variable) or (given and not _ENV_VALUE.fullmatch(value)):
-        raise UnsafeValueError(f"-x {name[:60]!r}: not NAME or NAME=VALUE (an environment variable)")
+        raise UnsafeValueError(f"-x {shown_value(name[:60])}: not NAME or NAME=VALUE (an environment variable)")
     return name
 
 

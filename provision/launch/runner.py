@@ -25,7 +25,7 @@ from provision.inventory.model import Host
 from provision.launch.bindings import Binding, check_bindings, parse_binding_line
 from provision.launch.mpirun import DEFAULT_EXPORTS, quoted, root_message
 from provision.plans.rankfile import RankPlan
-from provision.text import shown
+from provision.text import shown, shown_value
 from provision.transport.connection import describe_failure, open_connection
 from provision.transport.options import SshOptions
 
@@ -54,7 +54,7 @@ def _make_run_dir(connection, dims: str) -> str:
     )
     path = result.stdout.strip()
     if result.exited != 0 or not _RUN_DIR.match(path):
-        raise LaunchError(f"mktemp -d {template} failed: {(result.stderr.strip() or path)[:200]!r}")
+        raise LaunchError(f"mktemp -d {template} failed: {shown_value((result.stderr.strip() or path)[:200])}")
     return path
 
 
@@ -72,7 +72,7 @@ def _login_uid(connection) -> str:
     result = connection.run("id -u", hide=True, warn=True, in_stream=False)
     uid = result.stdout.strip()
     if result.exited != 0 or not uid.isdigit():
-        raise LaunchError(f"id -u failed: {(result.stderr.strip() or uid)[:200]!r}")
+        raise LaunchError(f"id -u failed: {shown_value((result.stderr.strip() or uid)[:200])}")
     return uid
 
 
@@ -98,7 +98,7 @@ def _peer_reachability(connection, first: str, peers: list[str]) -> bool:
         names = sorted(failed, key=others.index)
         listed = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
         raise LaunchError(
-            f"cannot SSH without a prompt to {listed} (ssh -o BatchMode=yes; {names[0]}: {failed[names[0]]!r}): "
+            f"cannot SSH without a prompt to {listed} (ssh -o BatchMode=yes; {names[0]}: {shown_value(failed[names[0]])}): "
             "mpirun would hang or fail there; set up passwordless SSH between the hosts (provision setup-cluster)"
         )
     if len(others) < 2:

@@ -39,6 +39,7 @@ from provision.errors import UnsafeValueError
 from provision.plans.nics import NicPlan, RankNic
 from provision.plans.rails import HostRails
 from provision.plans.rankfile import RankPlan
+from provision.text import shown_value
 
 WRAPPER_NAME = "provision-rank"  # $0 of the wrapper when given inline (sh -c TEXT provision-rank ...)
 _SAFE = re.compile(r"^[A-Za-z0-9_.:=,-]{1,1024}\Z")
@@ -49,7 +50,7 @@ LOCAL_RANK = "${OMPI_COMM_WORLD_LOCAL_RANK:-${LOCAL_RANK:-${HOROVOD_LOCAL_RANK:-
 def checked_value(value: str) -> str:
     """``value`` when it is safe in the wrapper's or an env file's text; else :class:`UnsafeValueError`."""
     if not _SAFE.match(value):
-        raise UnsafeValueError(f"{value[:40]!r} cannot go into the per-rank wrapper")
+        raise UnsafeValueError(f"{shown_value(value[:40])} cannot go into the per-rank wrapper")
     return value
 
 
@@ -100,7 +101,7 @@ def _exports(settings: list[tuple[str, str]], skip: frozenset[str] = frozenset()
 def host_label(host: str) -> str:
     """``host`` (an inventory name) when it is safe as a ``case`` label; else :class:`UnsafeValueError`."""
     if not _HOST.fullmatch(host):
-        raise UnsafeValueError(f"host name {host[:40]!r} cannot go into the per-rank wrapper")
+        raise UnsafeValueError(f"host name {shown_value(host[:40])} cannot go into the per-rank wrapper")
     return host
 
 

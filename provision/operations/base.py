@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision.errors import ProvisionError
-from provision.text import is_number, printable
+from provision.text import is_number, printable, shown_value
 
 USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}\Z")
 PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_:-]{0,127}\Z")
@@ -160,6 +160,10 @@ class Write:
 Change = Run | Write
 
 
+# An argument's types as a playbook's author reads them (YAML's words, not Python's class names).
+_TYPE_WORDS = {str: "text", int: "a whole number", float: "a number", bool: "true or false", list: "a list", dict: "a mapping"}
+
+
 @dataclass(frozen=True)
 class Arg:
     """An argument: its Python type(s), whether required, its default and a one-line help."""
@@ -193,12 +197,16 @@ class Operation:
         :class:`ArgumentError` listing the valid ones; returns the args with defaults filled."""
         unknown = sorted(set(raw) - set(self.args))
         if unknown:
-            raise ArgumentError(f"{self.name}: unknown argument {unknown[0]!r} (valid: {', '.join(sorted(self.args))})")
+            raise ArgumentError(
+                f"{self.name}: unknown argument {shown_value(unknown[0])} (valid: {', '.join(sorted(self.args))})"
+            )
         checked = {}
         for name, spec in self.args.items():
             if name not in raw or raw[name] is None:
                 if spec.required:
-                    raise ArgumentError(f"{self.name}: missing argument {name!r} (valid: {', '.join(sorted(self.args))})")
+                    raise ArgumentError(
+                        f"{self.name}: missing argument {shown_value(name)} (valid: {', '.join(sorted(self.args))})"
+                    )
                 checked[name] = spec.default
                 continue
             value = raw[name]
@@ -212,8 +220,8 @@ class Operation:
             ):
                 value = value.lower() in ("true", "yes")
             if not isinstance(value, spec.types) or (isinstance(value, bool) and bool not in spec.types):
-                wanted = " or ".join(t.__name__ for t in spec.types)
-                raise ArgumentError(f"{self.name}: argument {name!r} must be {wanted}, got {value!r}")
+                wanted = " or ".join(_TYPE_WORDS.get(t, t.__name__) for t in spec.types)
+                raise ArgumentError(f"{self.name}: argument {shown_value(name)} must be {wanted}, got {shown_value(value)}")
             checked[name] = value
         return checked
 
@@ -232,7 +240,9 @@ def refuse_unsafe_paths(current: Mapping[StateKey, Any]) -> None:
 def check_user(name: Any, what: str = "user") -> str:
     """A safe user or group name, or :class:`ArgumentError`."""
     if not isinstance(name, str) or not USER_NAME.match(name):
-        raise ArgumentError(f"{what} name {name!r} may only hold letters, digits, '.', '_', '-' (and not start with '-')")
+        raise ArgumentError(
+            f"{what} name {shown_value(name)} may only hold letters, digits, '.', '_', '-' (and not start with '-')"
+        )
     return name
 
 
@@ -274,12 +284,12 @@ def mask_secrets(text: str) -> str:
 def check_path(path: Any) -> str:
     """A safe remote path (absolute, or ``~user/...``), normalised; else :class:`ArgumentError`."""
     if not isinstance(path, str) or not path or any(ord(ch) < 32 for ch in path):
-        raise ArgumentError(f"path {path!r} is empty or holds control characters")
+        raise ArgumentError(f"path {shown_value(path)} is empty or holds control characters")
     if not (path.startswith("/") or _HOME_PATH.match(path)):
-        raise ArgumentError(f"path {path!r} must be absolute or start with ~user/")
+        raise ArgumentError(f"path {shown_value(path)} must be absolute or start with ~user/")
     parts = [part for part in path.split("/") if part not in ("", ".")]
     if ".." in parts:
-        raise ArgumentError(f"path {path!r} may not contain '..'")
+        raise ArgumentError(f"path {shown_value(path)} may not contain '..'")
     normal = "/".join(parts)
     return normal if path.startswith("~") else "/" + normal
 
@@ -293,7 +303,7 @@ def parse_mode(mode: Any) -> int | None:
             return mode
     elif isinstance(mode, str) and re.fullmatch(r"0?[0-7]{3,4}", mode):
         return int(mode, 8)
-    raise ArgumentError(f"mode {mode!r} is not an octal mode such as '0644'")
+    raise ArgumentError(f"mode {shown_value(mode)} is not an octal mode such as '0644'")
 
 
 def split_home(path: str) -> tuple[str | None, str]:

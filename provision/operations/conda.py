@@ -41,7 +41,7 @@ from provision.operations.base import (
     quote,
     shell_path,
 )
-from provision.text import printable
+from provision.text import printable, shown_value
 
 MARKER = ".provision-installer"
 IN_PROGRESS = ".provision-installing"  # PREFIX + this: an install of ours has started and not finished
@@ -61,7 +61,7 @@ def checksum_of(args: dict) -> tuple[str, str]:
         if value:
             value = str(value).strip().lower()
             if not _HEX[algorithm].match(value):
-                raise ArgumentError(f"anaconda {args['installer']}: {algorithm} {value!r} is not a {algorithm} digest")
+                raise ArgumentError(f"anaconda {args['installer']}: {algorithm} {shown_value(value)} is not a {algorithm} digest")
             return algorithm, value
     raise ArgumentError(f"anaconda {args['installer']}: a checksum is required (sha256, or md5 as the archive lists)")
 
@@ -70,7 +70,7 @@ def check_prefix(prefix: Any, what: str = "anaconda prefix") -> str:
     """A prefix that is safe in every login shell's profile: ``/`` then only letters, digits and
     ``._/+-``, normalised; else :class:`ArgumentError` naming the value."""
     if not isinstance(prefix, str) or not _PREFIX.match(prefix):
-        raise ArgumentError(f"{what} {prefix!r} may only hold letters, digits and ._/+- after a leading /")
+        raise ArgumentError(f"{what} {shown_value(prefix)} may only hold letters, digits and ._/+- after a leading /")
     return check_path(prefix)
 
 
@@ -80,10 +80,10 @@ def check_channels(channels: Any) -> list[str]:
     if channels is None:
         return []
     if not isinstance(channels, list):
-        raise ArgumentError(f"anaconda channels {channels!r} must be a list")
+        raise ArgumentError(f"anaconda channels {shown_value(channels)} must be a list")
     for channel in channels:
         if not isinstance(channel, str) or not _CHANNEL.match(channel):
-            raise ArgumentError(f"conda channel {channel!r} may only hold letters, digits and ._:/@+-")
+            raise ArgumentError(f"conda channel {shown_value(channel)} may only hold letters, digits and ._:/@+-")
     return channels
 
 
@@ -135,7 +135,7 @@ def verify_local(args: dict) -> tuple[int, str]:
 def _install_requests(args: dict) -> list[StateKey]:
     prefix = check_path(args["prefix"])
     if prefix.startswith("~") or prefix.count("/") < 2:
-        raise ArgumentError(f"anaconda prefix {prefix!r} must be an absolute folder below / (e.g. /opt/anaconda3)")
+        raise ArgumentError(f"anaconda prefix {shown_value(prefix)} must be an absolute folder below / (e.g. /opt/anaconda3)")
     prefix = check_prefix(args["prefix"])
     check_channels(args.get("channels"))
     if args.get("path_form", "profile") not in ("profile", "module"):
@@ -143,7 +143,7 @@ def _install_requests(args: dict) -> list[StateKey]:
     if is_url(args["installer"]):
         checksum_of(args)
         if not _URL.match(args["installer"]):
-            raise ArgumentError(f"anaconda installer {args['installer']!r} is not an http(s)/ftp URL")
+            raise ArgumentError(f"anaconda installer {shown_value(args['installer'])} is not an http(s)/ftp URL")
     else:
         verify_local(args)  # before any host is touched
     return [
@@ -258,7 +258,7 @@ def clone_name(prefix: str) -> str:
     """The clone's environment name: the prefix's last folder (``/opt/anaconda2`` -> anaconda2)."""
     name = prefix.rstrip("/").rsplit("/", 1)[-1]
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
-        raise ArgumentError(f"conda_clone: prefix {prefix!r} does not end in a usable environment name")
+        raise ArgumentError(f"conda_clone: prefix {shown_value(prefix)} does not end in a usable environment name")
     return name
 
 

@@ -25,6 +25,7 @@ from provision.operations.base import (
     shell_path,
 )
 from provision.operations.platform import OS, alternatives, for_node, per_family
+from provision.text import shown_value
 
 _OWNERSHIP = {
     "owner": Arg((str,), help="user that owns it"),
@@ -153,7 +154,7 @@ def plan_line(args: dict, current: Mapping[StateKey, Any]) -> list:
         try:
             re.compile(args["regexp"])
         except re.error as error:
-            raise ArgumentError(f"line: bad regexp {args['regexp']!r}: {error}") from None
+            raise ArgumentError(f"line: bad regexp {shown_value(args['regexp'])}: {error}") from None
     state = current.get(StateKey("file", args["path"]))
     present = args["state"] == "present"
     if state is None and not present:
@@ -230,9 +231,9 @@ def plan_download(args: dict, current: Mapping[StateKey, Any]) -> list:
     args = _common(args)
     url, digest = args["url"], args["sha256"].lower()
     if not _URL.match(url):
-        raise ArgumentError(f"download: {url!r} is not an http(s)/ftp URL")
+        raise ArgumentError(f"download: {shown_value(url)} is not an http(s)/ftp URL")
     if not re.fullmatch(r"[0-9a-f]{64}", digest):
-        raise ArgumentError(f"download: sha256 {args['sha256']!r} is not 64 hex digits")
+        raise ArgumentError(f"download: sha256 {shown_value(args['sha256'])} is not 64 hex digits")
     path = args["path"]
     state = current.get(StateKey("file", path))
     if state is not None and state.sha256 == digest:

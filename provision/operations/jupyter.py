@@ -39,7 +39,7 @@ from provision.operations.base import (
 )
 from provision.operations.files import content_changes
 from provision.templating import render_template, template_loader
-from provision.text import is_number
+from provision.text import is_number, shown_value
 
 # jupyter_server.auth.security.passwd(algorithm="argon2"): argon2-cffi's PasswordHasher with these.
 ARGON2_PARAMETERS = {"memory_cost": 10240, "time_cost": 10, "parallelism": 8}
@@ -157,7 +157,9 @@ def port_of(user: dict) -> int:
     if isinstance(port, str) and is_number(port):
         port = int(port)
     if isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65535:
-        raise ArgumentError(f"cluster_users: jupyter_port {port!r} of {user.get('name')} must be a number from 1024 to 65535")
+        raise ArgumentError(
+            f"cluster_users: jupyter_port {shown_value(port)} of {user.get('name')} must be a number from 1024 to 65535"
+        )
     return port
 
 
@@ -193,7 +195,7 @@ def _config_requests(args: dict) -> list[StateKey]:
     check_user(args["user"])
     password_for(args)  # bad input before any host is touched
     if args["listen"] not in ("localhost", "all"):
-        raise ArgumentError(f"jupyter_config: listen must be localhost or all, not {args['listen']!r}")
+        raise ArgumentError(f"jupyter_config: listen must be localhost or all, not {shown_value(args['listen'])}")
     if args["listen"] == "all" and not (args["certfile"] and args["keyfile"]):
         raise ArgumentError("jupyter_config: listening on all interfaces needs TLS (certfile and keyfile)")
     return [StateKey("file", check_path(args["path"]))]

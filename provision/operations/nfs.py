@@ -32,7 +32,7 @@ from provision.operations.base import (
     shell_path,
 )
 from provision.operations.files import content_changes
-from provision.text import printable
+from provision.text import printable, shown_value
 
 _OPTIONS = re.compile(r"^[A-Za-z0-9_=.,-]{1,200}\Z")
 _SERVER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}\Z")
@@ -45,10 +45,12 @@ def check_export_path(path: Any) -> str:
     """An exported path: absolute, not /, only ``A-Za-z0-9._/+-`` (it goes into shell scripts run as
     root, /etc/exports, fstab and ganesha.conf: nothing there may need quoting)."""
     if isinstance(path, str) and not _EXPORT_PATH.match(path) and path.startswith("/"):
-        raise ArgumentError(f"nfs: export path {path!r} may only hold letters, digits and . _ / + -")
+        raise ArgumentError(f"nfs: export path {shown_value(path)} may only hold letters, digits and . _ / + -")
     path = check_path(path)
     if path.startswith("~") or path == "/" or not _EXPORT_PATH.match(path):
-        raise ArgumentError(f"nfs: export path {path!r} must be an absolute folder (only letters, digits and . _ / + -), not /")
+        raise ArgumentError(
+            f"nfs: export path {shown_value(path)} must be an absolute folder (only letters, digits and . _ / + -), not /"
+        )
     return path
 
 
@@ -68,8 +70,7 @@ def check_client(client: Any) -> str:
     """
     if not isinstance(client, str) or not _CLIENT.match(client):
         raise ArgumentError(
-            f"nfs_clients: {printable(repr(client), 80)} is not an address, network (10.0.0.0/24) or host name "
-            "(and * is never allowed)"
+            f"nfs_clients: {shown_value(client)} is not an address, network (10.0.0.0/24) or host name (and * is never allowed)"
         )
     address, slash, _prefix = client.partition("/")
     try:
@@ -79,21 +80,23 @@ def check_client(client: Any) -> str:
         is_address = False
     if slash:
         if not is_address:
-            raise ArgumentError(f"nfs_clients: network {client!r} must be an address and a prefix length, e.g. 10.0.0.0/24")
+            raise ArgumentError(
+                f"nfs_clients: network {shown_value(client)} must be an address and a prefix length, e.g. 10.0.0.0/24"
+            )
         try:
             network = ipaddress.ip_network(client)
         except ValueError as error:
             meant = ""
             if "host bits set" in str(error):
                 meant = f" (did you mean {ipaddress.ip_network(client, strict=False)}?)"
-            raise ArgumentError(f"nfs_clients: network {client!r}: {error}{meant}") from None
+            raise ArgumentError(f"nfs_clients: network {shown_value(client)}: {error}{meant}") from None
         if network.prefixlen == 0:
-            raise ArgumentError(f"nfs_clients: network {client!r} is every address, like *: never allowed")
+            raise ArgumentError(f"nfs_clients: network {shown_value(client)} is every address, like *: never allowed")
         return client
     if is_address:
         return client
     if ":" in client or re.fullmatch(r"[0-9.]+", client) or not all(_LABEL.match(label) for label in client.split(".")):
-        raise ArgumentError(f"nfs_clients: {client!r} is neither a valid address nor a host name")
+        raise ArgumentError(f"nfs_clients: {shown_value(client)} is neither a valid address nor a host name")
     return client
 
 
@@ -144,7 +147,7 @@ def _check_requests(args: dict) -> list[StateKey]:
 
 def _kind_requests(args: dict) -> list[StateKey]:
     if args["server"] not in ("auto", "kernel", "ganesha"):
-        raise ArgumentError(f"nfs_server_kind: server must be auto, kernel or ganesha, not {args['server']!r}")
+        raise ArgumentError(f"nfs_server_kind: server must be auto, kernel or ganesha, not {shown_value(args['server'])}")
     if args.get("clients") is not None:  # None while the engine pre-reads the facts of a task not yet rendered
         check_clients(args["clients"])
     return [StateKey("nfsd")]
@@ -206,10 +209,10 @@ def fstab_line(args: dict) -> str:
     path = check_export_path(args["path"])
     server = args["server"]
     if not isinstance(server, str) or not _SERVER.match(server):
-        raise ArgumentError(f"nfs_mount: server {server!r} is not a host name or address")
+        raise ArgumentError(f"nfs_mount: server {shown_value(server)} is not a host name or address")
     options = args["options"] or ("rw" if args["mode"] == "rw" else "ro") + ",_netdev,nofail,vers=4"
     if not _OPTIONS.match(options):
-        raise ArgumentError(f"nfs_mount: options {options!r} hold characters fstab cannot take")
+        raise ArgumentError(f"nfs_mount: options {shown_value(options)} hold characters fstab cannot take")
     source = f"[{server}]" if ":" in server else server
     return f"{source}:{path} {path} nfs {options} 0 0"
 
@@ -262,7 +265,9 @@ def plan_mount(args: dict, current: Mapping[StateKey, Any]) -> list:
     text = fstab.content.decode(errors="replace") if fstab is not None and fstab.content is not None else ""
     new, conflict = _fstab_edit(text, line)
     if conflict:
-        raise OperationError(f"/etc/fstab already mounts something else at {path}: {conflict.strip()!r}; refusing to change it")
+        raise OperationError(
+            f"/etc/fstab already mounts something else at {path}: {shown_value(conflict.strip())}; refusing to change it"
+        )
     if new != text:
         changes += content_changes("/etc/fstab", new.encode(), {"mode": fstab.mode if fstab else 0o644}, fstab)
     if not current.get(StateKey("nfsmount")):  # nothing missing: try the mount

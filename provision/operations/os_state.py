@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from provision.errors import ParseError
 from provision.facts.registry import Fact
 from provision.operations.base import PACKAGE_NAME, quote
+from provision.text import shown_value
 
 _OS_KEY = re.compile(r"^[A-Z][A-Z0-9_]{0,63}\Z")
 _OS_WORD = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")  # os-release(5): ID and ID_LIKE words
@@ -93,16 +94,16 @@ def parse_os(_arg: str, text: str) -> OsRelease:
             continue
         key, sep, value = line.partition("=")
         if not sep or not _OS_KEY.match(key) or len(value) > 512:
-            raise ParseError("os", f"unexpected /etc/os-release line {line[:80]!r}")
+            raise ParseError("os", f"unexpected /etc/os-release line {shown_value(line[:80])}")
         fields[key] = _unquote(key, value)
     os_id = fields.get("ID", "")
     like = tuple(fields.get("ID_LIKE", "").split())
     for word in (os_id, *like) if os_id else like:
         if not _OS_WORD.match(word):
-            raise ParseError("os", f"ID/ID_LIKE word {word[:40]!r} is not a lower-case name")
+            raise ParseError("os", f"ID/ID_LIKE word {shown_value(word[:40])} is not a lower-case name")
     version = fields.get("VERSION_ID", "")
     if version and not _VERSION.match(version):
-        raise ParseError("os", f"VERSION_ID {version[:40]!r} is not a version")
+        raise ParseError("os", f"VERSION_ID {shown_value(version[:40])} is not a version")
     return OsRelease(os_id, like, version)
 
 
@@ -136,13 +137,13 @@ def parse_pkgindex(_arg: str, text: str) -> PackageIndex:
         return PackageIndex("", None)
     match = re.fullmatch(r"(apt|dnf|yum) (none|-?\d{1,12})", line)
     if not match:
-        raise ParseError("pkgindex", f"unexpected output {line[:60]!r}")
+        raise ParseError("pkgindex", f"unexpected output {shown_value(line[:60])}")
     return PackageIndex(match.group(1), None if match.group(2) == "none" else int(match.group(2)))
 
 
 def _candidate_command(name: str) -> str:
     if not PACKAGE_NAME.match(name):
-        raise ValueError(f"package {name!r}")
+        raise ValueError(f"package {shown_value(name)}")
     word = quote(name)
     return (
         "if command -v apt-cache >/dev/null 2>&1 && command -v dpkg-query >/dev/null 2>&1; then "
@@ -161,7 +162,7 @@ def parse_candidate(name: str, text: str) -> str | None:
         return None
     if line.startswith("c ") and _VERSION.match(line[2:]):
         return line[2:]
-    raise ParseError(f"candidate {name}", f"unexpected output {line[:60]!r}")
+    raise ParseError(f"candidate {name}", f"unexpected output {shown_value(line[:60])}")
 
 
 OS = Fact("os", (), _os_command, "/etc/os-release's ID, ID_LIKE and VERSION_ID", parse_os)

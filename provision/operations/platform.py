@@ -16,6 +16,7 @@ from typing import Any
 
 from provision.operations.base import ArgumentError, OperationError, StateKey
 from provision.operations.os_state import os_family
+from provision.text import shown_value
 
 OS = StateKey("os")
 FAMILIES = ("debian", "rhel")
@@ -44,7 +45,7 @@ def for_node(value: Any, current: Mapping[StateKey, Any], what: str) -> Any:
     release = current.get(OS)
     family = os_family(release)
     if family not in value:
-        got = f"ID={release.id!r} ID_LIKE={' '.join(release.like)!r}" if release else "no /etc/os-release"
+        got = f"ID={shown_value(release.id)} ID_LIKE={shown_value(' '.join(release.like))}" if release else "no /etc/os-release"
         known = ", ".join(sorted(value))
         raise OperationError(f"{what}: this node's OS ({got}, family {family}) is not one of {known}")
     return value[family]

@@ -16,7 +16,7 @@ import re
 from provision.errors import ParseError
 from provision.facts.registry import Fact
 from provision.operations.base import check_path, shell_path
-from provision.text import is_number
+from provision.text import is_number, shown_value
 
 _MAX_LINES = 20000
 _CAP_SYS_ADMIN = 21
@@ -34,7 +34,7 @@ def _parse_mount(path: str, text: str):
         return None
     parts = lines[-1].split()
     if len(parts) != 2 or len(lines[-1]) > 4096:
-        raise ParseError(f"mount {path}", f"unexpected mountinfo line {lines[-1][:80]!r}")
+        raise ParseError(f"mount {path}", f"unexpected mountinfo line {shown_value(lines[-1][:80])}")
     return parts[0], parts[1]
 
 
@@ -52,7 +52,7 @@ def _parse_word(kind: str, words: tuple[str, ...]):
     def parse(_arg: str, text: str):
         word = text.strip().splitlines()[0].strip() if text.strip() else ""
         if word not in words:
-            raise ParseError(kind, f"unexpected output {word[:40]!r}")
+            raise ParseError(kind, f"unexpected output {shown_value(word[:40])}")
         return word
 
     return parse
@@ -76,11 +76,11 @@ def _parse_nfsmount(_arg: str, text: str) -> tuple[str, ...]:
         elif line.startswith("cap "):
             value = line[4:].strip()
             if not re.fullmatch(r"[0-9a-fA-F]{1,16}", value):
-                raise ParseError("nfsmount", f"unexpected capability mask {value[:20]!r}")
+                raise ParseError("nfsmount", f"unexpected capability mask {shown_value(value[:20])}")
             if not int(value, 16) >> _CAP_SYS_ADMIN & 1:
                 missing.append("no privilege to mount (CAP_SYS_ADMIN)")
         elif line:
-            raise ParseError("nfsmount", f"unexpected line {line[:60]!r}")
+            raise ParseError("nfsmount", f"unexpected line {shown_value(line[:60])}")
     return tuple(missing)
 
 
@@ -97,7 +97,7 @@ def parse_listening(_arg: str, text: str) -> dict[int, int]:
             continue
         local = fields[1].rpartition(":")[2]
         if not re.fullmatch(r"[0-9A-Fa-f]{4}", local) or not is_number(fields[7]):
-            raise ParseError("listening", f"unexpected /proc/net/tcp line {line[:80]!r}")
+            raise ParseError("listening", f"unexpected /proc/net/tcp line {shown_value(line[:80])}")
         ports.setdefault(int(local, 16), int(fields[7]))
     return ports
 
@@ -111,7 +111,7 @@ def _parse_df(path: str, text: str) -> int:
     lines = [line for line in text.splitlines() if line.strip()]
     fields = lines[-1].split() if lines else []
     if len(fields) < 6 or not is_number(fields[3]):
-        raise ParseError(f"df {path}", f"unexpected df line {(lines[-1] if lines else '')[:80]!r}")
+        raise ParseError(f"df {path}", f"unexpected df line {shown_value((lines[-1] if lines else '')[:80])}")
     return int(fields[3])
 
 

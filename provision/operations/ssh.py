@@ -20,6 +20,7 @@ from provision.operations.base import (
     shell_path,
 )
 from provision.operations.files import content_changes, edit_block
+from provision.text import shown_value
 
 KEY_LINE = re.compile(
     r"^(?:(?P<opts>\S+) )?(?P<type>(?:ssh|ecdsa|sk)-[a-z0-9@.-]+) (?P<blob>[A-Za-z0-9+/]+={0,3})(?: (?P<comment>[^\n]*))?\Z"
@@ -100,7 +101,7 @@ def parse_key(line: str) -> tuple[str, str]:
     """(type, base64 blob) of an authorized_keys/public key line, or ArgumentError."""
     match = KEY_LINE.match(line.strip())
     if not match:
-        raise ArgumentError(f"not an SSH public key line: {line.strip()[:60]!r}")
+        raise ArgumentError(f"not an SSH public key line: {shown_value(line.strip()[:60])}")
     return match.group("type"), match.group("blob")
 
 
@@ -182,7 +183,7 @@ def _check_node_keys(value: Any) -> dict:
         raise ArgumentError("authorized_key: node_keys is a mapping {inventory host: [keys] or null}")
     for node, keys in value.items():
         if not isinstance(node, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", node):
-            raise ArgumentError(f"authorized_key: {node!r} is not an inventory host name")
+            raise ArgumentError(f"authorized_key: {shown_value(node)} is not an inventory host name")
         if keys is not None and (not isinstance(keys, list) or not all(isinstance(k, str) for k in keys)):
             raise ArgumentError(f"authorized_key: keys of {node} must be a list of key lines or null")
         for key in keys or []:
@@ -236,7 +237,7 @@ def known_hosts_block(entries: list, current: str = "") -> str:
         names = [str(n) for n in entry.get("names") or []]
         bad = [n for n in names if not NAME.match(n)]
         if bad or not names:
-            raise ArgumentError(f"known_hosts: {bad[0] if bad else 'no names'!r} is not a host name or address")
+            raise ArgumentError(f"known_hosts: {shown_value(bad[0] if bad else 'no names')} is not a host name or address")
         node = _entry_node(entry)
         unique = list(dict.fromkeys([node, *names]))
         if entry.get("keys") is None:

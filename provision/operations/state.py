@@ -27,7 +27,7 @@ from provision.operations.base import (
     quote,
     shell_path,
 )
-from provision.text import is_number
+from provision.text import is_number, shown_value
 
 CONTENT_LIMIT = 4 * 1024 * 1024  # files larger than this are compared by sha256 only
 _SHA = re.compile(r"^[0-9a-f]{64}\Z")
@@ -86,7 +86,7 @@ def _user_command(name: str) -> str:
 def _id_command(kind: str):
     def command(number: str) -> str:
         if not is_number(number):
-            raise ValueError(f"{kind} {number!r} is not a number")
+            raise ValueError(f"{kind} {shown_value(number)} is not a number")
         return f"getent {'passwd' if kind == 'uid' else 'group'} {number} | cut -d: -f1"
 
     return command
@@ -94,7 +94,7 @@ def _id_command(kind: str):
 
 def _package_command(package: str) -> str:
     if not PACKAGE_NAME.match(package):
-        raise ValueError(f"package {package!r}")
+        raise ValueError(f"package {shown_value(package)}")
     name = quote(package)
     return (
         f"if command -v dpkg-query >/dev/null; then dpkg-query -W -f='${{db:Status-Abbrev}}|${{Version}}' {name} 2>/dev/null; "  # noqa: E501 - one literal, kept whole to be read or grepped
@@ -104,7 +104,7 @@ def _package_command(package: str) -> str:
 
 def _service_command(service: str) -> str:
     if not SERVICE_NAME.match(service):
-        raise ValueError(f"service {service!r}")
+        raise ValueError(f"service {shown_value(service)}")
     name = quote(service)
     return f"systemctl is-active {name} 2>/dev/null || true; systemctl is-enabled {name} 2>/dev/null || echo unknown"
 
@@ -127,7 +127,7 @@ def _parse_path(kind: str):
             return None
         fields = lines[0].split("|")
         if len(fields) != 5 or not re.fullmatch(r"[0-7]{1,4}", fields[1]):
-            raise ParseError(source, f"unexpected stat line {lines[0][:80]!r}")
+            raise ParseError(source, f"unexpected stat line {shown_value(lines[0][:80])}")
         if fields[0] == "below":  # a folder above the path that another user can write
             return FileState("u", int(fields[1], 8), fields[2], fields[3], below=lines[1] if len(lines) > 1 else "?")
         kinds = {"regular file": "f", "regular empty file": "f", "directory": "d", "symbolic link": "l", "hard link": "h"}
@@ -156,7 +156,7 @@ def _parse_user(name: str, text: str) -> UserEntry | None:
         return None
     parts = lines[0].split(":")
     if len(parts) != 7 or not is_number(parts[2]) or not is_number(parts[3]):
-        raise ParseError(f"user {name}", f"unexpected passwd entry {lines[0][:80]!r}")
+        raise ParseError(f"user {name}", f"unexpected passwd entry {shown_value(lines[0][:80])}")
     groups = tuple(lines[1].split()) if len(lines) > 1 else ()
     return UserEntry(parts[0], int(parts[2]), int(parts[3]), parts[5], parts[6], groups[1:] if groups else ())
 
@@ -167,7 +167,7 @@ def _parse_group(name: str, text: str) -> GroupEntry | None:
         return None
     parts = lines[0].split(":")
     if len(parts) != 4 or not is_number(parts[2]):
-        raise ParseError(f"group {name}", f"unexpected group entry {lines[0][:80]!r}")
+        raise ParseError(f"group {name}", f"unexpected group entry {shown_value(lines[0][:80])}")
     return GroupEntry(parts[0], int(parts[2]))
 
 

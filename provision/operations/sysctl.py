@@ -29,6 +29,7 @@ from provision.operations.base import (
     quote,
 )
 from provision.operations.files import content_changes
+from provision.text import shown_value
 
 _FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 _VALUE = re.compile(r"[\x20-\x7e\t]{1,4096}")
@@ -42,9 +43,9 @@ def _checked(args: dict) -> tuple[str, str, str]:
         raise ArgumentError(f"sysctl: {error}") from None
     value = str(args["value"]) if not isinstance(args["value"], bool) else ""
     if not _VALUE.fullmatch(value) or not value.strip():
-        raise ArgumentError(f"sysctl {key}: value {str(args['value'])[:80]!r} must be printable text on one line")
+        raise ArgumentError(f"sysctl {key}: value {shown_value(str(args['value'])[:80])} must be printable text on one line")
     if not _FILE.fullmatch(args["file"]) or args["file"].endswith(".conf"):
-        raise ArgumentError(f"sysctl: file {args['file'][:80]!r} must be a plain name (the .conf is added)")
+        raise ArgumentError(f"sysctl: file {shown_value(args['file'][:80])} must be a plain name (the .conf is added)")
     return key, normalise(value), f"/etc/sysctl.d/{args['file']}.conf"
 
 

@@ -23,14 +23,14 @@ from provision.operations.base import (
 from provision.operations.os_state import PackageIndex
 from provision.operations.platform import OS, alternatives, for_node, per_family
 from provision.templating.shell import command_display
-from provision.text import printable
+from provision.text import printable, shown_value
 
 
 def _check_names(names: Any) -> list[str]:
     names = [names] if isinstance(names, str) else list(names)
     for name in names:
         if not isinstance(name, str) or not PACKAGE_NAME.match(name):
-            raise ArgumentError(f"package: {name!r} is not a package name")
+            raise ArgumentError(f"package: {shown_value(name)} is not a package name")
     return names
 
 
@@ -38,7 +38,7 @@ def _names(args: dict, current: Mapping[StateKey, Any] | None = None) -> list[st
     """The packages of this node (its family's, see :mod:`provision.operations.platform`); with no
     facts, those of every family (what the facts are read for)."""
     if args["state"] not in ("present", "absent"):
-        raise ArgumentError(f"package: state must be present or absent, not {args['state']!r}")
+        raise ArgumentError(f"package: state must be present or absent, not {shown_value(args['state'])}")
     if current is not None:
         return _check_names(for_node(args["name"], current, "package"))
     return list(dict.fromkeys(n for names in alternatives(args["name"], "package") for n in _check_names(names)))
@@ -149,9 +149,9 @@ def _service_names(args: dict) -> list[str]:
     names = alternatives(args["name"], "service")
     for name in names:
         if not isinstance(name, str) or not SERVICE_NAME.match(name):
-            raise ArgumentError(f"service: {name!r} is not a unit name")
+            raise ArgumentError(f"service: {shown_value(name)} is not a unit name")
     if args["state"] not in ("started", "stopped", "restarted", "reloaded"):
-        raise ArgumentError(f"service: state must be started, stopped, restarted or reloaded, not {args['state']!r}")
+        raise ArgumentError(f"service: state must be started, stopped, restarted or reloaded, not {shown_value(args['state'])}")
     return names
 
 

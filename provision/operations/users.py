@@ -23,12 +23,13 @@ from provision.operations.base import (
     check_user,
     quote,
 )
+from provision.text import shown_value
 
 
 def _gid(args: dict) -> int:
     gid = args["gid"]
     if isinstance(gid, bool) or not isinstance(gid, int) or not 0 < gid < 2**31:
-        raise ArgumentError(f"group {args['name']}: gid {gid!r} is not a positive number")
+        raise ArgumentError(f"group {args['name']}: gid {shown_value(gid)} is not a positive number")
     return gid
 
 
@@ -38,7 +39,7 @@ def _group_requests(args: dict) -> list[StateKey]:
 
 def _state(args: dict, what: str) -> str:
     if args.get("state", "present") not in ("present", "absent"):
-        raise ArgumentError(f"{what} {args['name']}: state {args['state']!r} is not present or absent")
+        raise ArgumentError(f"{what} {args['name']}: state {shown_value(args['state'])} is not present or absent")
     return args.get("state", "present")
 
 
@@ -69,7 +70,7 @@ def _user_args(args: dict) -> dict:
     check_user(args["name"])
     uid = args["uid"]
     if isinstance(uid, bool) or not isinstance(uid, int) or not 0 < uid < 2**31:
-        raise ArgumentError(f"user {args['name']}: uid {uid!r} is not a positive number")
+        raise ArgumentError(f"user {args['name']}: uid {shown_value(uid)} is not a positive number")
     args["group"] = check_user(args["group"] or args["name"], "group")
     groups = args["groups"] or []
     if isinstance(groups, str):
@@ -77,7 +78,7 @@ def _user_args(args: dict) -> dict:
     args["groups"] = [check_user(g, "group") for g in groups]
     args["home"] = check_path(args["home"] or f"/home/{args['name']}")
     if not isinstance(args["shell"], str) or not args["shell"].startswith("/") or any(c in args["shell"] for c in " \n'\""):
-        raise ArgumentError(f"user {args['name']}: shell {args['shell']!r} must be an absolute path")
+        raise ArgumentError(f"user {args['name']}: shell {shown_value(args['shell'])} must be an absolute path")
     return args
 
 

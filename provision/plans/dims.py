@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from provision.errors import PlanError
 from provision.inventory.model import Rack
+from provision.text import shown_value
 
 _DIMS = re.compile(r"^(\d+)x(\d+)x(\d+)\Z")
 
@@ -38,10 +39,12 @@ def parse_dims(text: str) -> Dims:
     """``"4x2x3"`` -> Dims(4, 2, 3). All three are required (use 1 to fill), each at least 1."""
     match = _DIMS.match(text.strip().lower())
     if not match:
-        raise PlanError(f"dims {text!r}: expected XxYxZ with three whole numbers, e.g. 4x2x1 (use 1 to fill a dimension)")
+        raise PlanError(
+            f"dims {shown_value(text)}: expected XxYxZ with three whole numbers, e.g. 4x2x1 (use 1 to fill a dimension)"
+        )
     x, y, z = (int(group) for group in match.groups())
     if 0 in (x, y, z):
-        raise PlanError(f"dims {text!r}: every dimension must be at least 1")
+        raise PlanError(f"dims {shown_value(text)}: every dimension must be at least 1")
     return Dims(x, y, z)
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from provision.facts.model import HostFacts
 from provision.plans.hostlist import HostlistError, expand, fold
 from provision.plans.slurm import RESERVED_NODE_NAMES, identity_problems, node_name, slurm_node_line
+from provision.text import shown_value
 
 GRES_TYPES_LINE = "GresTypes=gpu"
 _UNSAFE = re.compile(r"[^a-z0-9._-]")
@@ -141,7 +142,7 @@ def _folded(groups: dict[tuple, list[str]]) -> list[tuple[str, tuple]]:
     for key, names in groups.items():
         hostlist = fold(names)
         if sorted(expand(hostlist)) != sorted(set(names)):
-            raise HostlistError(f"hosts {', '.join(names)}: the hostlist {hostlist!r} does not give them back")
+            raise HostlistError(f"hosts {', '.join(names)}: the hostlist {shown_value(hostlist)} does not give them back")
         folded.append((hostlist, key))
     return sorted(folded, key=lambda item: expand(item[0])[0])
 

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from provision.errors import ProvisionError
+from provision.text import shown_value
 
 MAX_SUFFIX_DIGITS = 9  # longer digit runs are left unfolded (Slurm keeps suffixes in an unsigned long)
 _NAME = re.compile(rf"^(.*?)([0-9]{{1,{MAX_SUFFIX_DIGITS}}})?\Z", re.DOTALL)
@@ -68,7 +69,7 @@ def fold(names: list[str] | tuple[str, ...]) -> str:
     ranges: list[_Range] = []
     for name in sorted_hosts(names):
         if not name or _SPECIAL.search(name):
-            raise HostlistError(f"host {name!r}: a Slurm hostlist cannot hold '[', ']', ',' or white space")
+            raise HostlistError(f"host {shown_value(name)}: a Slurm hostlist cannot hold '[', ']', ',' or white space")
         prefix, digits = _split(name)
         last = ranges[-1] if ranges else None
         if digits and last is not None and last.prefix == prefix and last.width:
@@ -108,21 +109,21 @@ def expand(hostlist: str) -> list[str]:
     while position < len(text):
         match = _PART.match(text, position)
         if match is None or match.end() == position:
-            raise HostlistError(f"hostlist {hostlist!r}: cannot read it at character {position + 1}")
+            raise HostlistError(f"hostlist {shown_value(hostlist)}: cannot read it at character {position + 1}")
         prefix, inside = match.group(1), match.group(2)
         if inside is None:
             if not prefix:
-                raise HostlistError(f"hostlist {hostlist!r}: empty name at character {position + 1}")
+                raise HostlistError(f"hostlist {shown_value(hostlist)}: empty name at character {position + 1}")
             names.append(prefix)
         else:
             for item in inside.split(","):
                 bounds = _RANGE.match(item.strip())
                 if bounds is None:
-                    raise HostlistError(f"hostlist {hostlist!r}: {item!r} is not a number or a range lo-hi")
+                    raise HostlistError(f"hostlist {shown_value(hostlist)}: {shown_value(item)} is not a number or a range lo-hi")
                 low_text, high_text = bounds.group(1), bounds.group(2) or bounds.group(1)
                 low, high = int(low_text), int(high_text)
                 if high < low:
-                    raise HostlistError(f"hostlist {hostlist!r}: range {item!r} runs backwards")
+                    raise HostlistError(f"hostlist {shown_value(hostlist)}: range {shown_value(item)} runs backwards")
                 names.extend(f"{prefix}{value:0{len(low_text)}d}" for value in range(low, high + 1))
         position = match.end()
     return names

@@ -24,6 +24,7 @@ from provision.errors import PlanError, UnsafeValueError
 from provision.facts.model import HostFacts, RdmaDevice, RdmaPort
 from provision.plans.rails import HostRails, Rail, distance, order, plan_rails
 from provision.plans.rankfile import RankPlan, some_names
+from provision.text import shown_value
 
 UNKNOWN = "?"
 _IFACE = re.compile(r"^[A-Za-z0-9._:-]{1,15}\Z")
@@ -173,7 +174,7 @@ def check_claimed_names(facts_list: list[HostFacts]) -> None:
         for other in facts_list:
             if other.host != facts.host and claimed & {other.host, _short(other.host)}:
                 raise PlanError(
-                    f"{facts.host}: reports hostname {facts.hostname[:60]!r}, a name of {other.host} in this job: "
+                    f"{facts.host}: reports hostname {shown_value(facts.hostname[:60])}, a name of {other.host} in this job: "
                     f"not planned (check {facts.host}'s hostname, or probe it again)"
                 )
 
@@ -182,7 +183,7 @@ def check_interface(name: str, facts_list: list[HostFacts]) -> str:
     """``name`` (``--iface``) when it is an interface name and up on every host whose facts list
     interfaces; :class:`UnsafeValueError` / :class:`PlanError` naming the hosts otherwise."""
     if not _IFACE.match(name):
-        raise UnsafeValueError(f"--iface {name[:40]!r}: not an interface name")
+        raise UnsafeValueError(f"--iface {shown_value(name[:40])}: not an interface name")
     lacking = [f.host for f in facts_list if f.interfaces and name not in {i.name for i in f.interfaces if i.up}]
     if lacking:
         raise PlanError(f"interface {name} is not up on: {', '.join(lacking)}")
@@ -215,7 +216,9 @@ def fabric_interface(facts_list: list[HostFacts]) -> str | None:
     rdma_backed = {i.name for f in facts_list for i in f.interfaces if i.pci_address in {d.pci_address for d in f.rdma}}
     chosen = sorted(shared, key=lambda name: (name not in rdma_backed, not name.startswith("ib"), name))[0]
     if not _IFACE.match(chosen):  # a node's `ip` may name anything: it goes into launchers' shell text
-        raise UnsafeValueError(f"interface {chosen[:40]!r} (on every host) is not an interface name that can be passed on")
+        raise UnsafeValueError(
+            f"interface {shown_value(chosen[:40])} (on every host) is not an interface name that can be passed on"
+        )
     return chosen
 
 
@@ -249,4 +252,4 @@ def ipv4_interface(host: str, address: str) -> ipaddress.IPv4Interface:
     try:
         return ipaddress.IPv4Interface(address)
     except ValueError:  # AddressValueError and NetmaskValueError both are
-        raise PlanError(f"{host}: ip-addr lists {address[:60]!r}, not an IPv4 address with a prefix length") from None
+        raise PlanError(f"{host}: ip-addr lists {shown_value(address[:60])}, not an IPv4 address with a prefix length") from None

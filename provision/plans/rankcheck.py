@@ -12,6 +12,7 @@ from pathlib import Path
 
 from provision.errors import PlanError
 from provision.facts.model import HostFacts
+from provision.text import shown_value
 
 _LINE = re.compile(r"^rank\s+(\d+)\s*=\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s+slot\s*=\s*(\S+)\Z")
 _SLOT = re.compile(r"^(\d+):(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)\Z")
@@ -39,15 +40,15 @@ def parse_rankfile(text: str, path: str = "rankfile") -> list[RankLine]:
             continue
         match = _LINE.match(stripped)
         if not match:
-            raise PlanError(f"{path}:{number}: expected 'rank N=host slot=S:C-C', got {stripped[:60]!r}")
+            raise PlanError(f"{path}:{number}: expected 'rank N=host slot=S:C-C', got {shown_value(stripped[:60])}")
         slot = _SLOT.match(match.group(3))
         if not slot:
-            raise PlanError(f"{path}:{number}: slot {match.group(3)!r} is not socket:cores (e.g. 0:0-4)")
+            raise PlanError(f"{path}:{number}: slot {shown_value(match.group(3))} is not socket:cores (e.g. 0:0-4)")
         cores: list[int] = []
         for part in slot.group(2).split(","):
             first, _, last = part.partition("-")
             if last and int(last) < int(first):
-                raise PlanError(f"{path}:{number}: descending core range {part!r}")
+                raise PlanError(f"{path}:{number}: descending core range {shown_value(part)}")
             cores.extend(range(int(first), int(last or first) + 1))
         rank = int(match.group(1))
         if rank in seen:

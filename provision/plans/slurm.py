@@ -20,6 +20,7 @@ from __future__ import annotations
 import ipaddress
 
 from provision.facts.model import HostFacts
+from provision.text import shown_value
 
 # slurm.conf(5), NodeName: 'If the NodeName is "DEFAULT", the values specified with that record will
 # apply to subsequent node specifications'; 'If the NodeName is "ALL" the process parsing the
@@ -53,17 +54,17 @@ def identity_problems(hosts: list[HostFacts]) -> dict[str, str]:
         name, reported = node_name(facts.host), reported_name(facts)
         if name.lower() in RESERVED_NODE_NAMES:
             problems[facts.host] = (
-                f"host {facts.host}: NodeName {name!r} is a word slurm.conf reserves (DEFAULT sets the values of "
+                f"host {facts.host}: NodeName {shown_value(name)} is a word slurm.conf reserves (DEFAULT sets the values of "
                 "every line after it, ALL stops slurmctld): give it another name in the inventory"
             )
         elif reported.lower() in RESERVED_NODE_NAMES:
             problems[facts.host] = (
-                f"host {facts.host}: it reports the host name {reported!r}, a word slurm.conf reserves (DEFAULT "
+                f"host {facts.host}: it reports the host name {shown_value(reported)}, a word slurm.conf reserves (DEFAULT "
                 f"sets the values of every line after it): left out; fix the host name on {facts.host}"
             )
         elif owners.get(reported.lower(), facts.host) != facts.host:
             problems[facts.host] = (
-                f"host {facts.host}: it reports the host name {reported!r}, which is host "
+                f"host {facts.host}: it reports the host name {shown_value(reported)}, which is host "
                 f"{owners[reported.lower()]}'s: left out (it would take that node's line); fix the host name on {facts.host}"
             )
     claimed: dict[str, str] = {}
@@ -73,7 +74,7 @@ def identity_problems(hosts: list[HostFacts]) -> dict[str, str]:
         other = claimed.setdefault(reported_name(facts).lower(), facts.host)
         if other != facts.host:
             problems[facts.host] = (
-                f"host {facts.host}: it reports the host name {reported_name(facts)!r}, as host {other} does: "
+                f"host {facts.host}: it reports the host name {shown_value(reported_name(facts))}, as host {other} does: "
                 f"left out; fix the host name on {facts.host}"
             )
     return problems

@@ -31,6 +31,7 @@ from provision.errors import ProvisionError
 from provision.operations import OPERATIONS
 from provision.operations.base import Arg
 from provision.templating import TemplateError, compile_expression
+from provision.text import shown_value
 from provision.yaml_lines import load_yaml_with_lines
 
 TEMPLATE_DOC = "a Jinja2 template rendered on the controller with the host's variables, written as a file"
@@ -107,7 +108,7 @@ def _tags(value: Any, path: Path, line: int) -> tuple[str, ...]:
         return ()
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(t, str) and t.replace("-", "_").isidentifier() for t in items):
-        raise _fail(path, line, f"tags must be names, got {value!r}")
+        raise _fail(path, line, f"tags must be names, got {shown_value(value)}")
     return tuple(items)
 
 
@@ -121,7 +122,7 @@ def _task(raw: Any, path: Path, line: int, inherited_tags: tuple[str, ...]) -> T
             raise _fail(
                 path,
                 lines.get(key, line),
-                f"unknown operation or keyword {key!r} "
+                f"unknown operation or keyword {shown_value(key)} "
                 f"(operations: {', '.join(operation_names())}; keywords: {', '.join(TASK_KEYWORDS)})",
             )
     if len(ops) != 1:
@@ -136,11 +137,13 @@ def _task(raw: Any, path: Path, line: int, inherited_tags: tuple[str, ...]) -> T
             raise _fail(
                 path,
                 args.key_lines.get(name, line) if hasattr(args, "key_lines") else line,
-                f"{op}: unknown argument {name!r} (valid: {', '.join(sorted(spec))})",
+                f"{op}: unknown argument {shown_value(name)} (valid: {', '.join(sorted(spec))})",
             )
     for name, arg in spec.items():
         if arg.required and name not in args:
-            raise _fail(path, lines.get(op, line), f"{op}: missing argument {name!r} (valid: {', '.join(sorted(spec))})")
+            raise _fail(
+                path, lines.get(op, line), f"{op}: missing argument {shown_value(name)} (valid: {', '.join(sorted(spec))})"
+            )
     when = raw.get("when")
     for expression in when if isinstance(when, list) else [when]:
         if isinstance(expression, str):
@@ -149,12 +152,12 @@ def _task(raw: Any, path: Path, line: int, inherited_tags: tuple[str, ...]) -> T
             except TemplateError as error:
                 raise _fail(path, lines.get("when", line), f"when: {error}") from None
         elif expression is not None and not isinstance(expression, bool):
-            raise _fail(path, lines.get("when", line), f"when: expected an expression, got {expression!r}")
+            raise _fail(path, lines.get("when", line), f"when: expected an expression, got {shown_value(expression)}")
     notify = raw.get("notify") or ()
     notify = (notify,) if isinstance(notify, str) else tuple(notify)
     register = raw.get("register")
     if register is not None and (not isinstance(register, str) or not register.isidentifier()):
-        raise _fail(path, lines.get("register", line), f"register: {register!r} is not a variable name")
+        raise _fail(path, lines.get("register", line), f"register: {shown_value(register)} is not a variable name")
     become = raw.get("become")
     if become is not None and not isinstance(become, bool):
         raise _fail(path, lines.get("become", line), "become: true or false")
@@ -213,7 +216,9 @@ def load_playbook(path: Path, _depth: int = 0, _tags_from: tuple[str, ...] = ())
         unknown = [key for key in raw if key not in PLAY_KEYWORDS]
         if unknown:
             raise _fail(
-                path, lines.get(unknown[0], line), f"unknown play keyword {unknown[0]!r} (valid: {', '.join(PLAY_KEYWORDS)})"
+                path,
+                lines.get(unknown[0], line),
+                f"unknown play keyword {shown_value(unknown[0])} (valid: {', '.join(PLAY_KEYWORDS)})",
             )
         if "hosts" not in raw:
             raise _fail(path, line, "a play needs hosts:")
@@ -247,5 +252,7 @@ def load_playbook(path: Path, _depth: int = 0, _tags_from: tuple[str, ...] = ())
         for task in plays[-1].tasks:
             for name in task.notify:
                 if name not in handler_names:
-                    raise _fail(path, int(task.where.rsplit(":", 1)[1]), f"notify: no handler named {name!r} in this play")
+                    raise _fail(
+                        path, int(task.where.rsplit(":", 1)[1]), f"notify: no handler named {shown_value(name)} in this play"
+                    )
     return plays

@@ -14,6 +14,7 @@ from typing import Any
 
 from provision.errors import ProvisionError
 from provision.inventory.model import VAR_NAME, Host, Inventory
+from provision.text import shown_value
 from provision.yaml_lines import load_yaml_with_lines
 
 
@@ -33,7 +34,7 @@ def _load_mapping(path: Path) -> dict:
         raise VariableError(f"{path}:1: expected a mapping of variables")
     for name in data:
         if not isinstance(name, str) or not VAR_NAME.match(name):
-            raise VariableError(f"{path}:{data.key_lines.get(name)}: variable name {name!r} is not an identifier")
+            raise VariableError(f"{path}:{data.key_lines.get(name)}: variable name {shown_value(name)} is not an identifier")
     return data
 
 
@@ -49,7 +50,7 @@ def parse_extra_vars(items: list[str]) -> dict:
             continue
         name, sep, value = item.partition("=")
         if not sep or not VAR_NAME.match(name):
-            raise VariableError(f"-e {item!r}: expected NAME=VALUE or @FILE.yml")
+            raise VariableError(f"-e {shown_value(item)}: expected NAME=VALUE or @FILE.yml")
         result[name] = value
     return result
 
@@ -77,7 +78,7 @@ def load_vars_folder(folder: Path, names: list[str], kind: str, warnings: list[s
             continue
         if name not in names:
             warnings.append(
-                f"{entry}: no {kind} {name!r} in the inventory, so these variables apply to no host "
+                f"{entry}: no {kind} {shown_value(name)} in the inventory, so these variables apply to no host "
                 f"({kind}s: {', '.join(names[:12]) + (' ...' if len(names) > 12 else '')})"
             )
             continue
@@ -199,13 +200,13 @@ def check_cluster_users(users: Any) -> list[dict]:
             raise VariableError(f"{where}: needs name and uid")
         name, uid = user["name"], user["uid"]
         if not isinstance(name, str) or not USER_NAME.match(name):
-            raise VariableError(f"{where}: user name {name!r} may only hold letters, digits, '.', '_', '-'")
+            raise VariableError(f"{where}: user name {shown_value(name)} may only hold letters, digits, '.', '_', '-'")
         for key in ("uid", "gid"):
             value = user.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**31):
-                raise VariableError(f"{where} ({name}): {key} {value!r} is not a positive number")
+                raise VariableError(f"{where} ({name}): {key} {shown_value(value)} is not a positive number")
         if user.get("state", "present") not in ("present", "absent"):
-            raise VariableError(f"{where} ({name}): state {user['state']!r} is not present or absent")
+            raise VariableError(f"{where} ({name}): state {shown_value(user['state'])} is not present or absent")
         if not isinstance(user.get("remove_home", False), bool):
             raise VariableError(f"{where} ({name}): remove_home must be true or false")
         if name in seen_names:

@@ -18,6 +18,7 @@ from provision.errors import ParseError
 from provision.facts import hwloc, lscpu, nics, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
 from provision.facts.registry import Fact
 from provision.resources import render
+from provision.text import shown_value
 from provision.transport.frames import frame_line, frame_setup, new_nonce, split_frames
 
 __all__ = [
@@ -152,7 +153,7 @@ def split_output(text: str, nonce: str, stderr: str = "", names: tuple[str, ...]
     for frame in frames:
         name, body = frame.label, frame.body
         if len(frame.numbers) > 1 or (frame.numbers and name != ".rc"):
-            raise ParseError("probe", f"unexpected frame {name[:_NAME_SHOWN]!r} (hostile or corrupt output)")
+            raise ParseError("probe", f"unexpected frame {shown_value(name[:_NAME_SHOWN])} (hostile or corrupt output)")
         if name == ".rc":
             if pending is None or not frame.numbers:
                 raise ParseError("probe", "exit-code frame without a command frame")
@@ -162,9 +163,11 @@ def split_output(text: str, nonce: str, stderr: str = "", names: tuple[str, ...]
             pending = None
             continue
         if name not in names:
-            raise ParseError("probe", f"unexpected frame {name[:_NAME_SHOWN]!r}: not a capture name (hostile or corrupt output)")
+            raise ParseError(
+                "probe", f"unexpected frame {shown_value(name[:_NAME_SHOWN])}: not a capture name (hostile or corrupt output)"
+            )
         if name in captures or (pending is not None and pending[0] == name):
-            raise ParseError("probe", f"frame {name!r} appears twice (hostile or corrupt output)")
+            raise ParseError("probe", f"frame {shown_value(name)} appears twice (hostile or corrupt output)")
         if pending is not None:
             raise ParseError("probe", f"output of {pending[0]} has no exit code: connection dropped?")
         pending = (name, body)

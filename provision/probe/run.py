@@ -21,6 +21,7 @@ from provision.files import open_dir
 from provision.inventory.model import HOST_NAME, Host
 from provision.probe.gather import CAPTURE_NAMES, NOT_INSTALLED, REMOTE_COMMAND, Capture, gather_script, new_nonce, split_output
 from provision.probe.store import read_capture_dir
+from provision.text import shown_value
 
 if TYPE_CHECKING:
     from provision.transport.options import SshOptions
@@ -138,7 +139,7 @@ def replay(capture_root: Path, hosts: list[str] | None = None) -> list[ProbeResu
         results = []
         for name in names:
             if not HOST_NAME.match(name):  # names become file paths: no "..", no "/"
-                results.append(ProbeResult(name, None, "missing", f"{name!r} is not a host name"))
+                results.append(ProbeResult(name, None, "missing", f"{shown_value(name)} is not a host name"))
                 continue
             host_dir = capture_root / name
             try:

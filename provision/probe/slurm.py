@@ -32,6 +32,7 @@ from provision.inventory.model import HOST_NAME, Host
 from provision.probe.gather import gather_script, new_nonce, split_output
 from provision.probe.run import ProbeResult, facts_from_captures
 from provision.resources import render
+from provision.text import shown_value
 from provision.transport.connection import run_command
 from provision.transport.options import HostFailure, SshOptions
 
@@ -66,9 +67,9 @@ class SlurmRequest:
     def check(self) -> None:
         """Refuse anything that is not a Slurm name: these become salloc's words on the submit host."""
         if self.partition is not None and not _PARTITION.match(self.partition):
-            raise SlurmProbeError(f"--partition {self.partition[:60]!r}: not a Slurm partition name", 2)
+            raise SlurmProbeError(f"--partition {shown_value(self.partition[:60])}: not a Slurm partition name", 2)
         if self.nodelist is not None and not _NODELIST.match(self.nodelist):
-            raise SlurmProbeError(f"--nodelist {self.nodelist[:60]!r}: not a Slurm host list (node[01-04],gpu5)", 2)
+            raise SlurmProbeError(f"--nodelist {shown_value(self.nodelist[:60])}: not a Slurm host list (node[01-04],gpu5)", 2)
         if self.nodes is not None and not 1 <= self.nodes <= 1_000_000:
             raise SlurmProbeError(f"--nodes {self.nodes}: at least 1", 2)
         if self.nodes is None and self.nodelist is None:
@@ -137,11 +138,11 @@ def results_from_output(stdout: str, stderr: str, code: int, nonce: str, submit:
     results = []
     for task, node in enumerate(nodes):
         if not HOST_NAME.match(node):
-            results.append(ProbeResult(node[:60], None, "slurm", f"Slurm node name {node[:60]!r} is not a host name"))
+            results.append(ProbeResult(node[:60], None, "slurm", f"Slurm node name {shown_value(node[:60])} is not a host name"))
             continue
         encoded_stderr, plain_stderr = _stderr_of(err_tasks.get(task, []))
         # What srun said about the task, then what its shell said (both only quoted, never parsed).
-        why = "; ".join([*said.get(task, []), *(repr(line[:80]) for line in plain_stderr[:2])])[:SHOWN]
+        why = "; ".join([*said.get(task, []), *(shown_value(line[:80]) for line in plain_stderr[:2])])[:SHOWN]
         try:
             if task not in out_tasks:
                 raise ParseError("probe", "no output from its srun task" + (f" ({why})" if why else ""))

@@ -19,6 +19,7 @@ from provision.facts.model import HostFacts
 from provision.files import READ_LIMIT, StagedFiles, open_dir, private_dir, read_regular
 from provision.inventory.model import HOST_NAME
 from provision.probe.gather import CAPTURE_NAMES, Capture
+from provision.text import shown_value
 
 DEFAULT_FACTS_DIR = defaults.FACTS_DIR  # facts/ beside the inventory when there is none (facts_folder)
 
@@ -74,10 +75,10 @@ def save_hosts(
 
 def _check_host(facts: HostFacts, captures: dict[str, Capture]) -> None:
     if not HOST_NAME.match(facts.host):
-        raise FactsError(f"{facts.host!r} is not a host name: facts not saved")
+        raise FactsError(f"{shown_value(facts.host)} is not a host name: facts not saved")
     unknown = sorted(name for name in captures if name not in CAPTURE_NAMES)
     if unknown:
-        raise FactsError(f"{facts.host}: unknown capture name(s) {unknown[:3]!r}: facts not saved")
+        raise FactsError(f"{facts.host}: unknown capture name(s) {shown_value(unknown[:3])}: facts not saved")
 
 
 def _stage_host(staged: StagedFiles, top: int, facts_dir: Path, facts: HostFacts, captures: dict[str, Capture]) -> None:
@@ -108,7 +109,7 @@ def facts_folder(inventory: Path | None) -> Path:
 def load_host(facts_dir: Path, host: str) -> HostFacts:
     """Read ``<facts_dir>/<host>.json``; missing or corrupt files raise :class:`FactsError`."""
     if not HOST_NAME.match(host):  # the name becomes a file path
-        raise FactsError(f"{host!r} is not a host name (letters, digits, '.', '_', '-')")
+        raise FactsError(f"{shown_value(host)} is not a host name (letters, digits, '.', '_', '-')")
     path = facts_dir / f"{host}.json"
     try:
         raw = read_regular(path)
@@ -146,9 +147,11 @@ def _text_problem(data: object, host: str) -> str | None:
     for field in ("host", "hostname"):
         value = data.get(field)
         if not isinstance(value, str) or not HOST_NAME.match(value):
-            return f"field {field!r} is {str(value)[:60]!r}, not a host name (letters, digits, '.', '_', '-')"
+            return (
+                f"field {shown_value(field)} is {shown_value(str(value)[:60])}, not a host name (letters, digits, '.', '_', '-')"
+            )
     if data["host"] != host:
-        return f"field 'host' is {data['host']!r} but the file name says {host!r}"
+        return f"field 'host' is {shown_value(data['host'])} but the file name says {shown_value(host)}"
     stack: list[tuple[str, object]] = [("", data)]
     while stack:
         where, value = stack.pop()
@@ -159,9 +162,9 @@ def _text_problem(data: object, host: str) -> str | None:
             stack.extend((f"{where}[{index}]", item) for index, item in enumerate(value))
         elif isinstance(value, str):
             if _LINE_BREAK.search(value):
-                return f"field {where!r} holds a line break ({value[:60]!r})"
+                return f"field {shown_value(where)} holds a line break ({shown_value(value[:60])})"
             if _CONTROL.search(value) and not where.startswith(_FREE_TEXT):
-                return f"field {where!r} holds a control character ({value[:60]!r})"
+                return f"field {shown_value(where)} holds a control character ({shown_value(value[:60])})"
     return None
 
 

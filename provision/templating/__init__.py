@@ -21,6 +21,7 @@ from provision.errors import TemplateError
 from provision.resources import jinja_environment, resource_dir
 from provision.templating.filters import FILTERS
 from provision.templating.shell import VALUES_END, VARIABLE, place_values
+from provision.text import shown_value
 
 _SINGLE = re.compile(r"^\{\{(?P<expr>(?:(?!\}\}).)*)\}\}\Z", re.DOTALL)
 
@@ -114,7 +115,7 @@ def compile_expression(expression: str):
     try:
         return ENV.compile_expression(expression, undefined_to_none=False)
     except jinja2.TemplateSyntaxError as error:
-        raise TemplateError(f"expression {expression.strip()!r} does not parse: {error.message}") from None
+        raise TemplateError(f"expression {shown_value(expression.strip())} does not parse: {error.message}") from None
 
 
 def evaluate_when(expression: Any, context: dict) -> bool:
@@ -140,7 +141,7 @@ def render_template(env: jinja2.Environment, name: str, context: dict) -> str:
     try:
         return env.get_template(name).render(context)
     except jinja2.TemplateNotFound:
-        raise TemplateError(f"template {name!r} not found (searched {', '.join(env.loader.searchpath)})") from None
+        raise TemplateError(f"template {shown_value(name)} not found (searched {', '.join(env.loader.searchpath)})") from None
     except jinja2.TemplateSyntaxError as error:
         raise TemplateError(f"template {error.filename or name}:{error.lineno}: {error.message}") from None
     except (jinja2.UndefinedError, jinja2.TemplateError, TypeError, ValueError) as error:

@@ -16,6 +16,7 @@ from provision.errors import FactsError, NodeFault, TemplateError
 from provision.plans.gres import plan_gres
 from provision.probe.store import load_host
 from provision.templating.nfs_clients import cluster_addresses, verified_address
+from provision.text import shown_value
 
 
 def registered(hostvars: Any, name: str) -> list:
@@ -79,7 +80,7 @@ def claim_problems(hostvars: dict) -> dict[str, str]:
         for name in _host_names(host, values if isinstance(values, dict) else {}):
             other = owner.setdefault(name.lower(), host)
             if other != host:
-                message = f"hosts {other} and {host} both have the name or address {name!r}: fix it in the inventory"
+                message = f"hosts {other} and {host} both have the name or address {shown_value(name)}: fix it in the inventory"
                 problems.setdefault(other, message)
                 problems.setdefault(host, message)
         if not _is_address(host):
@@ -90,7 +91,7 @@ def claim_problems(hostvars: dict) -> dict[str, str]:
             if other is not None and other != host:
                 problems.setdefault(
                     host,
-                    f"host {host} reports the name or address {claim!r}, which is host {other}'s: not believed "
+                    f"host {host} reports the name or address {shown_value(claim)}, which is host {other}'s: not believed "
                     f"(fix the host name or addresses on {host}; the other hosts go on)",
                 )
     return problems
@@ -160,7 +161,7 @@ def home_writer(hostvars: Any, play_hosts: list, setting: Any = "auto") -> str |
     if setting in (True, "true", "yes"):
         return live[0]
     if setting != "auto":
-        raise TemplateError(f"shared_home: {setting!r} is not true, false or auto")
+        raise TemplateError(f"shared_home: {shown_value(setting)} is not true, false or auto")
     return live[0] if home_shared([(hostvars[h].get("facts") or {}).get("home") for h in live]) else None
 
 
@@ -172,7 +173,7 @@ def _slurm_nodes(nodes: Any, groups: dict) -> list[str]:
     inventory order; a name that is neither is an error naming it."""
     names = [nodes] if isinstance(nodes, str) else nodes
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        raise TemplateError(f"slurm: nodes must be a group or host name or a list of them, not {nodes!r}")
+        raise TemplateError(f"slurm: nodes must be a group or host name or a list of them, not {shown_value(nodes)}")
     every = list(groups.get("all") or [])
     chosen: set[str] = set()
     for name in names:
@@ -181,7 +182,7 @@ def _slurm_nodes(nodes: Any, groups: dict) -> list[str]:
         elif name in every:
             chosen.add(name)
         else:
-            raise TemplateError(f"slurm: nodes: {name!r} is no group or host of the inventory")
+            raise TemplateError(f"slurm: nodes: {shown_value(name)} is no group or host of the inventory")
     return [host for host in every if host in chosen]
 
 
@@ -218,17 +219,17 @@ def slurm_files(settings: Any, groups: Any, facts_dir: Any = None, base_dir: Any
     if settings in (None, False):
         settings = {}
     if not isinstance(settings, dict):
-        raise TemplateError(f"slurm: must be a mapping ({', '.join(SLURM_DEFAULTS)}), not {settings!r}")
+        raise TemplateError(f"slurm: must be a mapping ({', '.join(SLURM_DEFAULTS)}), not {shown_value(settings)}")
     unknown = sorted(set(settings) - set(SLURM_DEFAULTS))
     if unknown:
         raise TemplateError(f"slurm: unknown key {', '.join(unknown)} (known: {', '.join(SLURM_DEFAULTS)})")
     merged = {**SLURM_DEFAULTS, **{k: v for k, v in settings.items() if v is not None}}
     for key in ("conf", "gres"):
         if not isinstance(merged[key], str) or not merged[key].startswith("/"):
-            raise TemplateError(f"slurm: {key} must be an absolute path, not {merged[key]!r}")
+            raise TemplateError(f"slurm: {key} must be an absolute path, not {shown_value(merged[key])}")
     if merged["facts_dir"] is not None:  # the inventory's setting: relative to its folder
         if not isinstance(merged["facts_dir"], str) or not merged["facts_dir"]:
-            raise TemplateError(f"slurm: facts_dir must be a folder, not {merged['facts_dir']!r}")
+            raise TemplateError(f"slurm: facts_dir must be a folder, not {shown_value(merged['facts_dir'])}")
         folder = Path(str(base_dir or ".")) / Path(merged["facts_dir"]).expanduser()
     elif facts_dir:  # setup-cluster's --facts-dir (relative to where it runs, as for probe and slurm-gres)
         folder = Path(str(facts_dir))

@@ -1,0 +1,121 @@
+"""doctor's checks that the nodes are alike: every node reached with the job user's uid:gid
+(check 1), the same software (3) and hardware (4), each dataset the same on every node (5).
+
+Each names the hosts at fault and says, in one line, what differs, where, and what the majority
+has. Unreachable nodes fail check 1 only; every other check looks at the nodes that answered.
+"""
+
+from __future__ import annotations
+
+from provision.doctor.compare import answered, compare, hosts_list, majority
+from provision.doctor.model import FAIL, PASS, WARN, CheckResult, NodeReport
+
+MEMORY_TOLERANCE = 0.05  # nodes whose memory is within 5 % of the majority's count as equal
+
+
+def check_reach(reports: list[NodeReport], user: str) -> CheckResult:
+    """Check 1: every node answered; the job user exists on each with one uid and gid."""
+    name = "reach + job user"
+    down = [r for r in reports if not r.ok]
+    reached = answered(reports)
+    missing = [r.host for r in reached if r.job_ids is None]
+    ids = {r.host: r.job_ids for r in reached if r.job_ids is not None}
+    problems, hosts = [], []
+    if down:
+        more = f" (+{len(down) - 4} more)" if len(down) > 4 else ""
+        problems.append("; ".join(f"{r.host}: {r.error}" for r in down[:4]) + more)
+        hosts += [r.host for r in down]
+    if missing:
+        problems.append(f"no user {user} on {hosts_list(missing)} (cluster_users + provision setup-cluster make it)")
+        hosts += missing
+    if ids:
+        common, odd = majority(ids)
+        if odd:
+            differ = ", ".join(f"{ids[h][0]}:{ids[h][1]} on {h}" for h in odd[:6])
+            problems.append(f"{user} has uid:gid {differ}; the others {common[0]}:{common[1]}")
+            hosts += odd
+    if problems:
+        return CheckResult(name, FAIL, tuple(hosts), "; ".join(problems))
+    uid, gid = next(iter(ids.values())) if ids else ("?", "?")
+    return CheckResult(name, PASS, (), f"{len(reports)} node(s) reached; {user} is {uid}:{gid} on each")
+
+
+def _openmpi(report: NodeReport) -> str:
+    mpi = report.facts.openmpi
+    if not mpi.version:
+        return ""
+    build = {True: "CUDA-aware", False: "not CUDA-aware", None: "CUDA support unknown"}[mpi.cuda_aware]
+    return f"{mpi.version} ({build})"
+
+
+def check_software(reports: list[NodeReport]) -> CheckResult:
+    """Check 3: OpenMPI version and build, NVIDIA driver, CUDA runtime, NCCL, Anaconda's Python."""
+    return compare(
+        "software",
+        reports,
+        {
+            "OpenMPI": _openmpi,
+            "NVIDIA driver": lambda r: r.software.nvidia_driver,
+            "CUDA runtime": lambda r: r.software.cuda_runtime,
+            "NCCL": lambda r: r.software.nccl,
+            "Anaconda": lambda r: r.software.conda_python,
+        },
+    )
+
+
+def check_hardware(reports: list[NodeReport]) -> CheckResult:
+    """Check 4: sockets x cores x threads, GPU count and model alike (fail); memory within
+    :data:`MEMORY_TOLERANCE` (warn)."""
+
+    def gpus(report: NodeReport) -> str:
+        models = sorted({g.name for g in report.facts.gpus})
+        return f"{len(report.facts.gpus)} x {'/'.join(models)}" if report.facts.gpus else "0"
+
+    shape = compare(
+        "hardware",
+        reports,
+        {"arch": lambda r: r.facts.arch, "sockets x cores x threads": lambda r: r.facts.cpu.shape(), "GPUs": gpus},
+    )
+    memory = {r.host: r.facts.memory_mib for r in answered(reports) if r.facts.memory_mib}
+    if not memory:
+        return shape
+    typical = sorted(memory.values())[len(memory) // 2]
+    odd = [h for h, mib in memory.items() if abs(mib - typical) > MEMORY_TOLERANCE * typical]
+    if not odd:
+        return shape
+    differ = ", ".join(f"{memory[h] // 1024} GiB on {h}" for h in odd[:6])
+    note = f"memory: {differ}; the others about {typical // 1024} GiB"
+    if shape.status == PASS:
+        return CheckResult("hardware", WARN, tuple(odd), note)
+    hosts = shape.hosts + tuple(h for h in odd if h not in shape.hosts)
+    return CheckResult("hardware", shape.status, hosts, f"{shape.detail}; {note}")
+
+
+def check_datasets(reports: list[NodeReport], paths: tuple[str, ...]) -> list[CheckResult]:
+    """Check 5: each dataset exists on every node with the same manifest."""
+    results = []
+    for index, path in enumerate(paths):
+        name = f"dataset {path}"
+        manifests = {r.host: r.datasets[index] for r in answered(reports) if index < len(r.datasets)}
+        missing = [h for h, m in manifests.items() if not m.exists]
+        present = {h: m for h, m in manifests.items() if m.exists}
+        if not present:
+            results.append(CheckResult(name, FAIL, tuple(missing), f"{path} is missing on every node"))
+            continue
+        keys = {h: (m.files, m.size, m.listing_hash, m.content_hash) for h, m in present.items()}
+        common, odd = majority(keys)
+
+        def said(key) -> str:
+            files, size, listing, content = key
+            return f"{files} files, {size} B, listing {listing[:8]}" + (f", content {content[:8]}" if content else "")
+
+        problems = []
+        if missing:
+            problems.append(f"missing on {hosts_list(missing)}")
+        if odd:
+            problems.append("; ".join(f"{h} has {said(keys[h])}" for h in odd[:4]) + f"; the others {said(common)}")
+        if problems:
+            results.append(CheckResult(name, FAIL, tuple(missing + odd), "; ".join(problems)))
+        else:
+            results.append(CheckResult(name, PASS, (), f"same on every node: {said(common)}"))
+    return results

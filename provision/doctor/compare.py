@@ -1,0 +1,67 @@
+"""How doctor's checks compare nodes: the majority and who differs from it, the worst status, the
+nodes that answered, a host list that stays one line; :func:`compare` builds a whole check from
+"every node shows the same value of each of these".
+
+    >>> majority({"n1": "12.4", "n2": "12.4", "n3": "12.2"})
+    ('12.4', ['n3'])
+    >>> hosts_list([f"n{i}" for i in range(1, 9)])
+    'n1, n2, n3, n4, n5, n6 and 2 more'
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Hashable
+
+from provision.doctor.model import FAIL, PASS, SEVERITY, CheckResult, NodeReport
+
+
+def majority(values: dict[str, Hashable]) -> tuple[Hashable, list[str]]:
+    """The most common value (the first node's on a tie) and the hosts that differ from it."""
+    if not values:
+        return None, []
+    counts = Counter(values.values())
+    top = max(counts.values())
+    winner = next(v for v in values.values() if counts[v] == top)
+    return winner, [host for host, value in values.items() if value != winner]
+
+
+def worst(statuses: list[str]) -> str:
+    """The most severe of ``statuses`` (FAIL over WARN over PASS); PASS when there are none."""
+    return max(statuses, key=SEVERITY.__getitem__, default=PASS)
+
+
+def answered(reports: list[NodeReport]) -> list[NodeReport]:
+    """The reports of the nodes that were reached and read (an unreachable node fails check 1 only)."""
+    return [r for r in reports if r.ok]
+
+
+def hosts_list(hosts: list[str], limit: int = 6) -> str:
+    """The first ``limit`` hosts and how many more: a line stays one line at any cluster size."""
+    return ", ".join(hosts[:limit]) + (f" and {len(hosts) - limit} more" if len(hosts) > limit else "")
+
+
+def compare(
+    name: str, reports: list[NodeReport], what: dict[str, Callable[[NodeReport], str]], status: str = FAIL
+) -> CheckResult:
+    """A check that every node shows the same value of each ``what`` (absent: ``none``); a mix
+    names the minority, what it has and what the others have."""
+    reached = answered(reports)
+    problems, hosts, shown = [], [], []
+    for label, value_of in what.items():
+        values = {r.host: value_of(r) or "none" for r in reached}
+        if set(values.values()) <= {"none"}:
+            continue
+        common, odd = majority(values)
+        shown.append(f"{label} {common}")
+        if odd:
+            groups: dict[str, list[str]] = {}
+            for host in odd:
+                groups.setdefault(values[host], []).append(host)
+            problems.append(
+                f"{label}: " + "; ".join(f"{value} on {hosts_list(h)}" for value, h in groups.items()) + f"; the others {common}"
+            )
+            hosts += [h for h in odd if h not in hosts]
+    if problems:
+        return CheckResult(name, status, tuple(hosts), "; ".join(problems))
+    return CheckResult(name, PASS, (), ("same on every node: " + ", ".join(shown)) if shown else "nothing to compare")
