@@ -126,8 +126,8 @@ def test_server_kind(nfsd, asked, expected):
 # prefix length, or a host name; never *, a wildcard, everyone as a network, or a value that only
 # looks right (a trailing newline: Python's $ would have let it through).
 CLIENT_REFUSALS = [
-    ("10.0.0.0/24\n", r"'10.0.0.0/24\\n' is not an address, network"),
-    ("10.0.0.1\n", r"'10.0.0.1\\n' is not an address"),
+    ("10.0.0.0/24\n", r"'10.0.0.0/24\\x0a' is not an address, network"),
+    ("10.0.0.1\n", r"'10.0.0.1\\x0a' is not an address"),
     ("10.0.0.1/24", r"has host bits set \(did you mean 10.0.0.0/24\?\)"),
     ("10.0.0.0/33", r"network '10.0.0.0/33'"),
     ("fd00::/129", r"network 'fd00::/129'"),

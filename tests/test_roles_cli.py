@@ -76,7 +76,7 @@ CASES = [
     (
         "client-trailing-newline",
         '  nfs_server: n1\n  nfs_exports: [{path: /data/x}]\n  nfs_clients: ["10.0.0.0/24\\n"]\n',
-        "hosts.yml:7 (nfs_clients): nfs_clients: '10.0.0.0/24\\n' is not an address, network (10.0.0.0/24) or host name",
+        "hosts.yml:7 (nfs_clients): nfs_clients: '10.0.0.0/24\\x0a' is not an address, network (10.0.0.0/24) or host name",
     ),
     (
         "client-everyone",
