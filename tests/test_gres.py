@@ -161,9 +161,25 @@ def test_a_node_claiming_another_nodes_name_never_takes_its_line():
     assert plan.gres_conf.count("NodeName=node02 ") == 2 and "node01" not in plan.gres_conf + plan.slurm_conf
 
 
-def test_two_nodes_reporting_one_new_name_are_both_refused_after_the_first():
-    plan = plan_gres([_claiming("gpu1", "spare"), _claiming("gpu2", "spare")])
-    assert plan.errors == ("host gpu2: it reports the host name 'spare', as host gpu1 does: left out; fix the host name on gpu2",)
+def test_two_nodes_reporting_one_new_name_are_both_left_out():
+    plan = plan_gres([_claiming("gpu1", "spare"), _claiming("gpu2", "spare"), minsky("gpu3")])
+    assert plan.errors == (
+        "host gpu1: it reports the host name 'spare', as host gpu2 does: left out; fix the host name on gpu1",
+        "host gpu2: it reports the host name 'spare', as host gpu1 does: left out; fix the host name on gpu2",
+    )
+    assert [line.split()[0] for line in plan.slurm_conf.splitlines()[1:]] == ["NodeName=gpu3"]
+
+
+def test_a_node_listed_first_never_takes_the_host_name_an_honest_node_reports():
+    """gpu02's real host name is r1n07 (NodeHostname=r1n07: slurmd on it finds its line by that
+    name). gpu01, listed first, reporting r1n07 too must not get NodeName=gpu01 NodeHostname=r1n07
+    (slurmd on the real r1n07 would then run as gpu01, with gpu01's counts) while gpu02 is dropped:
+    neither claim is believed, both are left out, each naming the other."""
+    plan = plan_gres([_claiming("gpu01", "r1n07"), _claiming("gpu02", "r1n07.cluster"), minsky("gpu03")])
+    assert "NodeHostname=r1n07" not in plan.slurm_conf and "gpu01" not in plan.slurm_conf + plan.gres_conf
+    assert [line.split()[0] for line in plan.slurm_conf.splitlines()[1:]] == ["NodeName=gpu03"]
+    assert [error.split(":")[0] for error in plan.errors] == ["host gpu01", "host gpu02"]
+    assert plan.faults.keys() == {"gpu01", "gpu02"}
 
 
 def test_node_name_is_the_inventorys_and_node_hostname_what_the_host_calls_itself():

@@ -11,7 +11,8 @@ A node's identity is the inventory's, never what the node says (issue 24, findin
 ``NodeName`` is the inventory name's short form (up to the first dot; an IP address whole). Where
 the host calls itself otherwise, ``NodeHostname=`` names what it reports (slurmd finds its line by
 ``hostname -s``, slurm.conf(5) NodeHostname), unless that name is refused: a word slurm.conf
-reserves, or another host's name (it would take that host's line). A refused host is left out
+reserves, or another host's name (it would take that host's line), or a name another host
+reports too (every such host is left out: neither claim is believed). A refused host is left out
 with one line naming it; the others are kept.
 """
 
@@ -67,14 +68,20 @@ def identity_problems(hosts: list[HostFacts]) -> dict[str, str]:
                 f"host {facts.host}: it reports the host name {shown_value(reported)}, which is host "
                 f"{owners[reported.lower()]}'s: left out (it would take that node's line); fix the host name on {facts.host}"
             )
-    claimed: dict[str, str] = {}
-    for facts in hosts:  # two hosts reporting one name: slurmd on either would take the other's line
-        if facts.host in problems or reported_name(facts) == node_name(facts.host):
-            continue
-        other = claimed.setdefault(reported_name(facts).lower(), facts.host)
-        if other != facts.host:
+    # Two hosts reporting one name: slurmd on either would take the other's line. Neither claim can
+    # be believed over the other (the order of the inventory is no evidence), so every claimant is
+    # left out: keeping the first would let a node listed earlier take an honest node's
+    # NodeHostname (the honest node's slurmd then runs as the other's NodeName, with its counts).
+    claimed: dict[str, list[str]] = {}
+    for facts in hosts:
+        if facts.host not in problems and reported_name(facts) != node_name(facts.host):
+            claimed.setdefault(reported_name(facts).lower(), []).append(facts.host)
+    for facts in hosts:
+        claimants = claimed.get(reported_name(facts).lower(), [])
+        if facts.host in claimants and len(claimants) > 1:
+            others = ", ".join(h for h in claimants if h != facts.host)
             problems[facts.host] = (
-                f"host {facts.host}: it reports the host name {shown_value(reported_name(facts))}, as host {other} does: "
+                f"host {facts.host}: it reports the host name {shown_value(reported_name(facts))}, as host {others} does: "
                 f"left out; fix the host name on {facts.host}"
             )
     return problems
