@@ -60,6 +60,7 @@ class SetupResult:
     pairs: list = field(default_factory=list)
     summary: list = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)  # hosts outside the run left out of a cluster-wide file
 
     @property
     def bad_pairs(self) -> list:
@@ -67,7 +68,7 @@ class SetupResult:
 
     @property
     def ok(self) -> bool:
-        return self.report.ok and not self.bad_pairs and all(line.ok for line in self.summary)
+        return self.report.ok and not self.bad_pairs and all(line.ok for line in self.summary) and not self.left_out
 
     def as_dict(self) -> dict:
         """The --json document."""
@@ -76,6 +77,7 @@ class SetupResult:
             "recap": [vars(r) for r in self.report.recap],
             "verify": [vars(p) for p in self.pairs],
             "summary": [vars(line) for line in self.summary],
+            "left_out": list(self.left_out),
         }
 
 
@@ -207,8 +209,12 @@ class ClusterSetup:
                 raise ProvisionError(problem)
         report = runner.run()
         done = SetupResult(report)
-        for why in runner.faults.values():  # issue 24.3: one node's own report fails that node, not the run
-            done.warnings.append(f"{why} (that host fails; the other hosts went on)")
+        for name, why in runner.faults.items():  # issue 24.3: one node's own report fails that node, not the run
+            if name in report.runs:
+                done.warnings.append(f"{why} (that host fails; the other hosts went on)")
+            else:  # outside this run (--limit): no task of its fails, yet the others' files lack it
+                done.warnings.append(f"{why} (that host is outside this run; the hosts of the run went on)")
+                done.left_out.append(name)
         for tag in runner.idle_tags(report):
             done.warnings.append(
                 f"--tags {tag}: its tasks did nothing on any host (all skipped): are the variables it reads set?"

@@ -1,5 +1,9 @@
 """Errors that reach the user as one clear line (and a non-zero exit)."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 
 class ProvisionError(Exception):
     """Base for every error the CLI reports as ``provision: error: <message>``."""
@@ -68,3 +72,25 @@ class NodeFault(ProvisionError):
     def __init__(self, host: str, message: str):
         self.host = host
         super().__init__(message)
+
+
+_noted_faults: ContextVar[dict[str, str] | None] = ContextVar("noted_faults", default=None)
+
+
+@contextmanager
+def noting_faults() -> Iterator[dict[str, str]]:
+    """``{host: why}`` of every node left out of a cluster-wide file for what it reported itself,
+    as the files are rendered inside this block (the runner's preparation): a node outside the run
+    (``--limit``) fails no task, so only this says the others' file was written without it."""
+    token = _noted_faults.set({})
+    try:
+        yield _noted_faults.get()
+    finally:
+        _noted_faults.reset(token)
+
+
+def note_fault(host: str, why: str) -> None:
+    """Record that ``host`` was left out (see :func:`noting_faults`; a no-op outside that block)."""
+    noted = _noted_faults.get()
+    if noted is not None:
+        noted.setdefault(host, why)

@@ -465,3 +465,35 @@ def test_a_node_without_facts_is_still_bad_input_before_any_host(tmp_path):
     with pytest.raises(BadInput, match=r"no facts for host h2"):
         make(tmp_path, SLURM_NODE_LINES.format(facts=folder), hosts=("h1", "h2"))
     assert list(tmp_path.glob("h*/*")) == []
+
+
+def test_a_node_outside_limit_left_out_of_the_slurm_files_is_a_warning_and_exit_1(tmp_path):
+    """h2's probed facts (nvidia-smi failed) leave it out of the node lines every host of the run
+    gets. With --limit leaving h2 out of the run no task of h2's fails, yet the cluster-wide file
+    written on the others drops it: that is said (a warning naming h2 and why) and the run exits 1,
+    as it does when h2 is in the run; before, it was silent and exited 0."""
+    import dataclasses
+    import json
+
+    from conftest import run_cli
+    from plan_support import minsky
+
+    folder = tmp_path / "facts"
+    folder.mkdir()
+    for name in ("localhost", "h2"):
+        facts = dataclasses.replace(minsky(name), **({"gpus": (), "unavailable": NVIDIA_SMI_FAILED} if name == "h2" else {}))
+        (folder / f"{name}.json").write_text(json.dumps(facts.to_dict()))
+    (tmp_path / "pb.yml").write_text(
+        "- hosts: all\n  tasks:\n    - name: node lines\n      file:\n"
+        f"        path: {tmp_path}/nodes.conf\n"
+        f"        content: \"{{{{ ({{}} | slurm_files(groups, '{folder}', '.', inventory_hostname)).node_lines }}}}\"\n"
+    )
+    (tmp_path / "hosts.yml").write_text("hosts:\n  localhost: {}\n  h2: {address: 127.0.0.1, port: 1}\n")
+    done = run_cli(
+        "setup-cluster", "-i", str(tmp_path / "hosts.yml"), "--playbook", str(tmp_path / "pb.yml"), "--limit", "localhost"
+    )
+    assert [line.split()[0] for line in (tmp_path / "nodes.conf").read_text().splitlines()[1:]] == ["NodeName=localhost"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    warned = [line for line in done.stderr.splitlines() if "h2" in line]
+    assert len(warned) == 1 and "host h2: nvidia-smi failed (exit 9" in warned[0], done.stderr
+    assert "slurm.conf and gres.conf are written without h2" in warned[0] and "outside this run" in warned[0]

@@ -13,7 +13,7 @@ from provision.engine.names import check_near_misses, read_names
 from provision.engine.recap import RunReport, report_of
 from provision.engine.selection import BadInput, check_tags, outline, tag_selected, tasks_before
 from provision.engine.task import Render, becomes, names_in, perform, predict
-from provision.errors import NodeFault, ProvisionError
+from provision.errors import NodeFault, ProvisionError, noting_faults
 from provision.inventory.model import Host, Inventory
 from provision.inventory.patterns import PatternError, select_hosts
 from provision.operations.base import StateKey
@@ -80,7 +80,7 @@ class Runner:
         self.play_hosts: list[list[Host]] = []
         self.cache = HostCache(cache_folder(inventory))
         self.known: dict[str, dict | None] = {}  # each inventory host's cached record (read once)
-        self.faults: dict[str, str] = {}  # {host: why} what it reported fails a task of its own (it fails there)
+        self.faults: dict[str, str] = {}  # {host: why} left out for what it reported (in the run, it fails that task)
         self.render = Render(
             variables, plays, self.play_hosts, self.hostvars, options.tags, options.template_dirs, options.prompted
         )
@@ -156,20 +156,26 @@ class Runner:
             check_near_misses(self.variables, self.hosts.values(), read_names(self.plays, folders))
         except ProvisionError as error:
             raise BadInput(str(error)) from None
-        for play, hosts in zip(self.plays, self.play_hosts, strict=True):
-            for host in hosts:
-                self.prefetch.setdefault(host.name, {})
-                self.upcoming.setdefault(host.name, [])
-                for task in [t for t in play.tasks if self.selected(t)] + list(play.handlers):
-                    self.root[host.name] = self.root.get(host.name, False) or becomes(task, play)
-                    try:
-                        predicted = predict(self.render, play, task, host, self.deferred)
-                    except NodeFault as fault:  # this host fails the task when it reaches it; the others go on
-                        self.faults.setdefault(host.name, str(fault))
-                        predicted = []
-                    for keys in predicted:
-                        self.upcoming[host.name].append((task, keys))
-                        self.prefetch[host.name].update(dict.fromkeys(keys))
+        with noting_faults() as left_out:
+            for play, hosts in zip(self.plays, self.play_hosts, strict=True):
+                for host in hosts:
+                    self._predict_host(play, host)
+        for name, why in left_out.items():  # also the nodes outside this run (--limit), which fail no task
+            self.faults.setdefault(name, why)
+
+    def _predict_host(self, play: Play, host: Host) -> None:
+        self.prefetch.setdefault(host.name, {})
+        self.upcoming.setdefault(host.name, [])
+        for task in [t for t in play.tasks if self.selected(t)] + list(play.handlers):
+            self.root[host.name] = self.root.get(host.name, False) or becomes(task, play)
+            try:
+                predicted = predict(self.render, play, task, host, self.deferred)
+            except NodeFault as fault:  # this host fails the task when it reaches it; the others go on
+                self.faults.setdefault(host.name, str(fault))
+                predicted = []
+            for keys in predicted:
+                self.upcoming[host.name].append((task, keys))
+                self.prefetch[host.name].update(dict.fromkeys(keys))
 
     # -- running -------------------------------------------------------------------------------
     def run(self) -> RunReport:

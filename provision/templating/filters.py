@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from provision import __version__
-from provision.errors import FactsError, NodeFault, TemplateError
+from provision.errors import FactsError, NodeFault, TemplateError, note_fault
 from provision.plans.gres import plan_gres
 from provision.probe.store import load_host
 from provision.templating.nfs_clients import cluster_addresses, verified_address
@@ -243,8 +243,11 @@ def slurm_files(settings: Any, groups: Any, facts_dir: Any = None, base_dir: Any
     gres_conf, node_lines, faults = _slurm_plan(tuple(names), str(folder), stamp)
     if faults and host is None:
         raise TemplateError("slurm: " + "; ".join(faults.values()))
-    if str(host) in faults:
-        raise NodeFault(str(host), f"slurm: {faults[str(host)]}; slurm.conf and gres.conf are written without {host}")
+    left_out = {name: f"slurm: {why}; slurm.conf and gres.conf are written without {name}" for name, why in faults.items()}
+    for name, why in left_out.items():  # in the run or not (--limit): the run says so and exits 1
+        note_fault(name, why)
+    if str(host) in left_out:
+        raise NodeFault(str(host), left_out[str(host)])
     chosen = {"nodes": [name for name in names if name not in faults], "left_out": sorted(faults)}
     return {**merged, "facts_dir": str(folder), **chosen, "gres_conf": gres_conf, "node_lines": node_lines}
 
