@@ -159,6 +159,9 @@ def test_connected_address_is_the_sockets_peer(tmp_path):
         # through a ProxyJump hop (a paramiko Channel, no socket): what the last hop was asked to reach
         transport.sock = object()
         assert session.connected_address() == "n1.cluster"
+        # the inventory's bracketed IPv6 address (ADDRESS allows it): the address, as exports name it
+        session._connection.host = "[fd00::4a]"
+        assert session.connected_address() == "fd00::4a"
     assert Session(Host("localhost"), None).connected_address() is None
 
 

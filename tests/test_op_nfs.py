@@ -153,6 +153,16 @@ def test_nfs_clients_entries_taken():
     assert check_clients(clients) == clients[:-1]  # each once
 
 
+@pytest.mark.parametrize("address", ["::1", "::ffff:10.0.0.7", "::/64"])
+def test_an_ipv6_address_starting_with_colons_is_an_address(address):
+    """Where the controller reached a host is the default client list and the clients' mount source:
+    a host reached at ``localhost`` that resolved to ``::1`` was refused as 'not an address', naming
+    nfs_clients, a variable the user never set."""
+    assert check_clients([address]) == [address]
+    if "/" not in address:
+        assert fstab_line({"server": address, "path": "/d", "mode": "ro", "options": None}).startswith(f"[{address}]:/d ")
+
+
 def test_kernel_asked_but_unusable_fails():
     with pytest.raises(OperationError, match="cannot serve NFS here"):
         plan("nfs_server_kind", {"server": "kernel", "clients": ["10.0.0.1"]}, {StateKey("nfsd"): "none"})

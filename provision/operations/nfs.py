@@ -35,7 +35,7 @@ from provision.operations.files import content_changes
 from provision.text import printable, shown_value
 
 _OPTIONS = re.compile(r"^[A-Za-z0-9_=.,-]{1,200}\Z")
-_SERVER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}\Z")
+_SERVER = re.compile(r"^[A-Za-z0-9:][A-Za-z0-9.:_-]{0,252}\Z")  # ':' first: an IPv6 address (::1), checked below
 
 
 _EXPORT_PATH = re.compile(r"^/[A-Za-z0-9._/+-]+\Z")
@@ -54,7 +54,7 @@ def check_export_path(path: Any) -> str:
     return path
 
 
-_CLIENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}(/[0-9]{1,3})?\Z")
+_CLIENT = re.compile(r"^[A-Za-z0-9:][A-Za-z0-9.:_-]{0,252}(/[0-9]{1,3})?\Z")  # ':' first: IPv6 (::1), never a name
 _LABEL = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\Z")
 
 
@@ -204,11 +204,19 @@ def plan_dataset(args: dict, current: Mapping[StateKey, Any]) -> list:
     ]
 
 
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
 def fstab_line(args: dict) -> str:
     """``server:/path /path nfs OPTIONS 0 0``."""
     path = check_export_path(args["path"])
     server = args["server"]
-    if not isinstance(server, str) or not _SERVER.match(server):
+    if not isinstance(server, str) or not _SERVER.match(server) or (server.startswith(":") and not _is_address(server)):
         raise ArgumentError(f"nfs_mount: server {shown_value(server)} is not a host name or address")
     options = args["options"] or ("rw" if args["mode"] == "rw" else "ro") + ",_netdev,nofail,vers=4"
     if not _OPTIONS.match(options):

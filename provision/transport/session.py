@@ -105,7 +105,11 @@ class Session:
                 return plain_address(sock.getpeername()[0])
             except (OSError, IndexError, TypeError):
                 return None
-        return str(self._connection.host) or None
+        host = str(self._connection.host)
+        try:  # the inventory's [fd00::4a] (its ADDRESS allows brackets) as an export line names it
+            return plain_address(host.removeprefix("[").removesuffix("]"))
+        except ValueError:
+            return host or None
 
     # -- files over SFTP (issue 15: never inside a script) ---------------------------------------
     def make_private_dir(self, parent: str) -> str:
