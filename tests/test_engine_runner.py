@@ -497,3 +497,19 @@ def test_a_node_outside_limit_left_out_of_the_slurm_files_is_a_warning_and_exit_
     warned = [line for line in done.stderr.splitlines() if "h2" in line]
     assert len(warned) == 1 and "host h2: nvidia-smi failed (exit 9" in warned[0], done.stderr
     assert "slurm.conf and gres.conf are written without h2" in warned[0] and "outside this run" in warned[0]
+
+
+def test_two_inventory_hosts_with_one_node_name_are_bad_input_before_any_host(tmp_path):
+    """n1.a and n1.b are both NodeName n1: the inventory's error, for the user to fix (exit 2, no
+    host touched), never n1.b's fault ('fix the host name on n1.b') with the run going on."""
+    import json
+
+    from plan_support import minsky
+
+    folder = tmp_path / "facts"
+    folder.mkdir()
+    for name in ("n1.a", "n1.b"):
+        (folder / f"{name}.json").write_text(json.dumps(minsky(name).to_dict()))
+    with pytest.raises(BadInput, match=r"host n1\.b: NodeName 'n1' is also host n1\.a's"):
+        make(tmp_path, SLURM_NODE_LINES.format(facts=folder), hosts=("n1.a", "n1.b"))
+    assert list(tmp_path.glob("n1.*/*")) == []

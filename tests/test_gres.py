@@ -189,3 +189,13 @@ def test_node_name_is_the_inventorys_and_node_hostname_what_the_host_calls_itsel
     assert lines[1].startswith("NodeName=gpu01 NodeHostname=r1n07 CPUs=160 ") and lines[2].startswith("NodeName=gpu02 CPUs=160")
     assert plan.gres_conf.count("NodeName=gpu[01-02] ") == 4  # gres.conf names NodeNames
     assert slurm_node_line(_claiming("10.0.0.5", "n5")).startswith("NodeName=10.0.0.5 NodeHostname=n5 ")
+
+
+def test_two_inventory_hosts_with_one_node_name_are_the_inventorys_error_not_a_nodes_fault():
+    plan = plan_gres([minsky("n1.a"), minsky("n1.b"), minsky("n2")])
+    assert plan.errors == (
+        "host n1.b: NodeName 'n1' is also host n1.a's (the inventory's names, up to the first dot): "
+        "NodeName must be unique; rename one in the inventory",
+    )
+    assert plan.faults == {}
+    assert [line.split()[0] for line in plan.slurm_conf.splitlines()[1:]] == ["NodeName=n[1-2]"]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from provision.facts.model import HostFacts
 from provision.plans.hostlist import HostlistError, expand, fold
-from provision.plans.slurm import RESERVED_NODE_NAMES, identity_problems, node_name, slurm_node_line
+from provision.plans.slurm import identity_problems, inventory_problem, node_name, slurm_node_line
 from provision.text import shown_value
 
 GRES_TYPES_LINE = "GresTypes=gpu"
@@ -162,7 +162,7 @@ def plan_gres(hosts: list[HostFacts], version: str = "") -> GresPlan:
             continue
         if facts.host in refused:
             errors.append(refused[facts.host])
-            if node_name(facts.host).lower() not in RESERVED_NODE_NAMES:  # a reserved inventory name is the user's
+            if not inventory_problem(facts.host, hosts):  # a reserved or shared inventory name is the user's
                 faults[facts.host] = refused[facts.host]
             continue
         gres = host_gres(facts)

@@ -44,9 +44,18 @@ def reported_name(facts: HostFacts) -> str:
     return (facts.hostname or facts.host).split(".", 1)[0]
 
 
+def inventory_problem(host: str, hosts: list[HostFacts]) -> bool:
+    """Whether :func:`identity_problems` refuses ``host`` for the inventory's own names (a reserved
+    word, or a NodeName an earlier inventory host has too): the user's to fix, not the node's."""
+    name = node_name(host).lower()
+    first = next((facts.host for facts in hosts if node_name(facts.host).lower() == name), host)
+    return name in RESERVED_NODE_NAMES or first != host
+
+
 def identity_problems(hosts: list[HostFacts]) -> dict[str, str]:
-    """{inventory host: why it is left out} for hosts whose name is a reserved word or whose
-    reported name is another host's (its NodeName, or the name another host reports)."""
+    """{inventory host: why it is left out} for hosts whose name is a reserved word or an earlier
+    inventory host's NodeName too, or whose reported name is another host's (its NodeName, or the
+    name another host reports)."""
     problems: dict[str, str] = {}
     owners: dict[str, str] = {}
     for facts in hosts:
@@ -57,6 +66,11 @@ def identity_problems(hosts: list[HostFacts]) -> dict[str, str]:
             problems[facts.host] = (
                 f"host {facts.host}: NodeName {shown_value(name)} is a word slurm.conf reserves (DEFAULT sets the values of "
                 "every line after it, ALL stops slurmctld): give it another name in the inventory"
+            )
+        elif owners[name.lower()] != facts.host:  # checked before what it reports: the inventory's error, not the node's
+            problems[facts.host] = (
+                f"host {facts.host}: NodeName {shown_value(name)} is also host {owners[name.lower()]}'s (the inventory's names, "
+                "up to the first dot): NodeName must be unique; rename one in the inventory"
             )
         elif reported.lower() in RESERVED_NODE_NAMES:
             problems[facts.host] = (
