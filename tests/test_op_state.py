@@ -27,6 +27,24 @@ def test_file_fact_from_real_stat(tmp_path):
     assert state.owner == getpass.getuser()
 
 
+def test_folders_are_walked_as_resolved_too_when_a_link_is_on_the_way(tmp_path):
+    # issue 28: where the folder as written is the folder as resolved, one walk of its parents;
+    # a link on the way still has the resolved folders checked: here the literal parents are safe
+    # (the link resolves to a root-owned 0755 folder) but one resolved parent is world-writable
+    writable = tmp_path / "shared"
+    (writable / "sub").mkdir(parents=True)
+    os.chmod(writable, 0o777)  # no sticky bit: another user may rename what is inside
+    (writable / "sub" / "f").write_text("x\n")
+    os.chmod(tmp_path, 0o755)
+    (tmp_path / "link").symlink_to(writable / "sub")
+    state = read(StateKey("file", str(tmp_path / "link" / "f")))
+    assert (state.kind, state.mode, state.below) == ("u", 0o777, str(writable)), state
+    plain = read(StateKey("file", str(writable / "sub" / "f")))  # no link: one walk, same finding
+    assert (plain.kind, plain.below) == ("u", str(writable)), plain
+    os.chmod(writable, 0o755)
+    assert read(StateKey("file", str(tmp_path / "link" / "f"))).content == b"x\n"
+
+
 def test_empty_file_and_folder_and_absent(tmp_path):
     (tmp_path / "empty").write_bytes(b"")
     assert read(StateKey("file", str(tmp_path / "empty"))).content == b""

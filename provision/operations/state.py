@@ -41,9 +41,13 @@ _HOME_FS = re.compile(r"^[a-z0-9_./-]{1,32} \d{1,20}:\d{1,20}(?: [A-Za-z0-9_.:/@
 # that another user can write (owned by someone else than the reader and root, or group/other
 # writable without the sticky bit) prints ``below|MODE|OWNER|GROUP|0`` and that folder; a link
 # prints its own stat line ("symbolic link"); a regular file with other names that the reader
-# does not own, "hard link". Folders are checked as written and as resolved (readlink -f).
+# does not own, "hard link". Folders are checked as written and as resolved (readlink -f); where
+# the two are the same folders (no link on the way, the usual case) they are walked once: each
+# folder costs a stat process, and these reads are most of a converged round trip (issue 28).
 _PATH_STATE = (
-    'for a in "$p" "$(readlink -f -- "${p%/*}" 2>/dev/null)/"; do q=$a; while [ -n "$q" ]; do q=${q%/*}; d=${q:-/}; '
+    'r="$(readlink -f -- "${p%/*}" 2>/dev/null)/"; '
+    'if [ "$r" = "${p%/*}/" ]; then set -- "$p"; else set -- "$p" "$r"; fi; '
+    'for a in "$@"; do q=$a; while [ -n "$q" ]; do q=${q%/*}; d=${q:-/}; '
     'if [ -d "$d" ]; then set -- $(stat -L -c \'%a %u\' "$d"); m=$((0$1)); '
     'if { [ "$2" -ne 0 ] && [ ! -O "$d" ]; } || { [ $((m & 01000)) -eq 0 ] && '
     '{ [ $((m & 02)) -ne 0 ] || { [ $((m & 020)) -ne 0 ] && [ ! -G "$d" ]; }; }; }; then '
