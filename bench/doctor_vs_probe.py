@@ -57,6 +57,10 @@ CHECKS = ("reach + job user", "pairwise ssh", "software", "hardware", "limits", 
 
 
 def timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+    """Run ``argv`` (``provision`` being the console script beside this interpreter, as installed
+    in the venv that runs the bench, not whatever is first on PATH) and time it."""
+    beside = Path(sys.executable).parent / argv[0]
+    argv = [str(beside), *argv[1:]] if beside.exists() else argv
     started = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True)
     return time.monotonic() - started, done
