@@ -16,8 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from provision.checks.roles import role_summary
-from provision.checks.ssh_pairs import verify_pairs
 from provision.engine.membership import new_hosts_problem
 from provision.engine.runner import BadInput, Runner, RunOptions
 from provision.engine.selection import split_tags
@@ -223,6 +221,10 @@ class ClusterSetup:
         if nfs_warning:
             done.warnings.append(nfs_warning)
         password, forks = self.options.become_password, self.options.forks
+        # the checks after the run: imported when there is one to do (--no-verify, --check: none)
+        from provision.checks.roles import role_summary
+        from provision.checks.ssh_pairs import verify_pairs
+
         try:
             selected = runner.tags_taken()  # the pair check and each role's summary only for what this run did
             if request.verify and not request.check and self.cluster.users and {"users", "ssh"} & selected:

@@ -60,8 +60,8 @@ def _facts_dir(ctx: typer.Context, param: typer.CallbackParam, value: Path | Non
 
 
 def _facts_beside(inventory: Path | None) -> Path:
+    from provision.defaults import facts_folder
     from provision.inventory.model import DEFAULT_INVENTORY
-    from provision.probe.store import facts_folder
 
     if inventory is None and DEFAULT_INVENTORY.exists():
         inventory = DEFAULT_INVENTORY

@@ -21,7 +21,7 @@ from provision.inventory.model import HOST_NAME
 from provision.probe.gather import CAPTURE_NAMES, Capture
 from provision.text import shown_value
 
-DEFAULT_FACTS_DIR = defaults.FACTS_DIR  # facts/ beside the inventory when there is none (facts_folder)
+DEFAULT_FACTS_DIR = defaults.FACTS_DIR  # facts/ beside the inventory when there is none (defaults.facts_folder)
 
 
 def save_host(facts_dir: Path, facts: HostFacts, captures: dict[str, Capture]) -> Path:
@@ -91,19 +91,6 @@ def _stage_host(staged: StagedFiles, top: int, facts_dir: Path, facts: HostFacts
             staged.remove(host_dir, f"{name}.txt")  # the command is gone now: a leftover file would lie
     text = json.dumps(facts.to_dict(), indent=2, sort_keys=True) + "\n"
     staged.add(top, f"{facts.host}.json", text.encode(), 0o644)
-
-
-def facts_folder(inventory: Path | None) -> Path:
-    """The facts folder when none is named: ``facts/`` beside the inventory file (so
-    ``inventory/facts`` for the default ``inventory/hosts.yml``), whatever the current directory;
-    ``inventory/facts`` without an inventory. One rule for every command that reads or writes
-    facts (probe, rankfile, launch, topology, slurm-gres, setup-cluster's Slurm role); a folder
-    named on the command line is taken as given (relative to where the command runs).
-
-    >>> str(facts_folder(Path("/srv/cluster/hosts.yml"))), str(facts_folder(None))
-    ('/srv/cluster/facts', 'inventory/facts')
-    """
-    return Path(inventory).parent / "facts" if inventory is not None else DEFAULT_FACTS_DIR
 
 
 def load_host(facts_dir: Path, host: str) -> HostFacts:

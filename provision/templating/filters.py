@@ -14,7 +14,6 @@ from typing import Any
 from provision import __version__
 from provision.errors import FactsError, NodeFault, TemplateError, note_fault
 from provision.plans.gres import plan_gres
-from provision.probe.store import load_host
 from provision.templating.nfs_clients import cluster_addresses, verified_address
 from provision.text import shown_value
 
@@ -189,6 +188,8 @@ def _slurm_nodes(nodes: Any, groups: dict) -> list[str]:
 @lru_cache(maxsize=8)
 def _slurm_plan(names: tuple[str, ...], facts_dir: str, _stamp: int) -> tuple[str, str, dict[str, str]]:
     # Facts files are replaced by rename, so the folder's mtime (``_stamp``) changes with any of them.
+    from provision.probe.store import load_host  # the fact parsers: only for a play that renders Slurm's files
+
     facts, errors = [], []
     for name in names:
         try:
