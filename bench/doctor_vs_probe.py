@@ -50,6 +50,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from console import tool  # noqa: E402
 from sshd_nodes import start_nodes, stop_nodes  # noqa: E402
 
 # Every check doctor runs without --dataset (provision.doctor.runner.run_checks).
@@ -59,8 +60,7 @@ CHECKS = ("reach + job user", "pairwise ssh", "software", "hardware", "limits", 
 def timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess]:
     """Run ``argv`` (``provision`` being the console script beside this interpreter, as installed
     in the venv that runs the bench, not whatever is first on PATH) and time it."""
-    beside = Path(sys.executable).parent / argv[0]
-    argv = [str(beside), *argv[1:]] if beside.exists() else argv
+    argv = [tool(argv[0]), *argv[1:]]
     started = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True)
     return time.monotonic() - started, done

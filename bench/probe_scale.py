@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import signal
 import statistics
 import subprocess
@@ -35,6 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+
+from console import tool  # noqa: E402
 
 from cluster_support import ensure_docker, wait_for_ssh, write_ed25519  # noqa: E402
 
@@ -67,12 +68,6 @@ def run(port):
 with ThreadPoolExecutor(forks) as pool:
     print(sum(pool.map(run, ports)))
 """
-
-
-def tool(name: str) -> str:
-    """The console script beside this interpreter (not a shim found on PATH)."""
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.exists() else shutil.which(name) or name
 
 
 class Nodes:

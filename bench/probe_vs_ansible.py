@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -36,18 +35,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from console import tool  # noqa: E402
 from sshd_nodes import start_nodes, stop_nodes  # noqa: E402
 
 from cluster_support import ensure_docker  # noqa: E402
 
 LABELS = ("provision", "ansible-cold", "ansible-warm", "fabric-gather", "fabric-hostname")
-
-
-def tool(name: str) -> str:
-    """The console script beside this interpreter (as the fabric run uses sys.executable directly),
-    not a wrapper found on PATH such as a pyenv shim, which would add its own start-up time."""
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.exists() else shutil.which(name) or name
 
 
 # argv: key, "gather"|"hostname", then name=port pairs. Prints {name: true/false} (reached, right host).

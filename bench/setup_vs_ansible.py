@@ -30,17 +30,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from console import tool  # noqa: E402
 from sshd_nodes import start_nodes, stop_nodes  # noqa: E402
 
 from cluster_support import ensure_docker  # noqa: E402
 
 CONNECT_TIMEOUT = 60  # the same for every tool: the 2-core machine is shared and often overloaded
-
-
-def tool(name: str) -> str:
-    """The console script beside this interpreter, not a shim found on PATH."""
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.exists() else shutil.which(name) or name
 
 
 def users(prefix: str, base: int) -> list[dict]:

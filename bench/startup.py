@@ -36,7 +36,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
+
+from console import tool  # bench/ is sys.path[0] when run as a script
 
 GOAL = 0.3  # seconds (issue 28)
 BEFORE = 0.59  # seconds: `provision --help` median on main ec5d0a7 (issue 28: 0.56-0.62 s)
@@ -53,12 +54,6 @@ COMMANDS = (
     "run",
     "inventory",
 )
-
-
-def tool(name: str) -> str | None:
-    """The console script beside this interpreter, else one on PATH, else None."""
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.exists() else shutil.which(name)
 
 
 NEUTRAL = tempfile.mkdtemp(prefix="provision-startup-")
@@ -86,7 +81,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--before", help="PYTHONPATH of the old code (and its typer), run in the same rounds")
     args = parser.parse_args()
-    provision = tool("provision")
+    provision = shutil.which(tool("provision"))
     if provision is None:
         raise SystemExit("no provision command: pip install -e '.[bench]'")
     lines: dict[str, list[str]] = {"provision --help": [provision, "--help"], "provision --version": [provision, "--version"]}
@@ -114,7 +109,7 @@ def main() -> None:
         ("ansible-playbook --help", ["ansible-playbook", "--help"]),
         ("pyinfra --help", ["pyinfra", "--help"]),
     ):
-        found = tool(argv[0])
+        found = shutil.which(tool(argv[0]))
         if found is None:
             print(f"(no {argv[0]} here: pip install -e '.[bench]')")
             continue
