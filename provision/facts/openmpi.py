@@ -33,6 +33,9 @@ SOURCE = Fact(
     "installed OpenMPI packages, version, CUDA support",
 )
 
+_VERSION_KEY = "ompi:version:full"
+_CUDA_KEY = "_built_with_cuda_support:value"  # mpi_... (v4) or its opal_... original
+_VERSION_LINE, _CUDA_LINE = _VERSION_KEY + ":", _CUDA_KEY + ":"  # what a line holding either key holds
 _SECTION = re.compile(r"^#\s*(dpkg-query|rpm|ompi_info)\s*\Z")
 _UPSTREAM = re.compile(r"^(?:\d+:)?(\d+(?:\.\d+)+)")  # strip epoch and packaging revision
 
@@ -56,9 +59,9 @@ def parse_openmpi(text: str) -> OpenMPI:
     ompi_version = None
     cuda: bool | None = None
     for number, raw in enumerate(text.splitlines(), start=1):
-        # ompi_info's ~900 lines per node: two substring tests skip a line that holds neither key
-        # nor a section header, as the full handling below would (a third of probe's parsing time).
-        if section == "ompi_info" and "#" not in raw and "ompi:version:full:" not in raw and "_cuda_support:value:" not in raw:
+        # ompi_info's ~900 lines per node: substring tests skip a line that holds neither key nor a
+        # section header, as the full handling below would (a third of probe's parsing time).
+        if section == "ompi_info" and "#" not in raw and _VERSION_LINE not in raw and _CUDA_LINE not in raw:
             continue
         line = raw.strip()
         if not line:
@@ -68,9 +71,9 @@ def parse_openmpi(text: str) -> OpenMPI:
             continue
         if section == "ompi_info":
             key, _, value = line.rpartition(":")
-            if key == "ompi:version:full":
+            if key == _VERSION_KEY:
                 ompi_version = value
-            elif key.endswith("_built_with_cuda_support:value"):  # mpi_... (v4) or its opal_... original
+            elif key.endswith(_CUDA_KEY):
                 cuda = value == "true"
             continue
         fields = line.split()
