@@ -1,9 +1,11 @@
-"""doctor's fabric check (provision/doctor/fabric.py): the odd node named with what differs."""
+"""doctor's fabric check (provision/doctor/fabric.py): the nodes' rails compared by place, link layer
+and rate, never by name; the odd node named with what differs."""
 
 from __future__ import annotations
 
 import dataclasses
 
+from rails_support import card_swapped, with_ports
 from test_plan_nics import eight_gpu, nic
 
 from conftest import read_fixture
@@ -18,25 +20,32 @@ def report(facts):
     return NodeReport(facts.host, facts=facts)
 
 
-def test_same_fabric_everywhere_passes():
-    result = check_fabric([report(eight_gpu("a")), report(eight_gpu("b", "10.0.0.2/24")), report(eight_gpu("c"))])
-    assert result.status == "pass" and result.detail.startswith("every node: mlx5_0/1, mlx5_1/1")
+def test_same_fabric_everywhere_passes_whatever_the_ports_are_called():
+    swapped = card_swapped(eight_gpu("c"))  # mlx5_1..9, mlx5_0: the same places, other names
+    result = check_fabric([report(eight_gpu("a")), report(eight_gpu("b", "10.0.0.2/24")), report(swapped)])
+    assert result.status == "pass", result.detail
+    assert result.detail.startswith("every node: 10 usable RDMA ports in the same places (mlx5_0:1, mlx5_1:1,")
 
 
-def test_a_down_port_a_slower_rate_and_other_names_are_each_named():
-    slow = eight_gpu("c")
-    port = dataclasses.replace(slow.rdma[2].ports[0], rate="100 Gb/sec (4X EDR)")
-    slow = dataclasses.replace(slow, rdma=(*slow.rdma[:2], dataclasses.replace(slow.rdma[2], ports=(port,)), *slow.rdma[3:]))
-    renamed = eight_gpu("d")
-    renamed = dataclasses.replace(
-        renamed, rdma=tuple(dataclasses.replace(d, name=d.name.replace("mlx5", "ibp")) for d in renamed.rdma)
-    )
-    reports = [report(eight_gpu("a")), report(eight_gpu("b", down=(1,))), report(slow), report(renamed), report(eight_gpu("e"))]
+def test_a_down_port_and_a_slower_rate_warn_naming_the_node_and_port():
+    slow = with_ports(eight_gpu("c"), [2], rate="100 Gb/sec (4X EDR)")
+    reports = [report(eight_gpu("a")), report(eight_gpu("b", down=(1,))), report(slow), report(eight_gpu("e"))]
     result = check_fabric(reports)
-    assert result.status == "fail" and result.hosts == ("b", "c", "d")
-    assert "b: mlx5_1/1 DOWN (others ACTIVE)" in result.detail
-    assert "c: mlx5_2/1 at 100 Gb/sec (4X EDR) (others 200 Gb/sec (4X HDR))" in result.detail
-    assert "d: no mlx5_0/1, no mlx5_1/1" in result.detail
+    assert result.status == "warn" and result.hosts == ("b", "c")
+    assert "b: no rail where a has mlx5_1:1 (mlx5_1:1 is DOWN)" in result.detail
+    assert "c: mlx5_2:1 at 100 Gb/sec (4X EDR) where a's mlx5_2:1 is at 200 Gb/sec (4X HDR)" in result.detail
+    assert result.detail.endswith("(NCCL runs, crossing rails or at the slower rate)")
+
+
+def test_what_nccl_cannot_connect_fails_another_link_layer_or_a_node_without_a_port():
+    roce = with_ports(eight_gpu("c"), range(10), link_layer="Ethernet")
+    dead = eight_gpu("d", down=tuple(range(10)))
+    result = check_fabric([report(eight_gpu("a")), report(eight_gpu("b")), report(roce), report(dead)])
+    assert result.status == "fail" and result.hosts == ("d", "c")
+    assert "c: mlx5_0:1 is Ethernet (RoCE) where a's mlx5_0:1 is InfiniBand" in result.detail
+    assert "d: no usable RDMA port (NCCL would use sockets there and RDMA on the others)" in result.detail
+    everywhere = check_fabric([report(eight_gpu("a", down=tuple(range(10)))), report(dead)])
+    assert everywhere.status == "warn" and everywhere.detail.startswith("no node has a usable RDMA port")
 
 
 def test_fabric_interface_mtu_and_roce_gid_index_are_compared():

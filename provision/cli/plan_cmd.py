@@ -123,7 +123,11 @@ def launch(
     ] = [],  # noqa: B006 - typer copies it
     common_rails: Annotated[
         bool,
-        typer.Option("--common-rails", help="Hosts' RDMA rails differ: use only those every host has (else launch refuses)."),
+        typer.Option(
+            "--common-rails",
+            help="Use only the RDMA rails in places every host has, with one link layer "
+            "(else hosts whose rails cannot connect are refused).",
+        ),
     ] = False,
     iface: Annotated[str, typer.Option("--iface", help="btl_tcp_if_include interface (default: one up on every host).")] = None,
     ddl_mode: Annotated[str, typer.Option("--ddl-mode", help="DDL -mode letter: b, n, r, m, c or p.")] = None,

@@ -1,13 +1,17 @@
-"""doctor's fabric check: the nodes' RDMA fabric compared across nodes, the odd node named with what differs.
+"""doctor's fabric check: the nodes' RDMA rails compared the way NCCL compares them, the odd node named with what differs.
 
-NCCL hangs, with no error, when nodes expose different RDMA port sets (NVIDIA/nccl#2428, #1277:
-channels built on one node's extra port have no peer), so every node should show the same
-devices and ports, each in the same state, link layer and rate; the fabric interface (the one
-``launch`` passes as ``NCCL_SOCKET_IFNAME``) the same MTU; and on RoCE each port's RoCE v2 GID at
-the same index (what ``NCCL_IB_GID_INDEX`` would say). The majority is taken as the norm.
+Each node's rails are its usable RDMA ports (ACTIVE; on RoCE with a RoCE v2 GID), compared by
+place, link layer and rate with :func:`provision.plans.rails.compare_rails`, never by name (NCCL
+lists and numbers each process's own devices: ``mlx5_1..8`` after a card swap is the same fabric
+as ``mlx5_0..7``). What NCCL cannot connect FAILs: a node without a usable port beside nodes with
+some, another link layer. What it runs on, crossing rails or at the slower rate, WARNs: a port
+missing or DOWN where the others have one, another rate. Then the fabric interface (the one
+``launch`` passes as ``NCCL_SOCKET_IFNAME``) should have the same MTU, and on RoCE each port its
+RoCE v2 GID at the same index (what ``NCCL_IB_GID_INDEX`` would say): WARN. The majority is taken
+as the norm.
 
-Example: ``fabric  FAIL  node03: mlx5_1/1 DOWN (others ACTIVE); node07: mlx5_0/1 at 100 Gb/sec
-(4X EDR) (others 200 Gb/sec (4X HDR))``.
+Example: ``fabric  WARN  node03: no rail where node01 has mlx5_1:1 (mlx5_1:1 is DOWN); node07:
+mlx5_0:1 at 100 Gb/sec (4X EDR) where node01's mlx5_0:1 is at 200 Gb/sec (4X HDR)``.
 """
 
 from __future__ import annotations
@@ -16,16 +20,17 @@ from provision.doctor.compare import majority
 from provision.doctor.model import FAIL, PASS, WARN, CheckResult, NodeReport
 from provision.errors import PlanError
 from provision.facts.model import HostFacts
-from provision.plans.nics import fabric_interface, roce_gid
-from provision.plans.rails import natural
+from provision.plans.nics import fabric_interface, roce_gid, usable_ports
+from provision.plans.rails import BREAKS, Rail, compare_rails, host_rails, port_states
+from provision.plans.rankfile import some_names
 
 NAME = "fabric"
 SHOWN = 6  # odd nodes named in full
 
 
-def _ports(facts: HostFacts) -> dict[str, tuple[str, str | None, str | None]]:
-    """{``dev/port``: (state, link layer, rate)}."""
-    return {f"{d.name}/{p.number}": (p.state, p.link_layer, p.rate) for d in facts.rdma for p in d.ports}
+def _rails(facts: HostFacts) -> tuple[Rail, ...]:
+    """Every usable port of the node, with its place (no GPU picks among them here)."""
+    return tuple(host_rails(facts, usable_ports(facts, []), [])[0])
 
 
 def _gid_indexes(facts: HostFacts) -> tuple[tuple[str, int | None], ...]:
@@ -38,30 +43,19 @@ def _gid_indexes(facts: HostFacts) -> tuple[tuple[str, int | None], ...]:
     )
 
 
-def _port_difference(mine: dict, usual: dict) -> str:
-    parts = []
-    key = lambda name: natural(name)  # noqa: E731 - one sort key, three uses
-    for name in sorted(set(usual) - set(mine), key=key):
-        parts.append(f"no {name}")
-    for name in sorted(set(mine) - set(usual), key=key):
-        parts.append(f"{name} that the others lack")
-    for name in sorted(set(mine) & set(usual), key=key):
-        for what, a, b in zip(("", "", "at "), mine[name], usual[name], strict=True):
-            if a != b:
-                parts.append(f"{name} {what}{a or '?'} (others {b or '?'})")
-    return ", ".join(parts)
-
-
 def check_fabric(reports: list[NodeReport]) -> CheckResult:
-    """The odd nodes' RDMA ports (FAIL), fabric-interface MTU and RoCE GID index (WARN), named with what differs."""
+    """The odd nodes' rails (FAIL where NCCL cannot connect them, else WARN), fabric-interface MTU
+    and RoCE GID index (WARN), named with what differs."""
     reached = [r for r in reports if r.ok and r.facts is not None]
     if not any(r.facts.rdma for r in reached):
         return CheckResult(NAME, PASS, (), "no RDMA device on any node")
-    problems: list[tuple[str, str, str]] = []  # (status, host, what)
-    ports = {r.host: _ports(r.facts) for r in reached}
-    usual, odd = majority({host: tuple(sorted(p.items())) for host, p in ports.items()})
-    for host in odd:
-        problems.append((FAIL, host, _port_difference(ports[host], dict(usual))))
+    rails = {r.host: _rails(r.facts) for r in reached}
+    if not any(rails.values()):
+        return CheckResult(
+            NAME, WARN, (), "no node has a usable RDMA port (each is down, or RoCE without a RoCE v2 GID): NCCL uses sockets"
+        )
+    usual, differences = compare_rails(rails, {r.host: port_states(r.facts) for r in reached})
+    problems = [(FAIL if d.kind == BREAKS else WARN, d.host, d.what) for d in differences]  # (status, host, what)
     try:
         interface = fabric_interface([r.facts for r in reached])
     except PlanError:
@@ -76,10 +70,16 @@ def check_fabric(reports: list[NodeReport]) -> CheckResult:
         differ = [f"{name} {i}" for name, i in gids[host] if (name, i) not in set(index)]
         problems.append((WARN, host, f"RoCE v2 GID index {', '.join(differ) or 'missing ports'} (others {dict(index)})"))
     if not problems:
-        shown = ", ".join(name for name, _ in usual) if usual else "none"
+        model = rails[usual[0]] if usual else ()
+        shown = f"{len(model)} usable RDMA ports in the same places ({some_names(r.hca() for r in model)} on {usual[0]})"
         return CheckResult(NAME, PASS, (), f"every node: {shown}" + (f"; {interface} MTU {mtu}" if interface else ""))
     status = FAIL if any(s == FAIL for s, _, _ in problems) else WARN
     hosts = tuple(dict.fromkeys(h for _, h, _ in problems))
     lines = [f"{h}: {what}" for _, h, what in problems[:SHOWN]]
     more = f"; and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
-    return CheckResult(NAME, status, hosts, "; ".join(lines) + more + " (NCCL hangs on rails that differ: NVIDIA/nccl#2428)")
+    why = (
+        " (NCCL cannot connect these: a node on sockets beside RDMA ones, or another link layer)"
+        if status == FAIL
+        else " (NCCL runs, crossing rails or at the slower rate)"
+    )
+    return CheckResult(NAME, status, hosts, "; ".join(lines) + more + why)

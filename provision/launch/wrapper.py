@@ -3,7 +3,8 @@
 It reads the rank's local rank from what the launcher sets (OpenMPI's
 ``OMPI_COMM_WORLD_LOCAL_RANK``, torchrun's and DeepSpeed's ``LOCAL_RANK``, Horovod's
 ``HOROVOD_LOCAL_RANK``, Slurm's ``SLURM_LOCALID``) and exports what each stack reads, by NCCL's
-own rules (docs/notes/nccl.md; each rule a case in tests/fixtures/nccl_rules.json):
+own rules (docs/how-to/probe-and-launch.md, "What launch sets"; each rule a case in
+tests/fixtures/nccl_rules.json, citing its source or saying it is our choice):
 
 - per rank: ``CUDA_VISIBLE_DEVICES`` with ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (so an index means
   the GPU nvidia-smi and the facts number so): every GPU of the host, the rank's own first

@@ -113,7 +113,7 @@ def _rank_gpus(plan: RankPlan) -> dict[str, list[int | None]]:
 
 def plan_nics(plan: RankPlan, iface: str | None = None, *, common_rails: bool = False) -> NicPlan:
     """Every rank's NIC port, each host's rails (:func:`provision.plans.rails.plan_rails`: a
-    :class:`PlanError` when they differ, unless ``common_rails``), and the fabric interface
+    :class:`PlanError` when they cannot connect, unless ``common_rails``), and the fabric interface
     (``iface``, else :func:`fabric_interface`)."""
     check_claimed_names(list(plan.facts))
     notes: list[str] = []
