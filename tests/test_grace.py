@@ -2,19 +2,8 @@
 socket, rank files, slurm.conf and gres.conf lines.
 
 The real captures are in tests/fixtures/captures/gh200-* and gb200-* (sources in SOURCES.md,
-"Grace machines"). No `lscpu -p` or `nvidia-smi --query-gpu` of a Grace machine was found
-published, so each test writes the ones it needs BY HAND, in the tools' formats, from what the
-published outputs say of those machines:
-
-- lscpu -p: Grace has 72 cores per socket and one thread per core; socket s holds CPUs
-  72s..72s+71 on NUMA node s (the GB200 tray's and GH200's CPU Affinity, 0-71 and 72-143; the
-  `lscpu` summaries published for these machines: "Thread(s) per core: 1", "Core(s) per socket:
-  72", "Socket(s): 1" on a GH200 in vllm-project/vllm#14636 and archspec/archspec-json#83, "Socket(s):
-  2" and "CPU(s): 144" on a GB200 in NVIDIA/exemplar-performance#43).
-- nvidia-smi --query-gpu: names as the published outputs print them ("NVIDIA GH200 480GB",
-  "NVIDIA GB200"); the GH200's bus id is the Aerial README's, 00000009:01:00.0; the GB200 ones
-  are made up in the same form; memory 97871 MiB (GH200, the nvidia-smi of the Lambda capture)
-  and 189471 MiB (GB200, sirius-db/sirius bench/gb200-4gpu/HARDWARE.md).
+"Grace machines"); the `lscpu -p` and GPU lists no one published are written by hand in
+tests/grace_support.py, which says from what.
 
 Every expected value below is worked out by hand from those captures, as each comment says.
 """
@@ -22,6 +11,8 @@ Every expected value below is worked out by hand from those captures, as each co
 from __future__ import annotations
 
 import json
+
+from grace_support import GB200_BUSES, gb200, gh200, grace_lscpu_p, rank_lines
 
 from conftest import read_fixture, run_cli
 from provision.facts.derive import derive_facts
@@ -33,44 +24,6 @@ from provision.plans.rankfile import RULE_GPU, plan_rankfile, render_rankfile
 from provision.plans.slurm import slurm_node_line
 
 MEMORY_ONLY_NOTE = "numactl-H lists 8 memory-only NUMA node(s) (e.g. GPU memory); not sockets"
-
-
-def grace_lscpu_p(sockets: int, with_nodes: bool = True) -> str:
-    """HAND-WRITTEN `lscpu -p=CPU,CORE,SOCKET,NODE` of ``sockets`` Grace CPUs (module docstring)."""
-    rows = [f"{cpu},{cpu},{cpu // 72},{cpu // 72 if with_nodes else ''}" for cpu in range(72 * sockets)]
-    return "# CPU,Core,Socket,Node\n" + "\n".join(rows) + "\n"
-
-
-def rank_lines(text: str) -> list[str]:
-    """The ``rank N=host slot=S:C`` lines of a rank file."""
-    return [line for line in text.splitlines() if line.startswith("rank ")]
-
-
-def gh200() -> dict[str, str]:
-    """One GH200: the Aerial host's real topo -m, the real numactl -H of Linux commit 63db8170bf34
-    (another GH200: both are one Grace with CPUs 0-71 on node 0 and the GPU's memory on node 1),
-    and the hand-written lscpu -p and GPU list."""
-    return {
-        "uname-m": "aarch64\n",
-        "nvidia-smi-topo": read_fixture("captures", "gh200-aerial", "nvidia-smi-topo.txt"),
-        "numactl-H": read_fixture("captures", "gh200-fakenuma-mail", "numactl-H.txt"),
-        "lscpu-p": grace_lscpu_p(1),
-        "nvidia-smi-query": "0, NVIDIA GH200 480GB, 00000009:01:00.0, 97871 MiB\n",
-    }
-
-
-GB200_BUSES = ("00000008:01:00.0", "00000009:01:00.0", "00000018:01:00.0", "00000019:01:00.0")  # made up
-GB200_QUERY = "".join(f"{i}, NVIDIA GB200, {bus}, 189471 MiB\n" for i, bus in enumerate(GB200_BUSES))
-
-
-def gb200(topo: str = "gb200-nvl-tray") -> dict[str, str]:
-    """A GB200 tray: a real topo -m (the tray's, or the container's), hand-written lscpu -p and GPU list."""
-    return {
-        "uname-m": "aarch64\n",
-        "nvidia-smi-topo": read_fixture("captures", topo, "nvidia-smi-topo.txt"),
-        "lscpu-p": grace_lscpu_p(2),
-        "nvidia-smi-query": GB200_QUERY,
-    }
 
 
 # --- one GH200 ---
