@@ -107,7 +107,7 @@ _NONE = ("", "N/A")
 def _affinity_cells(line: str, devices: int, columns: tuple[str, ...], index: int, number: int) -> dict[str, str]:
     """{affinity column: cell} of one GPU row, the ``devices`` matrix cells after its label skipped.
 
-    nvidia-smi separates cells with tabs and pads the GPU NUMA ID with one more (``0\t\t2``);
+    nvidia-smi separates cells with tabs and puts one more before the GPU NUMA ID (``0``, two tabs, ``2``);
     an empty CPU Affinity (a cpuset that holds none of the GPU's CPUs) is an empty cell. A copy
     whose tabs became spaces (a README, a ticket) keeps no empty cell: it is read only when every
     affinity column has its value, and refused otherwise (which cell is missing cannot be told).
