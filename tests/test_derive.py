@@ -111,11 +111,21 @@ def test_no_topology_source_is_an_error():
         derive_facts("x", {"hostname": "x\n"})
 
 
-def test_garbage_names_the_command():
+def test_garbage_in_a_source_another_replaces_is_a_note_naming_it():
+    # vm-x86 has lscpu -p and sysfs: an unreadable numactl -H costs nothing but its note.
     captures = capture_dir("vm-x86")
     captures["numactl-H"] = "segmentation fault\n"
+    facts = derive_facts("vm", captures)
+    assert facts.cpu.source == "lscpu-p" and facts.cpu.socket_count == 1
+    assert any(n.startswith("numactl-H not used: cannot parse `numactl-H` output line 1") for n in facts.notes)
+
+
+def test_garbage_in_a_source_nothing_replaces_names_the_command():
+    # On POWER numactl -H is what tells the sockets (the seed's Minsky has no lscpu -p): no other source answers.
+    captures = capture_dir("minsky")
+    captures["numactl-H"] = "segmentation fault\n"
     with pytest.raises(ParseError, match="numactl-H"):
-        derive_facts("vm", captures)
+        derive_facts("minsky", captures)
 
 
 # --- hwloc first; hybrid CPUs and package id -1 without it (issue 11) ---
@@ -221,23 +231,27 @@ def test_power_host_with_every_thread_offline_is_a_parse_error_not_a_crash():
 def test_numactl_claiming_a_hundred_million_nodes_is_refused_at_once():
     captures = capture_dir("vm-x86")
     captures["numactl-H"] = "available: 100000000 nodes (0-99999999)\nnode 0 cpus: 0 1\n"
-    with pytest.raises(ParseError, match="numactl-H.*beyond 65536"):
-        derive_facts("vm", captures)
+    facts = derive_facts("vm", captures)  # refused at its first line, not expanded; lscpu -p answers
+    assert any(n.startswith("numactl-H not used:") and "beyond 65536" in n for n in facts.notes)
 
 
 @pytest.mark.parametrize(
-    "name, text",
+    "name, text, replaced",
     [
-        ("lscpu-p", "²,0,0,0\n"),
-        ("lscpu-p", "1" * 5000 + ",0,0,0\n"),
-        ("numactl-H", "available: 1 nodes (0)\nnode 0 cpus: 0 ²\n"),
-        ("nvidia-smi-query", "², T4, 00000000:00:04.0, 15360 MiB\n"),
-        ("meminfo", "MemTotal: " + "9" * 5000 + " kB\n"),
+        ("lscpu-p", "²,0,0,0\n", True),  # sysfs-cpu answers instead
+        ("lscpu-p", "1" * 5000 + ",0,0,0\n", True),
+        ("numactl-H", "available: 1 nodes (0)\nnode 0 cpus: 0 ²\n", True),  # lscpu -p answers instead
+        ("nvidia-smi-query", "², T4, 00000000:00:04.0, 15360 MiB\n", False),  # nothing else lists the GPUs
+        ("meminfo", "MemTotal: " + "9" * 5000 + " kB\n", False),
     ],
 )
-def test_digits_that_int_refuses_are_parse_errors(name, text):
+def test_digits_that_int_refuses_are_parse_errors(name, text, replaced):
     captures = capture_dir("vm-x86")
     captures[name] = text
+    if replaced:
+        facts = derive_facts("vm", captures)
+        assert facts.cpu.total_cpus == 2 and any(n.startswith(f"{name} not used: cannot parse `{name}`") for n in facts.notes)
+        return
     with pytest.raises(ParseError, match=name):
         derive_facts("vm", captures)
 

@@ -8,6 +8,8 @@ A file holds one case or a list of them::
     {"case": "a value of several fields", "arg": "net.ipv4.tcp_rmem",
      "output": "v 4096\\t131072\\t6291456\\n", "value": "4096 131072 6291456"}
 
+``"fixture"`` instead of ``"output"``: the output is that file of ``tests/fixtures`` (a real capture,
+kept once, with its source in ``tests/fixtures/SOURCES.md``).
 ``"error"`` instead of ``"value"``: the output is refused (a ParseError whose text holds it).
 A dataclass value (a FileState, a UserEntry) is written as its fields (tuples as lists).
 """
@@ -24,6 +26,7 @@ from provision.errors import ParseError
 from provision.facts.registry import FACTS, discover
 
 FOLDER = Path(__file__).parent / "facts"
+FIXTURES = Path(__file__).parent / "fixtures"
 discover("provision.facts", "provision.operations", "provision.doctor")  # every fact declared in provision
 
 
@@ -51,8 +54,9 @@ def test_every_data_folder_names_a_registered_fact():
 @pytest.mark.parametrize("case", [case for _id, case in CASES], ids=[name for name, _case in CASES])
 def test_fact_case(case):
     fact = FACTS[case["folder"]]
+    output = FIXTURES.joinpath(case["fixture"]).read_text() if "fixture" in case else case["output"]
     if "error" in case:
         with pytest.raises(ParseError, match=case["error"]):
-            fact.read(case["output"], case.get("arg", ""))
+            fact.read(output, case.get("arg", ""))
         return
-    assert as_json(fact.read(case["output"], case.get("arg", ""))) == case["value"]
+    assert as_json(fact.read(output, case.get("arg", ""))) == case["value"]

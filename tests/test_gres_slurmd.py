@@ -18,7 +18,10 @@ topo -m; slurmd gets a synthetic hwloc topology with the same CPU numbering, HT 
 n+40, since no hwloc export of it was published); IBM Minsky (POWER8NVL, 4 P100) and NVIDIA DGX-2
 (16 V100): real hwloc exports from hwloc's test suite (tests/fixtures/SOURCES.md; both were
 exported restricted to 16 and 4 PUs); a 2 × 6-core Xeon with 3 NVIDIA GPUs and interleaved CPU
-numbering (socket 0 holds the even CPUs), where OS numbers and logical cores differ most.
+numbering (socket 0 holds the even CPUs), where OS numbers and logical cores differ most; a GB200
+tray (2 Grace × 72 cores, one thread each, 4 GPUs: its real nvidia-smi topo -m, whose NUMA Affinity
+lists GPU-memory nodes; slurmd gets a synthetic topology of the same shape, and lscpu -p is
+hand-written as tests/grace_support.py says, none having been published).
 
 The nvidia-smi --query-gpu output of each machine is TEST-BUILT here (nvidia-smi cannot run
 without a GPU): from the hwloc export's PCI devices and their NVML GPUModel names, or, for delos,
@@ -32,6 +35,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+from grace_support import gb200
 
 from conftest import capture_dir, run_cli
 from provision.facts import hwloc
@@ -47,11 +51,12 @@ XML_TOPOLOGIES = {
     "dgx2": ("nvidia-dgx2.xml", "x86_64"),
     "xeon24": ("xeon-2n6c2t-pci.v2.xml", "x86_64"),
 }
-NAMES = ("delos", *XML_TOPOLOGIES)
+NAMES = ("delos", "gb200", *XML_TOPOLOGIES)
+SYNTHETIC = ("delos", "gb200")  # slurmd gets lstopo's synthetic topology of the machine
 # slurmd 22.05 maps only OS CPU numbers below its CPU count (xcpuinfo's block map): the two exports
 # restricted to a few PUs (OS numbers up to 105 on 16 CPUs) are checked on the CPUs it maps, and by
 # socket; the others CPU by CPU.
-CONTIGUOUS = ("delos", "xeon24")
+CONTIGUOUS = ("delos", "gb200", "xeon24")
 # delos: socket s, core c, thread t is CPU 20·s + c + 40·t (its numactl -H); lstopo's synthetic
 # topology takes the PUs' OS indexes in logical order.
 DELOS_PUS = ",".join(str(20 * s + c + 40 * t) for s in range(2) for c in range(20) for t in range(2))
@@ -92,6 +97,9 @@ def _captures(name: str, meminfo: str) -> tuple[dict[str, str], dict[int, set[in
         )
         near = {a.index: set(a.cpus) for a in parse_topo_matrix(captures["nvidia-smi-topo"])}
         return {**captures, **common, "uname-m": "x86_64\n"}, near
+    if name == "gb200":
+        captures = gb200()
+        return {**captures, **common}, {a.index: set(a.cpus) for a in parse_topo_matrix(captures["nvidia-smi-topo"])}
     xml_file, arch = XML_TOPOLOGIES[name]
     text = (HWLOC / xml_file).read_text()
     gpus = _xml_gpus(text)
@@ -129,10 +137,12 @@ def slurmd_runs(tmp_path_factory):
     """Every topology through provision and then slurmd -C / -G: {name: (its folder, CPUs near each GPU)}."""
     ensure_slurm_image()
     work = tmp_path_factory.mktemp("gres-slurmd")
-    (work / "delos").mkdir()
+    for name in SYNTHETIC:
+        (work / name).mkdir()
     first = run_in_slurm_image(
         "cat /proc/meminfo >/work/meminfo.txt;"
-        f" lstopo-no-graphics -i 'pack:2 [numa] core:20 pu:2(indexes={DELOS_PUS})' --of xml /work/delos/topology.xml",
+        f" lstopo-no-graphics -i 'pack:2 [numa] core:20 pu:2(indexes={DELOS_PUS})' --of xml /work/delos/topology.xml;"
+        " lstopo-no-graphics -i 'pack:2 [numa] core:72 pu:1' --of xml /work/gb200/topology.xml",
         work,
     )
     assert first.returncode == 0, first.stderr
@@ -145,7 +155,7 @@ def slurmd_runs(tmp_path_factory):
         for capture, text in captures.items():
             (folder / f"{capture}.txt").write_text(text)
         (work / name).mkdir(exist_ok=True)
-        if name != "delos":
+        if name not in SYNTHETIC:
             (work / name / "topology.xml").write_text((HWLOC / XML_TOPOLOGIES[name][0]).read_text())
         nears[name] = near
     probe = run_cli("probe", "--replay", str(work / "cap"), "--facts-dir", str(work / "facts"))
@@ -217,7 +227,7 @@ def test_slurmd_G_accepts_our_gres_conf_and_binds_each_gpu_to_its_own_cpus(slurm
         assert mapped == set(package_of), "slurmd maps every CPU of this machine"
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [name for name in NAMES if name != "gb200"])
 def test_the_old_CPUs_form_is_refused_by_slurmd(slurmd_runs, name):
     """OS CPU numbers under CPUs= are read as core indexes: each past the last core is refused."""
     out, near = slurmd_runs[name]
@@ -227,6 +237,16 @@ def test_the_old_CPUs_form_is_refused_by_slurmd(slurmd_runs, name):
     refused = re.findall(r"error: Invalid GRES data for gpu, CPUs=(\S+)", output)
     expected = [",".join(map(str, sorted(cpus))) for _, cpus in sorted(near.items()) if max(cpus) >= cores]
     assert refused == expected and refused, output[-3000:]
+
+
+def test_on_grace_the_old_CPUs_form_happens_to_bind_right(slurmd_runs):
+    """One thread per core, CPUs numbered in core order: OS CPU numbers are the logical core indexes,
+    so ``CPUs=72-143`` is accepted and binds GPU 2's own Grace (the Cores= form stays the one written)."""
+    out, near = slurmd_runs["gb200"]
+    output = (out / "G-cpus.txt").read_text()
+    assert "error" not in output.lower(), output[-3000:]
+    listed = re.findall(r"Gres Name=gpu Type=\S+ Count=1 Index=(\d+) ID=\d+ File=\S+ Cores=(\S+)", output)
+    assert [(int(index), _slurmd_reading(output, cores)) for index, cores in listed] == sorted(near.items())
 
 
 def test_small_CPUs_numbers_are_misread_as_core_indexes(tmp_path):

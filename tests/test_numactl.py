@@ -41,3 +41,30 @@ def test_bad_output_raises_clear_error(text, message):
     with pytest.raises(ParseError, match="numactl-H") as error:
         parse_numactl_hardware(text)
     assert message in str(error.value)
+
+
+# --- Grace (tests/fixtures/SOURCES.md, "Grace machines") ---
+
+
+def test_gh200_one_grace_node_and_eight_memory_only_gpu_nodes():
+    # The numactl --hardware of Linux commit 63db8170bf34: CPUs 0-71 on node 0, the GPU's 97280 MB
+    # on node 1, nodes 2-8 empty; a 9x9 distance table with values up to 255.
+    numa = parse_numactl_hardware(read_fixture("captures", "gh200-fakenuma-mail", "numactl-H.txt"))
+    assert [n.node_id for n in numa.nodes] == list(range(9))
+    assert [n.node_id for n in numa.nodes_with_cpus()] == [0]
+    assert numa.nodes[0].cpus == tuple(range(72)) and numa.nodes[0].size_mb == 490037
+    assert [(n.cpus, n.size_mb) for n in numa.nodes[1:3]] == [((), 97280), ((), 0)]
+
+
+def test_a_copy_whose_cpus_line_was_wrapped_is_refused_not_read_as_21_cpus():
+    # The same output as the mail carries it: "21 22 ... 42" on a line of its own. Read as part of
+    # the distance table (as this parser did before), node 0 would hold 21 CPUs and 51 would vanish.
+    with pytest.raises(ParseError, match=r"numactl-H.*line 3: unexpected line '21 22 23"):
+        parse_numactl_hardware(read_fixture("outputs", "numactl", "gh200-fake-numa-as-mailed.txt"))
+
+
+def test_a_size_numactl_cannot_read_is_unknown_not_an_error():
+    # numactl.c fmt_mem(): "<not available>" when numa_node_size64() gives -1.
+    text = "available: 2 nodes (0-1)\nnode 0 cpus: 0 1\nnode 0 size: 100 MB\nnode 1 cpus:\nnode 1 size: <not available>\n"
+    numa = parse_numactl_hardware(text + "node 1 free: <not available>\nNo distance information available.\n")
+    assert [n.size_mb for n in numa.nodes] == [100, None]

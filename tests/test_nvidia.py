@@ -1,4 +1,6 @@
-"""nvidia-smi parsers on real captures (AC922, 4-GPU x86)."""
+"""nvidia-smi parsers on real captures (AC922, 4-GPU x86, GH200, GB200)."""
+
+import hashlib
 
 import pytest
 
@@ -43,6 +45,8 @@ def test_sysfs_gpu_unknown_node():
         (parse_gpu_query, "0, a, zz:01, 1 MiB\n"),
         (parse_topo_matrix, "nothing useful\n"),
         (parse_topo_matrix, "\tGPU0\tCPU Affinity\tNUMA Affinity\nGPU0\t X \t0-3\tzero\n"),
+        (parse_topo_matrix, "\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-3\t0\t\t2,3\n"),
+        (parse_topo_matrix, "\tGPU0\tCPU Affinity\tNUMA Affinity\nGPU0\t X \t0-3\t0-99999\n"),
         (parse_sysfs_gpu, "0000:04:00.0\n"),
     ],
 )
@@ -54,3 +58,46 @@ def test_bad_outputs(call, text):
 def test_bus_id_forms():
     assert normalise_bus_id("00000000:3B:00.0", "x") == "0000:3b:00.0"
     assert normalise_bus_id("3b:00.0", "x") == "0000:3b:00.0"
+
+
+# --- Grace: GH200 and GB200 (tests/fixtures/SOURCES.md, "Grace machines") ---
+
+
+def test_gb200_tray_numa_affinity_lists_the_grace_node_and_gpu_memory_nodes():
+    # Current drivers: "0,3-9,11-17" is Grace node 0 and the memory-only nodes near it; GPU NUMA ID
+    # is the GPU's own memory node. Which listed node holds CPUs is derive's business (numactl, lscpu).
+    rows = parse_topo_matrix(read_fixture("captures", "gb200-nvl-tray", "nvidia-smi-topo.txt"))
+    assert [r.index for r in rows] == [0, 1, 2, 3]
+    assert [r.cpus for r in rows] == [tuple(range(72))] * 2 + [tuple(range(72, 144))] * 2
+    assert rows[0].numa_nodes == (0, *range(3, 10), *range(11, 18)) and rows[1].numa_nodes == rows[0].numa_nodes
+    assert rows[2].numa_nodes == (1, *range(19, 26), *range(27, 34))
+    assert [r.gpu_numa_id for r in rows] == [2, 10, 18, 26]
+    assert [r.numa_node for r in rows] == [None] * 4  # a list names no single node
+
+
+def test_gh200_older_driver_one_node_and_a_gpu_numa_id_in_a_copy_without_tabs():
+    rows = parse_topo_matrix(read_fixture("captures", "gh200-aerial", "nvidia-smi-topo.txt"))
+    assert [(r.index, r.cpus, r.numa_node, r.numa_nodes, r.gpu_numa_id) for r in rows] == [(0, tuple(range(72)), 0, (0,), 1)]
+
+
+def test_gb200_container_exact_bytes_with_an_empty_cpu_affinity_cell():
+    text = read_fixture("captures", "gb200-container", "nvidia-smi-topo.txt")
+    # the hash its publisher's own test asserts: these are the captured bytes
+    assert hashlib.sha256(text.encode()).hexdigest() == "cca8b1e86930da4776987fdd3fe8160e6e3093342c4c99a9a030cfd9c5b29999"
+    rows = parse_topo_matrix(text)
+    assert [(r.cpus, r.numa_node, r.gpu_numa_id) for r in rows] == [(tuple(range(36)), 0, None)] * 2 + [((), 1, None)] * 2
+
+
+def test_a_copy_without_tabs_that_lost_an_empty_cell_is_refused_naming_the_row():
+    # Spaces cannot hold an empty cell: with the container's empty CPU Affinity gone, "1" would
+    # read as GPU2's CPUs. Refused instead (derive then uses the host's other sources).
+    pasted = read_fixture("captures", "gb200-container", "nvidia-smi-topo.txt").replace("\t", "    ")
+    with pytest.raises(ParseError, match=r"line 4: GPU2 row has 2 affinity cells for 3 columns"):
+        parse_topo_matrix(pasted)
+
+
+@pytest.mark.parametrize("name", ["ac922", "delos-x86-4gpu", "epyc-8gpu-10nic"])
+def test_tab_captures_without_empty_cells_read_the_same_with_spaces(name):
+    text = read_fixture("captures", name, "nvidia-smi-topo.txt")
+    assert "\t" in text
+    assert parse_topo_matrix(text.replace("\t", "    ")) == parse_topo_matrix(text)

@@ -2,6 +2,7 @@
 
 import contextlib
 
+from grace_support import gb200, gh200
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import capture_dir, read_fixture
@@ -46,6 +47,10 @@ FRAGMENTS = st.sampled_from(
         "MemTotal: 9 kB",
         "# ompi_info",
         "ompi:version:full:",
+        "\tGPU NUMA ID",
+        "0,3-9,11-17",
+        "node distances:",
+        "  0:  10  80",
     ]
 )
 TEXT = st.one_of(st.text(max_size=300), st.lists(FRAGMENTS, max_size=60).map("".join))
@@ -179,3 +184,59 @@ def test_whole_host_derivation_on_real_captures_with_some_replaced_or_dropped(fi
         derive_facts(fixture, captures)
     except ParseError as error:
         assert error.source in CAPTURE_NAMES
+
+
+# --- Grace: whatever one source says, a host whose other sources answer is probed ---
+
+GRACE_TOPOS = ["gb200-nvl-tray", "gb200-container", "gh200-aerial"]
+CELLS = st.sampled_from(
+    ["", "N/A", "0", "1", "0,3-9,11-17", "72-143", "2,x", "-1", "1024", "0-99999", "99999999", "²", " ", "\t"]
+)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(GRACE_TOPOS), st.data())
+def test_topo_parser_on_real_grace_captures_with_a_cell_replaced(name, data):
+    from provision.facts.limits import MAX_NUMA_NODES
+    from provision.facts.nvidia import parse_topo_matrix
+
+    lines = read_fixture("captures", name, "nvidia-smi-topo.txt").split("\n")
+    rows = [number for number, line in enumerate(lines) if line.startswith("GPU")]
+    number = data.draw(st.sampled_from(rows))
+    separator = "\t" if "\t" in lines[number] else "    "
+    cells = lines[number].split(separator)
+    cells[data.draw(st.integers(1, len(cells) - 1))] = data.draw(CELLS)
+    lines[number] = separator.join(cells)
+    try:
+        affinities = parse_topo_matrix("\n".join(lines))
+    except ParseError as error:
+        assert error.source == "nvidia-smi-topo" and error.line == number + 1  # the row it names
+        return
+    for row in affinities:
+        assert all(0 <= node < MAX_NUMA_NODES for node in row.numa_nodes)
+        assert row.gpu_numa_id is None or 0 <= row.gpu_numa_id < MAX_NUMA_NODES
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["gb200-nvl-tray", "gb200-container"]), st.sampled_from(["nvidia-smi-topo", "sysfs-gpu"]), st.data())
+def test_a_gb200_host_is_probed_whatever_its_gpu_affinity_sources_say(topo, name, data):
+    captures = gb200(topo)
+    text = captures.get(name, "")
+    cut = data.draw(st.integers(0, len(text)))
+    junk = data.draw(st.one_of(st.text(max_size=40), st.lists(FRAGMENTS, max_size=8).map("".join)))
+    captures[name] = text[:cut] + junk + text[cut + len(junk) :]
+    facts = derive_facts("tray", captures)  # never raises: lscpu -p and the GPU list answer
+    assert facts.cpu.shape() == "2x72x1" and len(facts.gpus) == 4
+    assert all(gpu.socket in (None, 0, 1) for gpu in facts.gpus)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_gh200_host_is_probed_whatever_its_numactl_says(data):
+    captures = gh200()
+    text = captures["numactl-H"]
+    cut = data.draw(st.integers(0, len(text)))
+    junk = data.draw(st.one_of(st.text(max_size=40), st.lists(FRAGMENTS, max_size=8).map("".join)))
+    captures["numactl-H"] = text[:cut] + junk + text[cut + len(junk) :]
+    facts = derive_facts("gh200", captures)
+    assert facts.cpu.shape() == "1x72x1" and facts.gpus[0].socket == 0  # lscpu -p and topo -m answer

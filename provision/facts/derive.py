@@ -8,7 +8,11 @@ Which source wins, and why:
   NUMA node count: Sub-NUMA Clustering and EPYC NPS4 put several nodes in one socket.
 - hwloc's XML, when captured, comes before all of these: OpenMPI reads ``slot=S:C`` through hwloc
   (logical package S, logical core C inside it); the others are only cross-checked.
-Every disagreement between sources becomes a note in the facts.
+Every disagreement between sources becomes a note in the facts, and so does a source that cannot
+be read where another answers the same question (``numactl -H``, ``lscpu -p``, ``lscpu``,
+``nvidia-smi topo -m``, sysfs): the host is still probed from the others. Only an unreadable source
+that nothing else replaces (``ppc64_cpu``/``numactl`` on POWER, the only core topology, the GPU
+list, ``/proc/meminfo``) fails the host, naming that source.
 """
 
 from __future__ import annotations
@@ -35,6 +39,19 @@ LSCPU, LSCPU_P, SYSFS_CPU, HWLOC = lscpu.SOURCE.name, lscpu.SOURCE_P.name, sysfs
 GPU_QUERY, GPU_TOPO, GPU_SYSFS = nvidia.SOURCE_QUERY.name, nvidia.SOURCE_TOPO.name, nvidia.SOURCE_SYSFS.name
 SYSFS_RDMA, SYSFS_NET = nics.RDMA_SOURCE.name, nics.NET_SOURCE.name
 POWER_SOURCE = f"{PPC64}+{NUMA}"
+
+
+def _read(name: str, parse, captures: dict[str, str], notes: list[str], failed: dict[str, ParseError]):
+    """``parse(captures[name])``; None when not captured, or when unreadable: then a note says why
+    and ``failed`` keeps the error, for the caller to raise if no other source answers."""
+    if name not in captures:
+        return None
+    try:
+        return parse(captures[name])
+    except ParseError as error:
+        failed[name] = error
+        notes.append(f"{name} not used: {error}")
+        return None
 
 
 def _topology_from_power(cores: tuple[ppc64_cpu.PowerCore, ...], numa: numactl.NumaHardware) -> CpuTopology:
@@ -163,31 +180,43 @@ def _prefer_hwloc(from_hwloc: CpuTopology, other: CpuTopology, notes: list[str])
 
 
 def _cpu_topology(arch: str, captures: dict[str, str], notes: list[str]) -> CpuTopology:
-    numa = numactl.parse_numactl_hardware(captures[NUMA]) if NUMA in captures else None
-    rows = None
-    row_source = None
-    if LSCPU_P in captures:
-        rows, row_source = lscpu.parse_lscpu_parsable(captures[LSCPU_P]), LSCPU_P
+    failed: dict[str, ParseError] = {}
+    numa = _read(NUMA, numactl.parse_numactl_hardware, captures, notes, failed)
+    rows = _read(LSCPU_P, lscpu.parse_lscpu_parsable, captures, notes, failed)
+    row_source = LSCPU_P if rows is not None else None
+    if rows is not None:
         rows, row_source = _rows_checked_by_sysfs(rows, captures, notes)
     elif SYSFS_CPU in captures:
-        rows, row_source = sysfs_cpu.parse_sysfs_cpu(captures[SYSFS_CPU]).rows, SYSFS_CPU
+        rows = _read(SYSFS_CPU, lambda text: sysfs_cpu.parse_sysfs_cpu(text).rows, captures, notes, failed)
+        row_source = SYSFS_CPU if rows is not None else None
 
     from_hwloc = _topology_from_hwloc(captures, notes)
+    topology = None
     if PPC64 in captures and (arch in POWER_ARCHES or rows is None):
-        if numa is None:
-            raise NotCapturedError(NUMA, "a POWER host with ppc64_cpu needs numactl -H to tell its sockets (install numactl)")
-        topology = _topology_from_power(ppc64_cpu.parse_ppc64_cpu_info(captures[PPC64]), numa)
-        if rows is not None:
+        try:
+            if numa is None:
+                if NUMA in failed:
+                    raise failed[NUMA]
+                raise NotCapturedError(NUMA, "a POWER host with ppc64_cpu needs numactl -H to tell its sockets (install numactl)")
+            topology = _topology_from_power(ppc64_cpu.parse_ppc64_cpu_info(captures[PPC64]), numa)
+        except ParseError as error:
+            if rows is None and from_hwloc is None:
+                raise
+            notes.append(f"{POWER_SOURCE} not used: {error}")
+        if topology is not None and rows is not None:
             other = _topology_from_rows(rows, row_source, None)
             if other.shape() != topology.shape():
                 notes.append(
                     f"{row_source} reads {other.shape()} but {POWER_SOURCE} reads {topology.shape()}; used {POWER_SOURCE} (POWER)"
                 )
-    elif rows is not None:
+    if topology is None and rows is not None:
         topology = _topology_from_rows(rows, row_source, numa)
-    elif from_hwloc is None:
+    if topology is None and from_hwloc is None:
+        for name in (LSCPU_P, SYSFS_CPU):
+            if name in failed:
+                raise failed[name]
         raise NotCapturedError(LSCPU_P, "no core topology: none of lscpu -p, sysfs or ppc64_cpu --info was captured")
-    else:
+    if topology is None:
         topology = from_hwloc
     if from_hwloc is not None:
         topology = _prefer_hwloc(from_hwloc, topology, notes)
@@ -225,37 +254,50 @@ def _hwloc_gpus(captures: dict[str, str]) -> dict[str, hwloc.HwlocGpu]:
         return {}
 
 
+def _socket_from_topo(affinity: nvidia.GpuAffinity, topology: CpuTopology) -> tuple[int | None, int | None, str]:
+    """(socket, NUMA node, why unknown) of one GPU from its ``nvidia-smi topo -m`` row; never a guess.
+
+    The NUMA Affinity nodes that hold CPUs name the socket: on Grace the list also names the
+    memory-only nodes of GPU memory (``0,3-9,11-17``: Grace node 0 and its GPUs' nodes), which are
+    no socket. Failing that, the CPU Affinity names a socket only when all its CPUs sit on one (a
+    VM with NUMA off says 0-79 for every GPU: that is no affinity at all).
+    """
+    why = "no affinity from nvidia-smi topo -m, hwloc or sysfs"
+    cpu_nodes = [node for node in affinity.numa_nodes if topology.socket_of_numa_node(node) is not None]
+    numa_node = cpu_nodes[0] if len(cpu_nodes) == 1 else affinity.numa_node
+    sockets = {topology.socket_of_numa_node(node) for node in cpu_nodes}
+    if len(sockets) == 1:
+        return sockets.pop(), numa_node, why
+    if affinity.cpus:
+        sockets_of_cpus = {topology.socket_of_cpu(cpu) for cpu in affinity.cpus}
+        if len(sockets_of_cpus) == 1 and None not in sockets_of_cpus:
+            return sockets_of_cpus.pop(), numa_node, why
+        spanned = sorted(str(s) for s in sockets_of_cpus if s is not None)
+        why = (
+            f"{GPU_TOPO} CPU Affinity spans sockets {','.join(spanned)}"
+            if len(spanned) > 1
+            else f"{GPU_TOPO} CPU Affinity names CPUs this host's topology lacks"
+        )
+    return None, numa_node, why
+
+
 def _gpus(captures: dict[str, str], topology: CpuTopology, sources: dict[str, str], notes: list[str]) -> tuple[Gpu, ...]:
     local = _hwloc_gpus(captures)
     if GPU_QUERY not in captures:
         if local:
             notes.append(f"hwloc-xml shows {len(local)} NVIDIA GPU(s) but nvidia-smi is not available")
         return ()
-    rows = nvidia.parse_gpu_query(captures[GPU_QUERY])
-    topo = {a.index: a for a in nvidia.parse_topo_matrix(captures[GPU_TOPO])} if GPU_TOPO in captures else {}
-    sysfs = nvidia.parse_sysfs_gpu(captures[GPU_SYSFS]) if GPU_SYSFS in captures else {}
+    rows = nvidia.parse_gpu_query(captures[GPU_QUERY])  # the GPU list: no other source names the GPUs
+    failed: dict[str, ParseError] = {}
+    topo = {a.index: a for a in _read(GPU_TOPO, nvidia.parse_topo_matrix, captures, notes, failed) or ()}
+    sysfs = _read(GPU_SYSFS, nvidia.parse_sysfs_gpu, captures, notes, failed) or {}
     gpus = []
     for row in rows:
         numa_node, socket, source = None, None, None
         why_unknown = "no affinity from nvidia-smi topo -m, hwloc or sysfs"
         affinity = topo.get(row.index)
         if affinity is not None:
-            numa_node = affinity.numa_node
-            if numa_node is not None:
-                socket = topology.socket_of_numa_node(numa_node)
-            if socket is None and affinity.cpus:
-                # CPU Affinity alone names a socket only when all its CPUs sit on one (a VM with
-                # NUMA off says 0-79 for every GPU: that is no affinity at all). Never guess.
-                sockets_of_cpus = {topology.socket_of_cpu(cpu) for cpu in affinity.cpus}
-                if len(sockets_of_cpus) == 1 and None not in sockets_of_cpus:
-                    socket = sockets_of_cpus.pop()
-                else:
-                    spanned = sorted(str(s) for s in sockets_of_cpus if s is not None)
-                    why_unknown = (
-                        f"{GPU_TOPO} CPU Affinity spans sockets {','.join(spanned)}"
-                        if len(spanned) > 1
-                        else (f"{GPU_TOPO} CPU Affinity names CPUs this host's topology lacks")
-                    )
+            socket, numa_node, why_unknown = _socket_from_topo(affinity, topology)
             source = GPU_TOPO if socket is not None else None
         if socket is None and row.bus_id in local and local[row.bus_id].package is not None:  # one package holds it
             socket = topology.socket_of_cpu(local[row.bus_id].pus[0])
@@ -308,8 +350,9 @@ def derive_facts(
     sources: dict[str, str] = {}
     hostname = system.parse_hostname(captures[HOSTNAME]) if HOSTNAME in captures else host
     arch = system.parse_arch(captures[UNAME_M]) if UNAME_M in captures else "unknown"
-    if LSCPU in captures:
-        lscpu_arch = lscpu.parse_lscpu(captures[LSCPU]).get("Architecture")
+    summary = _read(LSCPU, lscpu.parse_lscpu, captures, notes, {})
+    if summary is not None:
+        lscpu_arch = summary.get("Architecture")
         if arch == "unknown" and lscpu_arch:
             arch = lscpu_arch
         elif lscpu_arch and lscpu_arch != arch:

@@ -14,7 +14,12 @@ SOURCE = Fact("numactl-H", ("numactl",), "numactl -H", "NUMA nodes and their CPU
 
 _AVAILABLE = re.compile(r"^available:\s+([0-9]{1,9})\s+nodes?\s*\(([^)]*)\)\s*\Z")
 _CPUS = re.compile(r"^node\s+([0-9]{1,9})\s+cpus:\s*(.*)\Z")
-_SIZE = re.compile(r"^node\s+([0-9]{1,9})\s+(size|free):\s+([0-9]{1,18})\s+MB\s*\Z")
+_SIZE = re.compile(r"^node\s+([0-9]{1,9})\s+(size|free):\s+(?:([0-9]{1,18})\s+MB|<not available>)\s*\Z")
+# The distance table as numactl prints it ("node  " then "% 4d " per node; rows "% 4d: " then
+# "% 4d " per node): a line of bare numbers is none of it. A copy whose long "cpus:" line was
+# wrapped (a mail, a ticket) has such lines, and reading them as distances would drop CPUs.
+_DISTANCE_HEADER = re.compile(r"^node(?:\s+[0-9]{1,9})+\Z")
+_DISTANCE_ROW = re.compile(r"^[0-9]{1,9}:(?:\s+[0-9]{1,9})+\Z")
 
 
 @dataclass(frozen=True)
@@ -68,10 +73,12 @@ def parse_numactl_hardware(text: str) -> NumaHardware:
             fields = match.group(2).split()
             cpus[node] = tuple(parse_number(field, SOURCE.name, number, "CPU", MAX_CPUS) for field in fields)
         elif match := _SIZE.match(line):
-            if match.group(2) == "size":
+            if match.group(2) == "size" and match.group(3) is not None:  # "<not available>": numactl's fmt_mem
                 sizes[int(match.group(1))] = int(match.group(3))
-        elif line.startswith("node distances") or re.match(r"^(node\s+)?[\d\s:]+\Z", line):
-            continue  # distance table
+        elif line in ("node distances:", "No distance information available.") or _DISTANCE_HEADER.match(line):
+            continue
+        elif _DISTANCE_ROW.match(line):
+            continue  # the table's values are not used
         elif line.startswith("No NUMA available"):
             raise ParseError(SOURCE.name, "the kernel reports no NUMA", number)
         else:

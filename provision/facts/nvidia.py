@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from provision.errors import ParseError
-from provision.facts.limits import MAX_GPUS, MAX_NVIDIA_FUNCTIONS, check_count
+from provision.facts.limits import MAX_GPUS, MAX_NUMA_NODES, MAX_NVIDIA_FUNCTIONS, check_count
 from provision.facts.registry import Fact
 from provision.text import shown_value
 
@@ -47,11 +47,20 @@ class GpuRow:
 
 @dataclass(frozen=True)
 class GpuAffinity:
-    """One ``GPUn`` row of ``nvidia-smi topo -m``: CPUs and NUMA node nearest to the GPU."""
+    """One ``GPUn`` row of ``nvidia-smi topo -m``: the CPUs and NUMA nodes nearest to the GPU.
+
+    ``numa_nodes`` is the whole NUMA Affinity list. Drivers before Grace print one node; on Grace
+    machines (GH200, GB200) current drivers list the Grace's node and the GPU-memory nodes near it
+    (``0,3-9,11-17``): which of them holds CPUs only ``numactl -H`` or ``lscpu`` can tell.
+    ``numa_node`` is the one node when exactly one is listed, else None. ``gpu_numa_id`` is the
+    GPU NUMA ID column: the memory-only node of the GPU's own memory (Grace), None for ``N/A``.
+    """
 
     index: int
     cpus: tuple[int, ...]
     numa_node: int | None
+    numa_nodes: tuple[int, ...] = ()
+    gpu_numa_id: int | None = None
 
 
 def normalise_bus_id(text: str, source: str, line: int | None = None) -> str:
@@ -91,41 +100,110 @@ def parse_gpu_query(text: str) -> tuple[GpuRow, ...]:
     return tuple(rows)
 
 
+_AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+_NONE = ("", "N/A")
+
+
+def _affinity_cells(line: str, devices: int, columns: tuple[str, ...], index: int, number: int) -> dict[str, str]:
+    """{affinity column: cell} of one GPU row, the ``devices`` matrix cells after its label skipped.
+
+    nvidia-smi separates cells with tabs and puts one more before the GPU NUMA ID (``0``, two tabs, ``2``);
+    an empty CPU Affinity (a cpuset that holds none of the GPU's CPUs) is an empty cell. A copy
+    whose tabs became spaces (a README, a ticket) keeps no empty cell: it is read only when every
+    affinity column has its value, and refused otherwise (which cell is missing cannot be told).
+    """
+    if "\t" in line:
+        cells = [cell.strip() for cell in line.split("\t")]
+        rest = cells[1 + devices :]
+        if len(cells) < 1 + devices + min(len(columns), 1):
+            raise ParseError(SOURCE_TOPO.name, f"GPU{index} row has {len(cells) - 1} cells, fewer than its columns", number)
+        positional = dict(zip(columns[:2], rest[:2], strict=False))
+        if len(columns) > 2:
+            tail = [cell for cell in rest[2:] if cell]
+            if len(tail) > 1:
+                raise ParseError(SOURCE_TOPO.name, f"GPU{index}: {len(tail)} cells after the NUMA Affinity, one expected", number)
+            positional[columns[2]] = tail[0] if tail else ""
+        return positional
+    cells = line.split()
+    rest = cells[1 + devices :]
+    if len(rest) != len(columns):
+        raise ParseError(
+            SOURCE_TOPO.name,
+            f"GPU{index} row has {len(rest)} affinity cells for {len(columns)} columns "
+            "(a copy whose tabs became spaces loses empty cells)",
+            number,
+        )
+    return dict(zip(columns, rest, strict=True))
+
+
+def _node_list(text: str, what: str, index: int, number: int) -> tuple[int, ...]:
+    """A NUMA node list (``0``, ``0,3-9,11-17``), each node below Linux's ceiling."""
+    from provision.facts.cpulist import parse_cpulist
+
+    if text in _NONE:
+        return ()
+    try:
+        nodes = parse_cpulist(text, SOURCE_TOPO.name, number)
+    except ParseError:
+        raise ParseError(SOURCE_TOPO.name, f"GPU{index}: bad {what} {shown_value(text[:40])}", number) from None
+    check_count(SOURCE_TOPO.name, f"NUMA nodes in GPU{index}'s {what}", len(nodes), MAX_NUMA_NODES, number)
+    if nodes and nodes[-1] >= MAX_NUMA_NODES:
+        raise ParseError(SOURCE_TOPO.name, f"GPU{index}: {what} names node {nodes[-1]}, over Linux's {MAX_NUMA_NODES}", number)
+    return nodes
+
+
 @SOURCE_TOPO.parses
 def parse_topo_matrix(text: str) -> tuple[GpuAffinity, ...]:
-    """Parse ``nvidia-smi topo -m``: the ``CPU Affinity`` and ``NUMA Affinity`` columns of GPU rows.
+    """Parse ``nvidia-smi topo -m``: the affinity columns of its GPU rows.
 
     Older drivers have no NUMA column (then ``numa_node`` is None); values ``N/A`` read as None.
+    A GPU row whose affinity cells cannot be read raises :class:`ParseError` naming the row.
+
+    >>> rows = parse_topo_matrix("\\tGPU0\\tCPU Affinity\\tNUMA Affinity\\tGPU NUMA ID\\n"
+    ...                          "GPU0\\t X \\t0-71\\t0,2-9\\t\\t2\\n")
+    >>> rows[0].numa_node, rows[0].numa_nodes, rows[0].gpu_numa_id
+    (None, (0, 2, 3, 4, 5, 6, 7, 8, 9), 2)
     """
     from provision.facts.cpulist import parse_cpulist
 
-    header: list[str] | None = None
+    columns: tuple[str, ...] | None = None
+    devices = 0
     affinities: list[GpuAffinity] = []
     for number, raw in enumerate(text.splitlines(), start=1):
-        line = _ANSI.sub("", raw).rstrip("\n")
-        cells = [cell.strip() for cell in line.split("\t")]
-        if header is None:
-            if "CPU Affinity" in cells:
-                header = cells
+        line = _ANSI.sub("", raw)
+        if columns is None:
+            if "CPU Affinity" in line:
+                columns = tuple(sorted((name for name in _AFFINITY_COLUMNS if name in line), key=line.index))
+                for name in columns:
+                    line = line.replace(name, "")
+                devices = len(line.split())
+                if not columns or columns[0] != "CPU Affinity":
+                    raise ParseError(SOURCE_TOPO.name, "the affinity columns do not start with 'CPU Affinity'", number)
             continue
-        if not cells or not re.fullmatch(r"GPU[0-9]{1,9}", cells[0]):
+        label = line.split(None, 1)[0] if line.strip() else ""
+        if not re.fullmatch(r"GPU[0-9]{1,9}", label):
             if line.strip().startswith("Legend"):
                 break
             continue
-        index = int(cells[0][3:])
+        index = int(label[3:])
         check_count(SOURCE_TOPO.name, "GPUs", len(affinities) + 1, MAX_GPUS, number)
-        row = dict(zip(header, cells, strict=False))
+        row = _affinity_cells(line, devices, columns, index, number)
         cpu_text = row.get("CPU Affinity", "")
-        cpus = () if cpu_text in ("", "N/A") else parse_cpulist(cpu_text, SOURCE_TOPO.name, number)
-        numa_text = row.get("NUMA Affinity", "")
-        if numa_text in ("", "N/A"):
-            numa_node = None
-        elif re.fullmatch(r"[0-9]{1,9}", numa_text):
-            numa_node = int(numa_text)
-        else:
-            raise ParseError(SOURCE_TOPO.name, f"GPU{index}: bad NUMA affinity {shown_value(numa_text)}", number)
-        affinities.append(GpuAffinity(index, cpus, numa_node))
-    if header is None:
+        cpus = () if cpu_text in _NONE else parse_cpulist(cpu_text, SOURCE_TOPO.name, number)
+        numa_nodes = _node_list(row.get("NUMA Affinity", ""), "NUMA affinity", index, number)
+        memory = _node_list(row.get("GPU NUMA ID", ""), "GPU NUMA ID", index, number)
+        if len(memory) > 1:
+            raise ParseError(SOURCE_TOPO.name, f"GPU{index}: GPU NUMA ID {shown_value(row['GPU NUMA ID'])} is not a node", number)
+        affinities.append(
+            GpuAffinity(
+                index,
+                cpus,
+                numa_nodes[0] if len(numa_nodes) == 1 else None,
+                numa_nodes,
+                memory[0] if memory else None,
+            )
+        )
+    if columns is None:
         raise ParseError(SOURCE_TOPO.name, "no header with a 'CPU Affinity' column")
     return tuple(affinities)
 
