@@ -80,6 +80,9 @@ def check_fabric(reports: list[NodeReport]) -> CheckResult:
         return CheckResult(NAME, PASS, (), f"every node: {shown}" + (f"; {interface} MTU {mtu}" if interface else ""))
     status = FAIL if any(s == FAIL for s, _, _ in problems) else WARN
     hosts = tuple(dict.fromkeys(h for _, h, _ in problems))
+    nodes = {h: "; ".join(what for _, host, what in problems if host == h) for h in hosts}
+    node_status = {h: FAIL if any(s == FAIL for s, host, _ in problems if host == h) else WARN for h in hosts}
     lines = [f"{h}: {what}" for _, h, what in problems[:SHOWN]]
     more = f"; and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
-    return CheckResult(NAME, status, hosts, "; ".join(lines) + more + " (NCCL hangs on rails that differ: NVIDIA/nccl#2428)")
+    detail = "; ".join(lines) + more + " (NCCL hangs on rails that differ: NVIDIA/nccl#2428)"
+    return CheckResult(NAME, status, hosts, detail, nodes=nodes, node_status=node_status)
