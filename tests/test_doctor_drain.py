@@ -139,3 +139,29 @@ def test_the_round_trip_on_the_slurm_host(tmp_path, monkeypatch):
         and failed.marks == {}
         and failed.error == "sinfo on localhost: sinfo: error: Unable to contact slurm controller"
     )
+
+
+def test_the_table_ends_with_what_slurm_did():
+    from rich.console import Console
+
+    from provision.cli.doctor_cmd import print_marks
+    from provision.doctor.drain import DrainReport
+    from provision.doctor.model import LinkFinding
+    from provision.plans.slurm_marks import Mark
+
+    plan = DrainPlan({}, {}, {"n5": "connect: timed out"}, (LinkFinding("n1", "n3", "bad link", "0.09 Gbit/s"),))
+    marks = {
+        "n1": Mark("n1", "up"),
+        "n2": Mark("n2", "drained", "provision: hardware: GPUs 1"),
+        "n4": Mark("n4", "left", "admin"),
+    }
+    console = Console(record=True, width=200)
+    assert print_marks(DrainReport("ctl", plan, marks), console) == 0
+    assert console.export_text().splitlines() == [
+        "slurm: n2: drained (provision: hardware: GPUs 1)",
+        "slurm: n4: left alone: drained or down for a reason provision did not set (admin)",
+        "slurm: n5: not reached, not drained (connect: timed out)",
+        "slurm: link n1-n3: bad link, neither node drained (0.09 Gbit/s)",
+    ]
+    failed = Console(record=True, width=200)
+    assert print_marks(DrainReport("ctl", plan, {"n2": Mark("n2", "failed", "scontrol: denied")}), failed) == 1

@@ -132,6 +132,8 @@ def doctor(
     from provision.errors import ProvisionError
 
     if node_script is not None:
+        if drain or perf or as_json:
+            raise fail("--node-script writes the node check from the facts and stops: leave out --drain, --perf and --json")
         try:
             script = node_check_script(inventory, hosts or [], facts_dir)
         except ProvisionError as error:
