@@ -133,7 +133,7 @@ def main() -> None:
         timings = doctor_timings(done.stderr)
         perf = timings["perf"]
         perf_seconds[label] = timings["seconds"]["perf"]
-        checks = {c["name"]: c for c in json.loads(done.stdout)} if done.stdout.strip() else {}
+        checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]} if done.stdout.strip() else {}
         verdict = checks.get("perf tcp eth0", {})
         print(
             f"{label:32}: {wall:7.1f} s wall (exit {done.returncode}), perf phase {timings['seconds']['perf']:.1f} s; "

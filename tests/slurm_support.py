@@ -80,6 +80,8 @@ class SlurmCluster:
     inventory: Path  # reaches ctl and the nodes over SSH as user mpi
     known_hosts: Path
     facts_dir: Path  # the nodes' facts from the SSH probe
+    compose: Path = COMPOSE
+    nodes: tuple[str, ...] = NODES
 
     def container(self, name: str) -> str:
         """The docker container of ``name``."""
@@ -105,45 +107,56 @@ class SlurmCluster:
         return dict(line.split(None, 1) for line in done.stdout.splitlines() if line.strip())
 
 
-def _compose(project: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+def _compose(project: str, env: dict[str, str], *args: str, compose: Path = COMPOSE) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["docker-compose", "-p", project, "-f", str(COMPOSE), *args], env=env, capture_output=True, text=True, timeout=300
+        ["docker-compose", "-p", project, "-f", str(compose), *args], env=env, capture_output=True, text=True, timeout=300
     )
 
 
-def _port(project: str, env: dict[str, str], service: str) -> int:
-    done = _compose(project, env, "port", service, "22")
+def _port(project: str, env: dict[str, str], service: str, compose: Path = COMPOSE) -> int:
+    done = _compose(project, env, "port", service, "22", compose=compose)
     return int(done.stdout.strip().rsplit(":", 1)[1])
 
 
-def start_slurm_cluster(run_cli) -> SlurmCluster:
-    """Start ctl + sn1-sn3, probe the nodes over SSH, write slurm.conf/gres.conf with provision, start Slurm.
+def start_slurm_cluster(
+    run_cli,
+    *,
+    compose: Path = COMPOSE,
+    nodes: tuple[str, ...] = NODES,
+    project: str = "",
+    image=ensure_slurm_image,
+    conf_tail: str = "",
+) -> SlurmCluster:
+    """Start ctl + the nodes of ``compose`` (sn1-sn3 of compose.yml), probe the nodes over SSH, write
+    slurm.conf/gres.conf with provision, start Slurm; ``image`` builds the image the compose file
+    names, ``conf_tail`` ends slurm.conf (the cluster's folder, CLUSTER_DIR/project, may be
+    filled before: it is /cluster/slurm on every host).
 
     Returns once every node is idle, or after 90 s (the tests then show the states and the log).
     """
-    ensure_slurm_image()
-    project = f"provslurm{os.getpid()}"
+    image()
+    project = project or f"provslurm{os.getpid()}"
     folder = CLUSTER_DIR / project
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "munge.key").write_bytes(os.urandom(1024))
     public = write_ed25519(folder / "id_ed25519", "provision-slurm-tests")
     (folder / "authorized_keys").write_text(public + "\n")
     env = {**os.environ, "SLURM_CLUSTER_DIR": str(folder)}
-    up = _compose(project, env, "up", "-d")
+    up = _compose(project, env, "up", "-d", compose=compose)
     if up.returncode:
         raise RuntimeError(f"docker-compose up failed: {up.stderr[-2000:]}")
-    ports = {name: _port(project, env, name) for name in ("ctl", *NODES)}
+    ports = {name: _port(project, env, name, compose) for name in ("ctl", *nodes)}
     wait_for_ssh(ports)
     inventory = folder / "hosts.yml"
     inventory.write_text(
         f"defaults:\n  user: mpi\n  key: {folder / 'id_ed25519'}\nhosts:\n"
         + "".join(f"  {name}: {{address: 127.0.0.1, port: {port}}}\n" for name, port in ports.items())
-        + f"groups:\n  slurm: [{', '.join(NODES)}]\n"
+        + f"groups:\n  slurm: [{', '.join(nodes)}]\n"
     )
     known_hosts = folder / "known_hosts"
     facts_dir = folder / "facts"
     common = ["-i", str(inventory), "--known-hosts", str(known_hosts)]
-    probe = run_cli("probe", *NODES, *common, "--accept-new-host-keys", "--facts-dir", str(facts_dir))
+    probe = run_cli("probe", *nodes, *common, "--accept-new-host-keys", "--facts-dir", str(facts_dir))
     if probe.returncode:
         raise RuntimeError(f"probe failed: {probe.stdout}{probe.stderr}")
     gres = run_cli(
@@ -156,16 +169,17 @@ def start_slurm_cluster(run_cli) -> SlurmCluster:
         SLURM_CONF_HEAD
         + (folder / "nodes.conf").read_text()
         + f"PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n"
+        + conf_tail
     )
-    cluster = SlurmCluster(project, folder, ports, inventory, known_hosts, facts_dir)
+    cluster = SlurmCluster(project, folder, ports, inventory, known_hosts, facts_dir, compose, nodes)
     cluster.exec("ctl", "sh", "/usr/local/sbin/start-slurm.sh", "ctl", user="root")
-    for name in NODES:
+    for name in nodes:
         cluster.exec(name, "sh", "/usr/local/sbin/start-slurm.sh", "node", user="root")
     deadline = time.monotonic() + 90
     states: dict[str, str] = {}
     while time.monotonic() < deadline:
         states = cluster.node_states()
-        if len(states) == len(NODES) and all(state == "idle" for state in states.values()):
+        if len(states) == len(nodes) and all(state == "idle" for state in states.values()):
             break
         time.sleep(1)
     return cluster
@@ -173,5 +187,6 @@ def start_slurm_cluster(run_cli) -> SlurmCluster:
 
 def stop_slurm_cluster(cluster: SlurmCluster) -> None:
     """Remove the cluster's containers, network and folder."""
-    _compose(cluster.project, {**os.environ, "SLURM_CLUSTER_DIR": str(cluster.folder)}, "down", "-v", "-t", "1")
+    env = {**os.environ, "SLURM_CLUSTER_DIR": str(cluster.folder)}
+    _compose(cluster.project, env, "down", "-v", "-t", "1", compose=cluster.compose)
     shutil.rmtree(cluster.folder, ignore_errors=True)

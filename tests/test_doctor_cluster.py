@@ -65,7 +65,7 @@ def doctor_cluster(tmp_path_factory):
 def _doctor(inventory: Path, known: Path, *args: str) -> tuple[int, dict[str, dict]]:
     done = run_cli("doctor", "-i", str(inventory), "--known-hosts", str(known), "--json", *args)
     assert done.stdout.strip(), done.stderr
-    return done.returncode, {c["name"]: c for c in json.loads(done.stdout)}
+    return done.returncode, {c["name"]: c for c in json.loads(done.stdout)["checks"]}
 
 
 def test_a_healthy_cluster_passes_with_exit_0(doctor_cluster):
@@ -152,7 +152,7 @@ def test_timings_give_each_phase_and_the_work_it_did(doctor_cluster):
     assert set(timings["seconds"]) == {"gather", "pairwise", "checks"} and all(v >= 0 for v in timings["seconds"].values())
     # three nodes gathered, 3 x 2 ordered pairs tried; dkey has no key, so its two pairs fail
     assert timings["nodes_gathered"] == 3 and timings["pairs_expected"] == timings["pairs_reported"] == 6
-    assert timings["pairs_connected"] == 4 and timings["checks"] == len(json.loads(done.stdout))
+    assert timings["pairs_connected"] == 4 and timings["checks"] == len(json.loads(done.stdout)["checks"])
 
 
 def test_pairwise_fanout_one_still_names_the_failing_pairs(doctor_cluster):

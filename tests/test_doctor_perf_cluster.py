@@ -45,7 +45,7 @@ def _doctor(cluster_bits, *args: str) -> tuple[int, dict[str, dict], dict]:
     done = run_cli("doctor", "-i", str(inventory), "--known-hosts", str(known), "--json", "--timings", "--perf", *args)
     assert done.stdout.strip(), done.stderr
     timings = next(json.loads(line) for line in done.stderr.splitlines() if line.startswith('{"doctor_timings"'))
-    return done.returncode, {c["name"]: c for c in json.loads(done.stdout)}, timings["doctor_timings"]
+    return done.returncode, {c["name"]: c for c in json.loads(done.stdout)["checks"]}, timings["doctor_timings"]
 
 
 def test_a_healthy_cluster_passes_every_pair(perf_cluster):

@@ -35,3 +35,31 @@ def test_hosts_and_settings_of_one_run(tmp_path):
 def test_bad_user_or_dataset_is_refused_before_any_host(tmp_path, field, value):
     with pytest.raises(ProvisionError, match="--user|--dataset"):
         doctor_request(inventory(tmp_path), [], CONNECTION, **{field: value})
+
+
+def test_where_drain_runs_scontrol(tmp_path):
+    from provision.doctor.service import slurm_host
+
+    assert slurm_host(inventory(tmp_path), "w1").name == "w1"
+    assert slurm_host(inventory(tmp_path, "vars:\n  slurm: {controller: w2}\n"), None).name == "w2"
+    with pytest.raises(ProvisionError, match="--slurm-host HOST"):
+        slurm_host(inventory(tmp_path), None)
+    with pytest.raises(ProvisionError, match="--slurm-host 'ctl': no such host"):
+        slurm_host(inventory(tmp_path), "ctl")
+
+
+def test_drain_and_node_script_bad_input_is_one_line_exit_2_before_any_host(tmp_path):
+    from conftest import run_cli
+
+    path = str(inventory(tmp_path))
+    cases = [
+        (["--slurm-host", "w1"], "--slurm-host says where --drain runs scontrol: add --drain"),
+        (["--drain"], "--drain: say where scontrol runs: --slurm-host HOST"),
+        (["--drain", "--slurm-host", "ctl"], "--slurm-host 'ctl': no such host in the inventory"),
+        (["--node-script", "-", "--drain"], "--node-script writes the node check from the facts and stops"),
+        (["--node-script", "-", "--facts-dir", str(tmp_path / "none")], "w1"),
+    ]
+    for args, said in cases:
+        done = run_cli("doctor", "-i", path, *args)
+        assert done.returncode == 2 and said in done.stderr and done.stdout == "", (args, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr

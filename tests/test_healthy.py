@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from provision.doctor.healthy import at_fault
+from provision.doctor.healthy import at_fault, select_around_links
 from provision.doctor.model import CheckResult
 from provision.doctor.perf import PerfRun
 from provision.doctor.perf_judge import Coverage, Link
@@ -95,3 +95,18 @@ def test_at_fault_judges_each_rdma_rail_apart_leaves_out_a_node_without_perftest
     assert set(unhealthy) == {"n3", "n5"}  # the later end of mlx5_1:1's bad link; rail mlx5_0:1 is fine
     assert unhealthy["n3"].startswith("perf rdma mlx5_1:1: bad link n2-n3: 20 Gbit/s")
     assert unhealthy["n5"].startswith("perf rdma: no ib_write_bw on PATH")
+
+
+def test_a_bad_link_is_stepped_around_where_a_spare_host_allows_it_else_crossed_and_said():
+    nodes = ["n1", "n2", "n3", "n4", "n5"]
+    links = [Link("tcp eth0", a, b, 0.1 if (a, b) == ("n1", "n3") else 10.0) for i, a in enumerate(nodes) for b in nodes[i + 1 :]]
+    run = _run(links)
+    run = dataclasses.replace(run, results=run.perf.results(5))
+    spare = select_around_links(Dims(1, 4, 1), nodes, [], run)
+    assert spare.hosts == ("n1", "n2", "n4", "n5") and spare.notes == ()
+    assert dict(spare.left_out)["n3"].startswith("perf: bad link n1-n3")
+    tight = select_around_links(Dims(1, 5, 1), nodes, [], run)
+    assert tight.hosts == tuple(nodes) and tight.left_out == ()
+    assert tight.notes == ("kept both ends of bad link(s) n1-n3: too few healthy hosts to leave one end out",)
+    with pytest.raises(PlanError, match="need Y·Z = 6 healthy hosts; 5 of 5 are"):
+        select_around_links(Dims(1, 6, 1), nodes, [], run)

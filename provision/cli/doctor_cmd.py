@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -39,7 +40,9 @@ def print_checks(results, console, strict: bool = False) -> int:
 @commands.command(
     epilog="Examples:\n\n  provision doctor -i inventory/hosts.yml all --user alice\n\n"
     "  provision doctor node01 node02 --dataset /data/imagenet --deep --json\n\n"
-    "  provision doctor all --perf --budget 60s"
+    "  provision doctor all --perf --budget 60s\n\n"
+    "  provision doctor gpu --perf --drain --slurm-host ctl      # drain in Slurm what fails, resume what was fixed\n\n"
+    "  provision doctor gpu --node-script provision-node-check   # for Slurm's HealthCheckProgram and Prolog"
 )
 def doctor(
     ctx: typer.Context,
@@ -52,7 +55,12 @@ def doctor(
     ] = None,
     deep: Annotated[bool, typer.Option("--deep", help="Also hash the contents of a sample of each dataset's files.")] = False,
     as_json: Annotated[
-        bool, typer.Option("--json", help='Print [{"name", "status", "hosts", "detail"}] instead of a table.')
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the verdict as JSON (schema provision.doctor, version 1: every check with its bad nodes, "
+            "bad links, thresholds and coverage; the bandwidth matrices; what --drain did) instead of a table.",
+        ),
     ] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
     timings: Annotated[
@@ -76,6 +84,30 @@ def doctor(
     perf_port: Annotated[int, typer.Option("--perf-port", help="With --perf: the TCP port iperf3's servers listen on.")] = (
         defaults.PERF_PORT
     ),
+    drain: Annotated[
+        bool,
+        typer.Option(
+            "--drain",
+            help="Drain in Slurm each node a check fails on, with the reason 'provision: CHECK: what'; resume the nodes "
+            "provision drained whose check now passes; never touch a node drained for another reason (LBNL NHC's rule).",
+        ),
+    ] = False,
+    slurm_host: Annotated[
+        str,
+        typer.Option(
+            "--slurm-host",
+            help="With --drain: the inventory host where scontrol runs (default: the inventory's slurm.controller).",
+        ),
+    ] = None,
+    node_script: Annotated[
+        Path,
+        typer.Option(
+            "--node-script",
+            help="Write the node check for these hosts to FILE ('-': stdout) from their facts (no SSH), for Slurm's "
+            "HealthCheckProgram and Prolog, and stop.",
+        ),
+    ] = None,
+    facts_dir: opt.FactsDir,
     forks: opt.Forks,
     pairwise_fanout: Annotated[
         int,
@@ -93,14 +125,25 @@ def doctor(
     ssh_config: opt.SshConfig,
 ) -> None:
     """Check that the nodes are ready for one multi-node training job, comparing them with each other."""
-    from provision.cli.output import stdout
+    from provision.cli.output import stdout, write_or_print
     from provision.doctor.perf import perf_settings
     from provision.doctor.runner import doctor as run_doctor
-    from provision.doctor.service import doctor_request
-    from provision.doctor.verdict import verdict
+    from provision.doctor.service import doctor_request, node_check_script, slurm_host as find_slurm_host
     from provision.errors import ProvisionError
 
+    if node_script is not None:
+        if drain or perf or as_json:
+            raise fail("--node-script writes the node check from the facts and stops: leave out --drain, --perf and --json")
+        try:
+            script = node_check_script(inventory, hosts or [], facts_dir)
+        except ProvisionError as error:
+            raise fail(str(error)) from None
+        write_or_print(script, None if str(node_script) == "-" else node_script, "node check")
+        return
+    if slurm_host is not None and not drain:
+        raise fail("--slurm-host says where --drain runs scontrol: add --drain")
     try:
+        drain_on = find_slurm_host(inventory, slurm_host) if drain else None
         targets, settings = doctor_request(
             inventory,
             hosts or [],
@@ -116,10 +159,47 @@ def doctor(
     if not targets:
         raise fail("no hosts: name some or give an inventory with -i")
     run = run_doctor(targets, settings)
-    results = run.results
+    report = None
+    if drain_on is not None:
+        from provision.doctor.drain import apply_marks, drain_plan
+
+        try:
+            report = apply_marks(drain_plan(run), drain_on, settings.ssh)
+        except ProvisionError as error:
+            raise fail(str(error)) from None
     if timings:
         typer.echo(json.dumps({"doctor_timings": run.timings()}), err=True)
     if as_json:
-        typer.echo(json.dumps([r.to_dict() for r in results], indent=2))
-        raise typer.Exit(verdict(results, strict)[1])
-    raise typer.Exit(print_checks(results, stdout(), strict))
+        from provision.doctor.report import document
+
+        shown = document(run.results, [h.name for h in targets], strict=strict, perf=run.perf, drain=report)
+        typer.echo(json.dumps(shown, indent=2))
+        raise typer.Exit(shown["verdict"]["exit_code"])
+    code = print_checks(run.results, stdout(), strict)
+    if report is not None:
+        code = print_marks(report, stdout()) or code
+    raise typer.Exit(code)
+
+
+def print_marks(report, console) -> int:
+    """What --drain did, one line per node (drains, resumes, nodes left alone, nodes not reached,
+    links at fault); 1 when the Slurm host could not be read or an scontrol failed."""
+    from rich.markup import escape
+
+    from provision.plans.slurm_marks import OUTCOMES
+
+    if report.error:
+        console.print(f"[bold red]not drained: {escape(report.error)}[/]")
+        return 1
+    for host, mark in report.marks.items():
+        if mark.outcome == "up":
+            continue
+        said = f"{host}: {OUTCOMES[mark.outcome]}" + (f" ({mark.detail})" if mark.detail else "")
+        console.print(escape(f"slurm: {said}"), highlight=False)
+    for host, why in report.plan.not_reached.items():
+        console.print(escape(f"slurm: {host}: not reached, not drained ({why})"), highlight=False)
+    for link in report.plan.links:
+        console.print(
+            escape(f"slurm: link {link.a}-{link.b}: {link.verdict}, neither node drained ({link.why})"), highlight=False
+        )
+    return 0 if report.ok else 1

@@ -28,4 +28,6 @@ def healthy_hosts(dims_text: str, hosts: str | None, settings, perf: bool, budge
         raise fail(f"not launched: {error}", code=1) from None
     for host, why in selection.left_out:
         stderr().print(f"provision: left out {host}: {why}", highlight=False, soft_wrap=True, markup=False)
+    for note in selection.notes:
+        stderr().print(f"provision: warning: {note}", highlight=False, soft_wrap=True, markup=False)
     return ",".join(selection.hosts)

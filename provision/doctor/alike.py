@@ -20,22 +20,22 @@ def check_reach(reports: list[NodeReport], user: str) -> CheckResult:
     reached = answered(reports)
     missing = [r.host for r in reached if r.job_ids is None]
     ids = {r.host: r.job_ids for r in reached if r.job_ids is not None}
-    problems, hosts = [], []
+    problems = []
+    nodes = {r.host: f"not reached: {r.error}" for r in down}
     if down:
         more = f" (+{len(down) - 4} more)" if len(down) > 4 else ""
         problems.append("; ".join(f"{r.host}: {r.error}" for r in down[:4]) + more)
-        hosts += [r.host for r in down]
     if missing:
         problems.append(f"no user {user} on {hosts_list(missing)} (cluster_users + provision setup-cluster make it)")
-        hosts += missing
+        nodes.update(dict.fromkeys(missing, f"no user {user}"))
     if ids:
         common, odd = majority(ids)
         if odd:
             differ = ", ".join(f"{ids[h][0]}:{ids[h][1]} on {h}" for h in odd[:6])
             problems.append(f"{user} has uid:gid {differ}; the others {common[0]}:{common[1]}")
-            hosts += odd
+            nodes.update({h: f"{user} has uid:gid {ids[h][0]}:{ids[h][1]} (the others {common[0]}:{common[1]})" for h in odd})
     if problems:
-        return CheckResult(name, FAIL, tuple(hosts), "; ".join(problems))
+        return CheckResult(name, FAIL, tuple(nodes), "; ".join(problems), nodes=nodes)
     uid, gid = next(iter(ids.values())) if ids else ("?", "?")
     return CheckResult(name, PASS, (), f"{len(reports)} node(s) reached; {user} is {uid}:{gid} on each")
 
@@ -85,10 +85,13 @@ def check_hardware(reports: list[NodeReport]) -> CheckResult:
         return shape
     differ = ", ".join(f"{memory[h] // 1024} GiB on {h}" for h in odd[:6])
     note = f"memory: {differ}; the others about {typical // 1024} GiB"
+    nodes = dict(shape.nodes)
+    for host in odd:
+        said = f"memory {memory[host] // 1024} GiB (the others about {typical // 1024} GiB)"
+        nodes[host] = f"{nodes[host]}; {said}" if host in nodes else said
     if shape.status == PASS:
-        return CheckResult("hardware", WARN, tuple(odd), note)
-    hosts = shape.hosts + tuple(h for h in odd if h not in shape.hosts)
-    return CheckResult("hardware", shape.status, hosts, f"{shape.detail}; {note}")
+        return CheckResult("hardware", WARN, tuple(odd), note, nodes=nodes)
+    return CheckResult("hardware", shape.status, tuple(nodes), f"{shape.detail}; {note}", nodes=nodes)
 
 
 def check_datasets(reports: list[NodeReport], paths: tuple[str, ...]) -> list[CheckResult]:
@@ -100,7 +103,8 @@ def check_datasets(reports: list[NodeReport], paths: tuple[str, ...]) -> list[Ch
         missing = [h for h, m in manifests.items() if not m.exists]
         present = {h: m for h, m in manifests.items() if m.exists}
         if not present:
-            results.append(CheckResult(name, FAIL, tuple(missing), f"{path} is missing on every node"))
+            nodes = dict.fromkeys(missing, f"{path} missing")
+            results.append(CheckResult(name, FAIL, tuple(missing), f"{path} is missing on every node", nodes=nodes))
             continue
         keys = {h: (m.files, m.size, m.listing_hash, m.content_hash) for h, m in present.items()}
         common, odd = majority(keys)
@@ -115,7 +119,10 @@ def check_datasets(reports: list[NodeReport], paths: tuple[str, ...]) -> list[Ch
         if odd:
             problems.append("; ".join(f"{h} has {said(keys[h])}" for h in odd[:4]) + f"; the others {said(common)}")
         if problems:
-            results.append(CheckResult(name, FAIL, tuple(missing + odd), "; ".join(problems)))
+            nodes = dict.fromkeys(missing, f"{path} missing") | {
+                h: f"{path}: {said(keys[h])} (the others {said(common)})" for h in odd
+            }
+            results.append(CheckResult(name, FAIL, tuple(missing + odd), "; ".join(problems), nodes=nodes))
         else:
             results.append(CheckResult(name, PASS, (), f"same on every node: {said(common)}"))
     return results

@@ -47,7 +47,8 @@ def compare(
     """A check that every node shows the same value of each ``what`` (absent: ``none``); a mix
     names the minority, what it has and what the others have."""
     reached = answered(reports)
-    problems, hosts, shown = [], [], []
+    problems, shown = [], []
+    nodes: dict[str, str] = {}  # host -> what differs there
     for label, value_of in what.items():
         values = {r.host: value_of(r) or "none" for r in reached}
         if set(values.values()) <= {"none"}:
@@ -58,10 +59,11 @@ def compare(
             groups: dict[str, list[str]] = {}
             for host in odd:
                 groups.setdefault(values[host], []).append(host)
+                said = f"{label} {values[host]} (the others {common})"
+                nodes[host] = f"{nodes[host]}; {said}" if host in nodes else said
             problems.append(
                 f"{label}: " + "; ".join(f"{value} on {hosts_list(h)}" for value, h in groups.items()) + f"; the others {common}"
             )
-            hosts += [h for h in odd if h not in hosts]
     if problems:
-        return CheckResult(name, status, tuple(hosts), "; ".join(problems))
+        return CheckResult(name, status, tuple(nodes), "; ".join(problems), nodes=nodes)
     return CheckResult(name, PASS, (), ("same on every node: " + ", ".join(shown)) if shown else "nothing to compare")

@@ -75,6 +75,8 @@ def check_fabric(reports: list[NodeReport]) -> CheckResult:
         return CheckResult(NAME, PASS, (), f"every node: {shown}" + (f"; {interface} MTU {mtu}" if interface else ""))
     status = FAIL if any(s == FAIL for s, _, _ in problems) else WARN
     hosts = tuple(dict.fromkeys(h for _, h, _ in problems))
+    nodes = {h: "; ".join(what for _, host, what in problems if host == h) for h in hosts}
+    node_status = {h: FAIL if any(s == FAIL for s, host, _ in problems if host == h) else WARN for h in hosts}
     lines = [f"{h}: {what}" for _, h, what in problems[:SHOWN]]
     more = f"; and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
     why = (
@@ -82,4 +84,4 @@ def check_fabric(reports: list[NodeReport]) -> CheckResult:
         if status == FAIL
         else " (NCCL runs, crossing rails or at the slower rate)"
     )
-    return CheckResult(NAME, status, hosts, "; ".join(lines) + more + why)
+    return CheckResult(NAME, status, hosts, "; ".join(lines) + more + why, nodes=nodes, node_status=node_status)

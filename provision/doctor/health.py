@@ -4,7 +4,7 @@ where nvidia-smi exists, its GPUs' health (10)."""
 from __future__ import annotations
 
 from provision.doctor.compare import answered, hosts_list, worst
-from provision.doctor.model import FAIL, PASS, WARN, CheckResult, NodeReport
+from provision.doctor.model import FAIL, PASS, SEVERITY, WARN, CheckResult, NodeReport
 
 CLOCK_WARN_S = 1.0
 
@@ -21,9 +21,15 @@ def check_time(reports: list[NodeReport], threshold: float = CLOCK_WARN_S) -> Ch
             f"{h} is {abs(offsets[h][0]):.1f} s {'ahead' if offsets[h][0] > 0 else 'behind'} (±{offsets[h][1]:.2f} s)"
             for h in odd[:6]
         )
-        return CheckResult(name, WARN, tuple(odd), f"{differ}; the others within {threshold:g} s of this machine (NTP/chrony?)")
+        nodes = {
+            h: f"{abs(offsets[h][0]):.1f} s {'ahead' if offsets[h][0] > 0 else 'behind'} (±{offsets[h][1]:.2f} s)" for h in odd
+        }
+        detail = f"{differ}; the others within {threshold:g} s of this machine (NTP/chrony?)"
+        return CheckResult(name, WARN, tuple(odd), detail, nodes=nodes, thresholds={"clock_offset_s": threshold})
     worst = max(abs(o) for o, _ in offsets.values())
-    return CheckResult(name, PASS, (), f"every clock within {worst:.2f} s of this machine")
+    return CheckResult(
+        name, PASS, (), f"every clock within {worst:.2f} s of this machine", thresholds={"clock_offset_s": threshold}
+    )
 
 
 def check_gpu_health(reports: list[NodeReport]) -> CheckResult:
@@ -41,9 +47,13 @@ def check_gpu_health(reports: list[NodeReport]) -> CheckResult:
     )
     if not with_smi:
         if blind:
-            return CheckResult(name, WARN, tuple(blind), unchecked)
+            return CheckResult(
+                name, WARN, tuple(blind), unchecked, nodes=dict.fromkeys(blind, "no nvidia-smi, NVIDIA GPUs on PCI")
+            )
         return CheckResult(name, PASS, (), "no NVIDIA GPU on any node (no nvidia-smi, none on PCI)")
-    statuses, hosts, problems, unreadable = [], [], [], []
+    statuses, problems, unreadable = [], [], []
+    nodes: dict[str, str] = {}
+    node_status: dict[str, str] = {}
     for report in with_smi:
         found = []
         off = [g.bus_id for g in report.gpu_health if g.persistence is False]
@@ -65,14 +75,16 @@ def check_gpu_health(reports: list[NodeReport]) -> CheckResult:
             unreadable.append(report.host)
         if found:
             statuses.append(worst([s for s, _ in found]))
-            hosts.append(report.host)
+            node_status[report.host] = statuses[-1]
+            nodes[report.host] = "; ".join(text for _, text in sorted(found, key=lambda f: -SEVERITY[f[0]]))
             problems.append(f"{report.host}: " + "; ".join(text for _, text in found))
     note = f" (kernel log not readable on {hosts_list(unreadable)}: Xid not checked)" if unreadable else ""
     if blind:
         statuses.append(WARN)
-        hosts += blind
+        nodes.update(dict.fromkeys(blind, "no nvidia-smi, NVIDIA GPUs on PCI"))
+        node_status.update(dict.fromkeys(blind, WARN))
         problems.append(unchecked)
     if problems:
-        return CheckResult(name, worst(statuses), tuple(hosts), "; ".join(problems) + note)
+        return CheckResult(name, worst(statuses), tuple(nodes), "; ".join(problems) + note, nodes=nodes, node_status=node_status)
     gpus = sum(len(r.gpu_health) for r in with_smi)
     return CheckResult(name, PASS, (), f"{gpus} GPU(s) on {len(with_smi)} node(s) healthy{note}")

@@ -2,19 +2,24 @@
 then fill the shape from the hosts that passed (:func:`provision.plans.healthy.select_hosts`).
 
 A host at fault is one a failing check names, with that check's name and detail as the reason.
-From ``--perf`` (TCP and each RDMA rail judged apart), a bad node is left out; of a bad link only
-its second host (inventory order) is, since either end removes the link; of a pair whose test
-failed, the server's end (the one that refused the port, could not listen or did not answer).
+From ``--perf`` (TCP and each RDMA rail judged apart), a bad node is left out; of a pair whose test
+failed, the server's end (the one that refused the port, could not listen or did not answer). A
+bad link is stepped around where the candidates allow it: its second host (inventory order) is
+left out, since either end removes the link; when the shape cannot be filled without it, both
+ends are kept and the selection says which bad links the job will cross (two sound nodes are
+not lost for a cable).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from provision.doctor.model import FAIL, CheckResult
 from provision.doctor.perf import PerfSettings
 from provision.doctor.perf_judge import decide
 from provision.doctor.runner import DoctorRun, DoctorSettings, doctor
+from provision.errors import PlanError
 from provision.inventory.model import Host, Rack
 from provision.plans.dims import Dims
 from provision.plans.healthy import Selection, select_hosts
@@ -22,8 +27,9 @@ from provision.probe.run import DEFAULT_FORKS
 from provision.transport.options import SshOptions
 
 
-def at_fault(run: DoctorRun, order: Sequence[str]) -> dict[str, str]:
-    """host -> why, from the failing checks of ``run``; ``order`` ranks hosts for bad links."""
+def at_fault(run: DoctorRun, order: Sequence[str], *, bad_links: bool = True) -> dict[str, str]:
+    """host -> why, from the failing checks of ``run``; ``order`` ranks hosts for bad links (the
+    later end of each is left out; none with ``bad_links`` false)."""
     unhealthy: dict[str, str] = {}
     rank = {name: index for index, name in enumerate(order)}
     # judged per link below; one all-reduce over every host names no host of its own: not a reason to leave one out
@@ -37,7 +43,7 @@ def at_fault(run: DoctorRun, order: Sequence[str]) -> dict[str, str]:
         perf = "perf" if kind.startswith("tcp") else f"perf {kind}"
         for host, why in verdict.bad_nodes.items():
             unhealthy.setdefault(host, f"{perf}: bad node: {why}")
-        for (a, b), why in verdict.bad_links.items():
+        for (a, b), why in verdict.bad_links.items() if bad_links else ():
             later = max((a, b), key=lambda name: rank.get(name, len(rank)))
             unhealthy.setdefault(later, f"{perf}: bad link {a}-{b}: {why}")
         for link in links:
@@ -68,4 +74,24 @@ def pick_healthy(
     """The hosts to launch on (:class:`~provision.errors.PlanError` when too few are healthy)."""
     names = [host.name for host in candidates]
     run = doctor(candidates, DoctorSettings(ssh=ssh, fast=True, forks=forks, perf=perf))
-    return select_hosts(dims, names, racks, at_fault(run, names))
+    return select_around_links(dims, names, racks, run)
+
+
+def select_around_links(dims: Dims, names: list[str], racks: Sequence[Rack], run: DoctorRun) -> Selection:
+    """The hosts for ``dims`` without any host at fault, stepping around each bad link where the
+    candidates allow it, else across it (said in the selection's notes)."""
+    try:
+        return select_hosts(dims, names, racks, at_fault(run, names))
+    except PlanError:
+        hard = at_fault(run, names, bad_links=False)
+        chosen = select_hosts(dims, names, racks, hard)  # too few even so: that PlanError is the answer
+    crossed = sorted(
+        f"{link.a}-{link.b}"
+        for result in run.results
+        for link in result.links
+        if link.verdict == "bad link" and link.a in chosen.hosts and link.b in chosen.hosts
+    )
+    if not crossed:
+        return chosen
+    note = f"kept both ends of bad link(s) {', '.join(crossed)}: too few healthy hosts to leave one end out"
+    return replace(chosen, notes=(*chosen.notes, note))

@@ -80,5 +80,12 @@ def check_limits(reports: list[NodeReport]) -> CheckResult:
             if LIMIT_FIXES.get(kind):
                 problems.append(LIMIT_FIXES[kind])
     if problems:
-        return CheckResult(name, worst(list(statuses.values())), tuple(statuses), ". ".join(problems))
+        nodes: dict[str, str] = {}
+        for kind, groups in found.items():
+            for value, hosts in groups.items():
+                for host in hosts:
+                    said = value if kind == "unknown" else f"{kind} {value}"
+                    nodes[host] = f"{nodes[host]}; {said}" if host in nodes else said
+        status = worst(list(statuses.values()))
+        return CheckResult(name, status, tuple(statuses), ". ".join(problems), nodes=nodes, node_status=statuses)
     return CheckResult(name, PASS, (), f"memlock unlimited, open files >= {NOFILE_MIN}, /dev/shm large enough on every node")

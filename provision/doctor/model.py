@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from provision.facts.model import HostFacts
 
@@ -11,17 +13,74 @@ SEVERITY = {PASS: 0, WARN: 1, FAIL: 2}
 
 
 @dataclass(frozen=True)
+class LinkFinding:
+    """A link a check holds at fault: a bad link (both nodes fine with their other peers), a slow
+    link it cannot put on a node or a link, or a test that failed. ``a`` ran the client, ``b`` the
+    server; the figures are Gbit/s, ``gbps`` the slower direction (None: not measured)."""
+
+    a: str
+    b: str
+    verdict: str  # "bad link", "slow link" or "test failed"
+    why: str
+    gbps: float | None = None
+    forward_gbps: float | None = None  # a -> b
+    reverse_gbps: float | None = None  # b -> a
+
+    def to_dict(self) -> dict:
+        return {
+            "a": self.a,
+            "b": self.b,
+            "verdict": self.verdict,
+            "why": self.why,
+            "gbps": self.gbps,
+            "forward_gbps": self.forward_gbps,
+            "reverse_gbps": self.reverse_gbps,
+        }
+
+
+@dataclass(frozen=True)
 class CheckResult:
-    """One check's outcome: status, the hosts at fault, one line a person can act on."""
+    """One check's outcome: status, the hosts at fault, one line a person can act on; and the same
+    as fields a program reads: what is wrong on each node (``nodes``, in the check's words), the
+    links at fault, the thresholds it judged by and what it covered (``--json``)."""
 
     name: str
     status: str  # pass, warn or fail
     hosts: tuple[str, ...] = ()
     detail: str = ""
+    nodes: Mapping[str, str] = field(default_factory=dict)  # host -> what is wrong there (a node at fault)
+    node_status: Mapping[str, str] = field(default_factory=dict)  # host -> its own status, where milder than ``status``
+    links: tuple[LinkFinding, ...] = ()
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    coverage: Mapping[str, Any] | None = None
+
+    def status_of(self, host: str) -> str:
+        """The status ``host`` earns in this check (a node that only warns in a failing check warns)."""
+        return self.node_status.get(host, self.status)
+
+    def bad_nodes(self) -> dict[str, str | None]:
+        """host -> what is wrong there (None where the check says it only in ``detail``): every
+        host it names but the ends of a link it holds at fault, which are no bad node for that."""
+        ends = {end for link in self.links for end in (link.a, link.b)}
+        found: dict[str, str | None] = dict(self.nodes)
+        for host in self.hosts:
+            if host not in found and host not in ends:
+                found[host] = None
+        return found
 
     def to_dict(self) -> dict:
-        """The ``--json`` form: ``{"name", "status", "hosts", "detail"}``."""
-        return {"name": self.name, "status": self.status, "hosts": list(self.hosts), "detail": self.detail}
+        """The ``--json`` form (docs/reference/doctor-json.md): name, status, hosts, detail, and
+        bad_nodes, bad_links, thresholds, coverage as fields."""
+        return {
+            "name": self.name,
+            "status": self.status,
+            "hosts": list(self.hosts),
+            "detail": self.detail,
+            "bad_nodes": [{"host": host, "status": self.status_of(host), "why": why} for host, why in self.bad_nodes().items()],
+            "bad_links": [link.to_dict() for link in self.links],
+            "thresholds": dict(self.thresholds),
+            "coverage": dict(self.coverage) if self.coverage is not None else None,
+        }
 
 
 @dataclass(frozen=True)

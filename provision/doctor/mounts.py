@@ -146,7 +146,9 @@ def check_exported(reports: list[NodeReport], paths: tuple[str, ...], exports: t
         )
         if compared.status != "pass":
             detail += f". Among the others: {compared.detail}"
-        results.append(
-            CheckResult(compared.name, FAIL, tuple(names) + tuple(h for h in compared.hosts if h not in astray), detail)
-        )
+        nodes = {host: f"not mounted from {export.server}: {astray[host]}" for host in names} | {
+            host: why for host, why in compared.nodes.items() if host not in astray
+        }
+        hosts = tuple(names) + tuple(h for h in compared.hosts if h not in astray)
+        results.append(CheckResult(compared.name, FAIL, hosts, detail, nodes=nodes))
     return results

@@ -23,26 +23,33 @@ def check_names(reports: list[NodeReport]) -> CheckResult:
     own name to a loopback address (127.0.1.1) while its peers reach it on a real one."""
     name = "names"
     reached = [r for r in answered(reports) if r.resolved]
-    problems, hosts = [], []
+    problems: list[str] = []
+    nodes: dict[str, str] = {}  # host -> what it resolves wrong (in the order found)
+
+    def blame(host: str, said: str) -> None:
+        nodes[host] = f"{nodes[host]}; {said}" if host in nodes else said
+
     for target in (r.host for r in reached):
         by_peer = {r.host: r.resolved.get(target, "") for r in reached if r.host != target}
         unresolved = [h for h, a in by_peer.items() if not a]
         if unresolved:
             problems.append(f"{hosts_list(unresolved)} cannot resolve {target}")
-            hosts += [h for h in unresolved if h not in hosts]
+            for host in unresolved:
+                blame(host, f"cannot resolve {target}")
         known = {h: a for h, a in by_peer.items() if a}
         if not known:
             continue
         common, odd = majority(known)
         if odd:
             problems.append(f"{target} is " + ", ".join(f"{known[h]} on {h}" for h in odd[:4]) + f"; {common} on the others")
-            hosts += [h for h in odd if h not in hosts]
+            for host in odd:
+                blame(host, f"resolves {target} to {known[host]} (the others {common})")
         own = next(r for r in reached if r.host == target).resolved.get(target, "")
         if own and _loopback(own) and not _loopback(common):
             problems.append(f"{target} resolves its own name to {own}, its peers to {common} (OpenMPI/torchrun hang)")
-            hosts += [target] if target not in hosts else []
+            blame(target, f"resolves its own name to {own}, its peers to {common}")
     if problems:
-        return CheckResult(name, FAIL, tuple(hosts), "; ".join(problems))
+        return CheckResult(name, FAIL, tuple(nodes), "; ".join(problems), nodes=nodes)
     unread = [r.host for r in answered(reports) if not r.resolved]
     if unread:  # the lookups run in the job user's session: none there is nothing checked, not a pass
         why = "no session as the job user ran there"
@@ -83,6 +90,7 @@ def check_network(reports: list[NodeReport]) -> CheckResult:
             tuple(lacking),
             "no interface with one subnet on every node"
             + (f": {best} is missing or on another subnet on {hosts_list(lacking)}" if best else ""),
+            nodes=dict.fromkeys(lacking, f"{best} missing or on another subnet" if best else "no interface with an IPv4 subnet"),
         )
     shown = []
     for interface, subnet in sorted(common):
@@ -90,7 +98,8 @@ def check_network(reports: list[NodeReport]) -> CheckResult:
         mtu, odd = majority(mtus)
         if odd:
             differ = ", ".join(f"{mtus[h]} on {h}" for h in odd[:6])
-            return CheckResult(name, FAIL, tuple(odd), f"{interface} MTU {differ}; {mtu} on the others")
+            nodes = {h: f"{interface} MTU {mtus[h]} (the others {mtu})" for h in odd}
+            return CheckResult(name, FAIL, tuple(odd), f"{interface} MTU {differ}; {mtu} on the others", nodes=nodes)
         shown.append(f"{interface} ({subnet}, MTU {mtu})")
     return CheckResult(name, PASS, (), "common to every node: " + ", ".join(shown))
 
@@ -101,17 +110,18 @@ def check_rdma(reports: list[NodeReport]) -> CheckResult:
     reached = answered(reports)
     if not any(r.ib_ports for r in reached):
         return CheckResult(name, PASS, (), "no InfiniBand/RoCE port on any node (TCP only)")
-    problems, hosts = [], []
+    problems = []
+    nodes: dict[str, str] = {}
     for report in reached:
         if not report.ib_ports:
+            nodes[report.host] = "no InfiniBand/RoCE port"
             problems.append(f"{report.host} has no InfiniBand/RoCE port")
         else:
             down = [f"{p.name} {p.state}" for p in report.ib_ports if p.state != "ACTIVE"]
             if down:
+                nodes[report.host] = ", ".join(down)
                 problems.append(f"{report.host}: " + ", ".join(down))
-        if problems and (not hosts or hosts[-1] != report.host) and problems[-1].startswith(report.host):
-            hosts.append(report.host)
     if problems:
-        return CheckResult(name, FAIL, tuple(hosts), "; ".join(problems) + " (the others: every port ACTIVE)")
+        return CheckResult(name, FAIL, tuple(nodes), "; ".join(problems) + " (the others: every port ACTIVE)", nodes=nodes)
     ports = sum(len(r.ib_ports) for r in reached)
     return CheckResult(name, PASS, (), f"{ports} port(s) ACTIVE on {len(reached)} node(s)")

@@ -180,4 +180,7 @@ def check_pairwise(reports: list[NodeReport], user: str) -> CheckResult:
         detail += f"; {', '.join(from_all)} reach no peer (the job user's key or known_hosts there?)"
     if to_all:
         detail += f"; no node reaches {', '.join(to_all)} (authorized_keys or sshd there?)"
-    return CheckResult(name, FAIL, tuple(at_fault), detail)
+    nodes = dict.fromkeys(from_all, "reaches no peer") | {t: "no peer reaches it" for t in to_all if t not in from_all}
+    if not nodes:  # no node stands out: each one with a failing pair, its pairs
+        nodes = {s: "cannot reach " + _shown([t for f, t, _ in failing if f == s]) for s in at_fault}
+    return CheckResult(name, FAIL, tuple(at_fault), detail, nodes=nodes)

@@ -158,7 +158,8 @@ class PerfRun:
         results = [tcp, *(self.rdma.results() if self.rdma is not None else []), *([self.nccl] if self.nccl else [])]
         if self.left_out:
             detail = "; ".join(f"{host}: {why}" for host, why in self.left_out.items())
-            results.append(CheckResult("perf nodes", FAIL, tuple(self.left_out), f"not tested: {detail}"[:2000]))
+            nodes = {host: f"not tested: {why}" for host, why in self.left_out.items()}
+            results.append(CheckResult("perf nodes", FAIL, tuple(self.left_out), f"not tested: {detail}"[:2000], nodes=nodes))
         return results
 
 

@@ -18,7 +18,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from provision.doctor.model import FAIL, PASS, WARN, CheckResult
+from provision.doctor.model import FAIL, PASS, WARN, CheckResult, LinkFinding
 
 SLOW = 0.5  # a link below half the median of its kind is slow
 NODE = 0.75  # a node slow with at least this share of its tested peers (and at least 2) is a bad node
@@ -53,6 +53,17 @@ class Coverage:
     rounds_planned: int
     budget_s: float | None  # None: no budget
     stopped_by_budget: bool = False
+
+    def to_dict(self) -> dict:
+        """The ``--json`` form: every field, by name."""
+        return {
+            "pairs_tested": self.pairs_tested,
+            "pairs_total": self.pairs_total,
+            "rounds_run": self.rounds_run,
+            "rounds_planned": self.rounds_planned,
+            "budget_s": self.budget_s,
+            "stopped_by_budget": self.stopped_by_budget,
+        }
 
     def line(self) -> str:
         """``covered 10 of 10 pairs in 5 of 5 rounds (budget 60s)``."""
@@ -155,22 +166,43 @@ def judge_kind(kind: str, links: list[Link], nodes: int, coverage: Coverage | No
             typical = statistics.median(one_way)
             parts.append(f"latency (ib_write_lat, typical one-way) median {typical:.3g} us, highest {max(one_way):.3g} us")
     problems: list[str] = []
+    found: list[LinkFinding] = []
+    by_pair = {(link.a, link.b): link for link in measured}
     for node, why in verdict.bad_nodes.items():
         problems.append(f"bad node {node}: {why}")
         hosts.append(node)
     for (a, b), why in verdict.bad_links.items():
         problems.append(f"bad link {a}-{b}: {why}; both nodes are fine with their other peers")
         hosts += [a, b]
+        found.append(_finding(by_pair[(a, b)], "bad link", why))
     for (a, b), why in verdict.unsure.items():
         problems.append(f"slow link {a}-{b}: {why}")
         hosts += [a, b]
+        found.append(_finding(by_pair[(a, b)], "slow link", why))
     for link in failed:
         problems.append(f"{link.pair}: {link.error}")
         hosts += [link.a, link.b]
+        found.append(_finding(link, "test failed", link.error))
     if coverage is not None:
         parts.append(coverage.line())
     status = FAIL if problems else PASS  # partial coverage is said, not failed: the budget asked for it
     if not measured and not failed and nodes > 1:
         status, parts = WARN, ["no pair tested"] + parts
     detail = "; ".join(([_shown(problems)] if problems else []) + parts)
-    return CheckResult(name, status, tuple(dict.fromkeys(hosts)), detail)
+    thresholds = {"slow_share": SLOW, "node_share": NODE}
+    if verdict.median is not None:
+        thresholds |= {"median_gbps": round(verdict.median, 3), "slow_below_gbps": round(verdict.threshold, 3)}
+    return CheckResult(
+        name,
+        status,
+        tuple(dict.fromkeys(hosts)),
+        detail,
+        nodes={node: f"bad node: {why}" for node, why in verdict.bad_nodes.items()},
+        links=tuple(found),
+        thresholds=thresholds,
+        coverage=coverage.to_dict() if coverage is not None else None,
+    )
+
+
+def _finding(link: Link, verdict: str, why: str) -> LinkFinding:
+    return LinkFinding(link.a, link.b, verdict, why, link.gbps, link.forward_gbps, link.reverse_gbps)

@@ -32,6 +32,7 @@ class Selection:
 
     hosts: tuple[str, ...]
     left_out: tuple[tuple[str, str], ...]
+    notes: tuple[str, ...] = ()  # what the choice could not avoid (a bad link it crosses)
 
 
 def _reason_list(unhealthy: dict[str, str], names: Sequence[str]) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from provision import __version__
-from provision.errors import FactsError, NodeFault, TemplateError, note_fault
+from provision.errors import FactsError, NodeFault, ProvisionError, TemplateError, note_fault
 from provision.plans.gres import plan_gres
 from provision.templating.nfs_clients import cluster_addresses, verified_address
 from provision.text import shown_value
@@ -164,7 +164,13 @@ def home_writer(hostvars: Any, play_hosts: list, setting: Any = "auto") -> str |
     return live[0] if home_shared([(hostvars[h].get("facts") or {}).get("home") for h in live]) else None
 
 
-SLURM_DEFAULTS = {"conf": "/etc/slurm/slurm.conf", "gres": "/etc/slurm/gres.conf", "nodes": "all", "facts_dir": None}
+SLURM_DEFAULTS = {
+    "conf": "/etc/slurm/slurm.conf",
+    "gres": "/etc/slurm/gres.conf",
+    "nodes": "all",
+    "facts_dir": None,
+    "health_check": None,
+}
 
 
 def _slurm_nodes(nodes: Any, groups: dict) -> list[str]:
@@ -253,6 +259,34 @@ def slurm_files(settings: Any, groups: Any, facts_dir: Any = None, base_dir: Any
     return {**merged, "facts_dir": str(folder), **chosen, "gres_conf": gres_conf, "node_lines": node_lines}
 
 
+@lru_cache(maxsize=8)
+def _node_check(names: tuple[str, ...], facts_dir: str, _stamp: int) -> str:
+    from provision.plans.node_check import node_script  # the fact parsers: only for a play that renders it
+    from provision.probe.store import load_host
+
+    try:
+        return node_script([load_host(Path(facts_dir), name) for name in names])
+    except ProvisionError as error:  # FactsError too: the inventory's or the facts folder's
+        raise TemplateError(f"slurm: health_check: {error}") from None
+
+
+def slurm_node_check(settings: Any, groups: Any, facts_dir: Any = None, base_dir: Any = ".", host: Any = None) -> str:
+    """``slurm | slurm_node_check(groups, provision_facts_dir, inventory_dir, inventory_hostname)``:
+    doctor's node check (``provision doctor --node-script``) for the nodes :func:`slurm_files`
+    writes lines for, the same script for every host; ``slurm.health_check`` must be an absolute
+    path (where it goes)."""
+    merged = slurm_files(settings, groups, facts_dir, base_dir, host)
+    where = merged["health_check"]
+    if not isinstance(where, str) or not where.startswith("/") or not where.strip("/"):
+        raise TemplateError(f"slurm: health_check must be an absolute path, not {shown_value(where)}")
+    folder = Path(merged["facts_dir"])
+    try:
+        stamp = folder.stat().st_mtime_ns
+    except OSError:
+        stamp = 0
+    return _node_check(tuple(merged["nodes"]), str(folder), stamp)
+
+
 def pluck(results: Any, field: str) -> list:
     """``registered | pluck('public_key')``: the field of each result (loop results flattened),
     skipping missing or empty values."""
@@ -305,6 +339,7 @@ FILTERS = {
     "verified_address": verified_address,
     "home_writer": home_writer,
     "slurm_files": slurm_files,
+    "slurm_node_check": slurm_node_check,
     "present_users": present_users,
     "absent_users": absent_users,
 }
