@@ -9,6 +9,7 @@ unconfined, the host's /sys/fs/cgroup read-only, tmpfs /run, /run/lock, /tmp).
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +19,7 @@ from cluster_support import TESTS_DIR, Cluster, compose_cluster
 SYSTEMD_COMPOSE = TESTS_DIR / "cluster" / "systemd" / "compose.yml"
 ENSURE_SYSTEMD_IMAGE = TESTS_DIR / "cluster" / "ensure-systemd-image.sh"
 SYSTEMD_NODES = ("ctl", "sn1", "sn2", "sn3")  # ctl: a controller to be; sn1-sn3: the stand-in's two GPUs
+SLURM_FROM_ZERO = "{controller: ctl, nodes: gpu}"  # the inventory's slurm: for these nodes
 
 
 def ensure_systemd_image() -> None:
@@ -49,3 +51,30 @@ def systemd_cluster(project: str, material: Path, nodes=SYSTEMD_NODES) -> Iterat
     with compose_cluster(SYSTEMD_COMPOSE, "SYSTEMD_DIR", project, material, nodes) as cluster:
         wait_for_boot(cluster, nodes)
         yield cluster
+
+
+def slurm_inventory(cluster: Cluster, material: Path, slurm: str = SLURM_FROM_ZERO) -> Path:
+    """``material/hosts.yml``: ctl and sn1-sn3 on their published ports as user mpi, group ``gpu``
+    (sn1-sn3), and ``vars: slurm:`` set to ``slurm`` (Slurm from zero by default)."""
+    inventory = material / "hosts.yml"
+    inventory.write_text(cluster.inventory_yaml(SYSTEMD_NODES) + f"groups:\n  gpu: [sn1, sn2, sn3]\nvars:\n  slurm: {slurm}\n")
+    return inventory
+
+
+def start_slurm_from_zero(cluster: Cluster, material: Path, run_cli) -> Path:
+    """Slurm installed and running on the fresh nodes the way a user does it: probe the compute
+    nodes, then ``setup-cluster`` (tests/test_slurm_from_zero_cluster.py checks each step).
+    Returns the inventory once ``sinfo`` shows sn1-sn3 idle; raises naming what failed."""
+    inventory = slurm_inventory(cluster, material)
+    common = ["-i", str(inventory), "--known-hosts", str(material / "known_hosts")]
+    for step in (["probe", "gpu", *common], ["setup-cluster", *common]):
+        done = run_cli(*step)
+        if done.returncode:
+            raise RuntimeError(f"{step[0]} failed: {done.stdout[-3000:]}{done.stderr[-3000:]}")
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        states = cluster.docker_exec("ctl", "sh", "-c", "sinfo -N -h -o '%N %T' 2>/dev/null; true").split()
+        if states[1::2] == ["idle"] * 3:
+            return inventory
+        time.sleep(1)
+    raise RuntimeError(f"sinfo: not every node idle: {states}")

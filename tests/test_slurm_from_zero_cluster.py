@@ -20,7 +20,7 @@ import subprocess
 import time
 
 import pytest
-from systemd_support import systemd_cluster
+from systemd_support import slurm_inventory, systemd_cluster
 
 from conftest import run_cli
 
@@ -35,11 +35,7 @@ GRES = "gpu:tesla_v100-sxm2-16gb:2(S:0)"  # (S:0): both GPUs next to socket 0 (g
 def zero(tmp_path_factory):
     material = tmp_path_factory.mktemp("slurm-zero")
     with systemd_cluster(f"provslurmzero{os.getpid()}", material) as cluster:
-        inventory = material / "hosts.yml"
-        inventory.write_text(
-            cluster.inventory_yaml(HOSTS) + "groups:\n  gpu: [sn1, sn2, sn3]\nvars:\n  slurm: {controller: ctl, nodes: gpu}\n"
-        )
-        yield cluster, inventory, material
+        yield cluster, slurm_inventory(cluster, material), material
 
 
 def _setup(zero, *args):
@@ -70,7 +66,7 @@ def _main_pids(cluster) -> dict[str, str]:
     return pids
 
 
-def _sinfo(cluster, seconds: float = 90) -> dict[str, str]:
+def _sinfo(cluster, seconds: float = 180) -> dict[str, str]:
     """{node: "STATE GRES"} once every node is idle (or after ``seconds``)."""
     states: dict[str, str] = {}
     deadline = time.monotonic() + seconds

@@ -163,7 +163,10 @@ def _package_tasks() -> dict[str, dict]:
 @pytest.mark.parametrize(
     ("release", "manager", "controller", "node"),
     [
-        # RHEL: EPEL's slurm (client commands), slurm-slurmctld, slurm-slurmd and munge, with dnf
+        # RHEL: slurm (the client commands), slurm-slurmctld, slurm-slurmd and munge, with dnf: the
+        # subpackages of SchedMD's own spec (SchedMD/slurm d525b6872a10, slurm-22-05-8-1, slurm.spec:1
+        # "Name:		slurm", :224 "%package slurmctld", :233 "%package slurmd"): what `rpmbuild -ta` makes
+        # of Slurm's tarball; EPEL's packages are taken to use the same names (not checked here)
         (ROCKY, "dnf", "dnf install -y -q munge slurm slurm-slurmctld", "dnf install -y -q munge slurm slurm-slurmd dbus"),
         (
             DEBIAN,

@@ -195,7 +195,9 @@ def predict(render: Render, play: Play, task: Task, host: Host, deferred: set[st
 def bad_input(variables: Variables, task: Task, host: Host, error: BaseException) -> BadInput:
     """The error of a task's arguments, named where the user wrote the values it refused
     (``hosts.yml:12 (nfs_server)``), and at the task's file:line unless that is provision's
-    own playbook (a path inside the install says nothing to a user)."""
+    own playbook (a path inside the install says nothing to a user). A template error (a filter
+    refusing a setting, in the arguments or in ``when:``) is named so when its text names one of
+    the task's variables (``slurm: controller: ...``)."""
     whens = task.when if isinstance(task.when, list) else [task.when]
     conditions = ["{{ " + w + " }}" for w in whens if isinstance(w, str)]
     names = sorted(names_in([task.args, task.loop, conditions])) if isinstance(error, (ArgumentError, TemplateError)) else []

@@ -140,8 +140,8 @@ def slurm_files(settings: Any, groups: Any, facts_dir: Any = None, base_dir: Any
     and its ``--slurm-conf`` write them, for every host ``nodes`` names in the inventory (not
     only this run's: the files are cluster-wide); ``controller`` (the host, or None),
     ``slurmctld_host`` (its NodeName-style short name), ``install`` (Slurm from zero),
-    ``owns_conf`` (slurm.conf written whole) and ``targets`` (the hosts that get Slurm's files:
-    the controller and the nodes from zero, else every host). A host without facts is an error
+    ``owns_conf`` (slurm.conf written whole), ``conf_dir`` (slurm.conf's folder) and ``targets``
+    (the hosts that get Slurm's files: the controller and the nodes from zero, else every host). A host without facts is an error
     naming it and what to run. ``facts_dir`` (relative to ``base_dir``, the inventory's folder)
     defaults to setup-cluster's ``--facts-dir``.
 
@@ -182,6 +182,7 @@ def slurm_files(settings: Any, groups: Any, facts_dir: Any = None, base_dir: Any
     return {
         **merged,
         "facts_dir": str(folder),
+        "conf_dir": merged["conf"].rsplit("/", 1)[0] or "/",
         "nodes": [name for name in names if name not in faults],
         "left_out": sorted(faults),
         "gres_conf": gres_conf,
