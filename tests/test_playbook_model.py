@@ -19,12 +19,14 @@ def test_setup_cluster_playbook_loads():
     assert plays[0].tasks == () and plays[0].become
     assert [t.register for t in plays[1].tasks if t.register] == ["user_keys"] and plays[1].become
     # issue 8's roles, included after users and SSH, each selectable by its tag; issue 18's Slurm
-    # role last (its files, then the reconfigure once every host has them, then issue 36's node check)
+    # role last (issue 36: its packages and files, slurmctld, slurmd; the admin's Slurm: the
+    # reconfigure once every host has the files)
     assert [sorted({t for task in p.tasks for t in task.tags}) for p in plays[3:]] == [
         ["nfs"],
         ["nfs"],
         ["anaconda"],
         ["jupyter"],
+        ["slurm"],
         ["slurm"],
         ["slurm"],
         ["slurm"],

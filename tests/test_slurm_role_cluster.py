@@ -183,7 +183,9 @@ def test_a_node_reporting_default_or_another_nodes_name_never_reaches_slurm_conf
         changed = 2 if attempt == "first" else 0
         assert recap == {"sn1": (changed, 0), "sn2": (0, 1), "sn3": (changed, 0)}, (attempt, recap)
         failed = [r for r in report["results"] if r["status"] == "failed"]
-        assert [(r["host"], r["task"]) for r in failed] == [("sn2", "slurm.conf NodeName lines (a managed block)")]
+        assert [(r["host"], r["task"]) for r in failed] == [
+            ("sn2", "the folder of Slurm's files (this node's facts checked first)")
+        ]
         message = failed[0]["message"]
         assert "host sn2: it reports the host name" in message and "\n" not in message
         assert "slurm.conf and gres.conf are written without sn2" in message

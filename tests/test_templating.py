@@ -1,14 +1,9 @@
 """Sandboxed Jinja2: native values, shell quoting in commands, when: without eval, template errors."""
 
-import json
-
 import pytest
 from jinja2 import UndefinedError
 from jinja2.exceptions import SecurityError
 
-from plan_support import minsky
-from provision import __version__
-from provision.plans.gres import plan_gres
 from provision.templating import TemplateError, evaluate_when, render_template, render_value, template_loader
 from provision.templating.filters import (
     home_shared,
@@ -16,7 +11,6 @@ from provision.templating.filters import (
     host_key_entries,
     node_keys,
     registered,
-    slurm_files,
 )
 
 
@@ -228,58 +222,3 @@ def test_home_writer_is_a_host_that_answered():
     assert home_writer(hostvars, ["n1", "n2"], True) == "n2"
     with pytest.raises(TemplateError, match="not true, false or auto"):
         home_writer(hostvars, ["n1", "n2"], "maybe")
-
-
-# -- slurm_files: the Slurm role's files, computed on the controller through the gres plan ---------
-
-
-def _facts_folder(tmp_path, *names):
-
-    folder = tmp_path / "facts"
-    folder.mkdir()
-    for name in names:
-        (folder / f"{name}.json").write_text(json.dumps(minsky(name).to_dict()))
-    return folder
-
-
-def test_slurm_files_are_the_gres_plan_of_every_node_the_setting_names(tmp_path):
-
-    folder = _facts_folder(tmp_path, "node01", "node02")
-    groups = {"all": ["ctl", "node01", "node02"], "gpu": ["node02", "node01"]}
-    got = render_value("{{ s | slurm_files(groups, d, '.') }}", {"s": {"nodes": "gpu"}, "groups": groups, "d": str(folder)})
-    plan = plan_gres([minsky("node01"), minsky("node02")], __version__)
-    assert got["gres_conf"] == plan.gres_conf and got["node_lines"] == plan.slurm_conf
-    assert "NodeName=node[01-02] Name=gpu" in got["gres_conf"] and got["node_lines"].startswith("GresTypes=gpu\n")
-    assert (got["conf"], got["gres"], got["nodes"]) == ("/etc/slurm/slurm.conf", "/etc/slurm/gres.conf", ["node01", "node02"])
-
-
-def test_slurm_files_refuse_a_node_without_facts_naming_it_and_what_to_run(tmp_path):
-    folder = _facts_folder(tmp_path, "node01")
-    groups = {"all": ["ctl", "node01"]}
-    with pytest.raises(TemplateError, match=r"no facts for host ctl: looked for .*/ctl\.json \(run `provision probe ctl"):
-        slurm_files({}, groups, str(folder))  # nodes: all, and ctl was never probed
-
-
-@pytest.mark.parametrize(
-    ("settings", "message"),
-    [
-        ({"nodez": "gpu"}, "unknown key nodez"),
-        ({"conf": "etc/slurm.conf"}, "conf must be an absolute path"),
-        ({"nodes": "rack9"}, "'rack9' is no group or host"),
-        ({"nodes": []}, "nodes must be a group or host name"),
-        ("yes", "must be a mapping"),
-    ],
-)
-def test_slurm_files_refuse_bad_settings(tmp_path, settings, message):
-    folder = _facts_folder(tmp_path, "node01")
-    with pytest.raises(TemplateError, match=message):
-        slurm_files(settings, {"all": ["node01"]}, str(folder))
-
-
-def test_slurm_files_read_facts_again_when_a_probe_rewrote_them(tmp_path):
-    folder = _facts_folder(tmp_path, "node01")
-    first = slurm_files({"facts_dir": "facts"}, {"all": ["node01"]}, None, str(tmp_path))["gres_conf"]
-    (folder / "node01.json.tmp").write_text(json.dumps(minsky("node01", gpus=2).to_dict()))
-    (folder / "node01.json.tmp").replace(folder / "node01.json")  # as write_atomic saves them
-    second = slurm_files({"facts_dir": "facts"}, {"all": ["node01"]}, None, str(tmp_path))["gres_conf"]
-    assert first.count("Name=gpu") == 4 and second.count("Name=gpu") == 2

@@ -32,7 +32,7 @@ from provision.engine.hostrun import NO_LOG, HostFailed, HostRun, TaskResult, un
 from provision.engine.script import LOGIN_USER, Step
 from provision.engine.selection import BadInput
 from provision.engine.verbosity import ran_text
-from provision.errors import NodeFault, ProvisionError
+from provision.errors import NodeFault, ProvisionError, TemplateError
 from provision.inventory.model import Host
 from provision.operations import OPERATIONS
 from provision.operations.base import UNKNOWN, ArgumentError, StateKey, Write, check_path, check_user
@@ -195,9 +195,15 @@ def predict(render: Render, play: Play, task: Task, host: Host, deferred: set[st
 def bad_input(variables: Variables, task: Task, host: Host, error: BaseException) -> BadInput:
     """The error of a task's arguments, named where the user wrote the values it refused
     (``hosts.yml:12 (nfs_server)``), and at the task's file:line unless that is provision's
-    own playbook (a path inside the install says nothing to a user)."""
-    names = sorted(names_in([task.args, task.loop])) if isinstance(error, ArgumentError) else []
-    named = [name for name in names if re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w/.-])", str(error))] or names
+    own playbook (a path inside the install says nothing to a user). A template error (a filter
+    refusing a setting, in the arguments or in ``when:``) is named so when its text names one of
+    the task's variables (``slurm: controller: ...``)."""
+    whens = task.when if isinstance(task.when, list) else [task.when]
+    conditions = ["{{ " + w + " }}" for w in whens if isinstance(w, str)]
+    names = sorted(names_in([task.args, task.loop, conditions])) if isinstance(error, (ArgumentError, TemplateError)) else []
+    named = [name for name in names if re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w/.-])", str(error))]
+    if not named and isinstance(error, ArgumentError):  # an argument's own check may not name its variable
+        named = names
     origins = [f"{where} ({name})" for name in named if (where := variables.origin(host, name))]
     if not origins:
         return BadInput(f"{task.where}: task {shown_value(task.name)} on {host.name}: {error}")

@@ -1,20 +1,17 @@
 """The filters playbooks use to build cluster-wide values from every host's state: registered
 results, known_hosts entries and per-node keys, the cluster's addresses, who writes a shared /home,
-the Slurm files, cluster users present or gone. Pure functions of ``hostvars`` and variables;
-what a node reported is checked before it is believed (the NFS clients' addresses are never taken
-from it: :mod:`provision.templating.nfs_clients`)."""
+the Slurm files (:mod:`provision.templating.slurm_role`), cluster users present or gone. Pure
+functions of ``hostvars`` and variables; what a node reported is checked before it is believed
+(the NFS clients' addresses are never taken from it: :mod:`provision.templating.nfs_clients`)."""
 
 from __future__ import annotations
 
 import ipaddress
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-from provision import __version__
-from provision.errors import FactsError, NodeFault, ProvisionError, TemplateError, note_fault
-from provision.plans.gres import plan_gres
+from provision.errors import TemplateError
 from provision.templating.nfs_clients import cluster_addresses, verified_address
+from provision.templating.slurm_role import slurm_files, slurm_node_check
 from provision.text import shown_value
 
 
@@ -162,129 +159,6 @@ def home_writer(hostvars: Any, play_hosts: list, setting: Any = "auto") -> str |
     if setting != "auto":
         raise TemplateError(f"shared_home: {shown_value(setting)} is not true, false or auto")
     return live[0] if home_shared([(hostvars[h].get("facts") or {}).get("home") for h in live]) else None
-
-
-SLURM_DEFAULTS = {
-    "conf": "/etc/slurm/slurm.conf",
-    "gres": "/etc/slurm/gres.conf",
-    "nodes": "all",
-    "facts_dir": None,
-    "health_check": None,
-}
-
-
-def _slurm_nodes(nodes: Any, groups: dict) -> list[str]:
-    """The inventory hosts ``nodes`` names (a group or host name, or a list of them), in
-    inventory order; a name that is neither is an error naming it."""
-    names = [nodes] if isinstance(nodes, str) else nodes
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        raise TemplateError(f"slurm: nodes must be a group or host name or a list of them, not {shown_value(nodes)}")
-    every = list(groups.get("all") or [])
-    chosen: set[str] = set()
-    for name in names:
-        if name in groups:
-            chosen.update(groups[name])
-        elif name in every:
-            chosen.add(name)
-        else:
-            raise TemplateError(f"slurm: nodes: {shown_value(name)} is no group or host of the inventory")
-    return [host for host in every if host in chosen]
-
-
-@lru_cache(maxsize=8)
-def _slurm_plan(names: tuple[str, ...], facts_dir: str, _stamp: int) -> tuple[str, str, dict[str, str]]:
-    # Facts files are replaced by rename, so the folder's mtime (``_stamp``) changes with any of them.
-    from provision.probe.store import load_host  # the fact parsers: only for a play that renders Slurm's files
-
-    facts, errors = [], []
-    for name in names:
-        try:
-            facts.append(load_host(Path(facts_dir), name))
-        except FactsError as error:
-            errors.append(str(error))
-    plan = plan_gres(facts, __version__)
-    errors.extend(error for error in plan.errors if error not in plan.faults.values())
-    if errors:  # the inventory's or the facts folder's: wrong for every host
-        raise TemplateError("slurm: " + "; ".join(errors))
-    return plan.gres_conf, plan.slurm_conf, dict(plan.faults)
-
-
-def slurm_files(settings: Any, groups: Any, facts_dir: Any = None, base_dir: Any = ".", host: Any = None) -> dict:
-    """``slurm | default({}) | slurm_files(groups, provision_facts_dir, inventory_dir, inventory_hostname)``: the
-    role's settings (:data:`SLURM_DEFAULTS` filled in) with ``gres_conf`` (gres.conf) and
-    ``node_lines`` (``GresTypes=gpu`` and the NodeName lines), exactly as ``provision slurm-gres``
-    and its ``--slurm-conf`` write them, for every host ``nodes`` names in the inventory (not
-    only this run's: the files are cluster-wide). A host without facts is an error naming it
-    and what to run. ``facts_dir`` (relative to ``base_dir``, the
-    inventory's folder) defaults to setup-cluster's ``--facts-dir``.
-
-    A node whose own report is at fault (it claims ``DEFAULT``, ``ALL`` or another node's name;
-    its GPUs could not be listed) is left out of both files and ``left_out`` names it; rendered
-    for that node (``host``), the filter raises :class:`NodeFault`: that node fails, the others
-    get the files without it. Without ``host`` (a playbook of one's own calling it the old way),
-    such a node is an error like any other, refusing the run."""
-    if settings in (None, False):
-        settings = {}
-    if not isinstance(settings, dict):
-        raise TemplateError(f"slurm: must be a mapping ({', '.join(SLURM_DEFAULTS)}), not {shown_value(settings)}")
-    unknown = sorted(set(settings) - set(SLURM_DEFAULTS))
-    if unknown:
-        raise TemplateError(f"slurm: unknown key {', '.join(unknown)} (known: {', '.join(SLURM_DEFAULTS)})")
-    merged = {**SLURM_DEFAULTS, **{k: v for k, v in settings.items() if v is not None}}
-    for key in ("conf", "gres"):
-        if not isinstance(merged[key], str) or not merged[key].startswith("/"):
-            raise TemplateError(f"slurm: {key} must be an absolute path, not {shown_value(merged[key])}")
-    if merged["facts_dir"] is not None:  # the inventory's setting: relative to its folder
-        if not isinstance(merged["facts_dir"], str) or not merged["facts_dir"]:
-            raise TemplateError(f"slurm: facts_dir must be a folder, not {shown_value(merged['facts_dir'])}")
-        folder = Path(str(base_dir or ".")) / Path(merged["facts_dir"]).expanduser()
-    elif facts_dir:  # setup-cluster's --facts-dir (relative to where it runs, as for probe and slurm-gres)
-        folder = Path(str(facts_dir))
-    else:
-        raise TemplateError("slurm: no facts folder: set slurm.facts_dir or give setup-cluster --facts-dir")
-    names = _slurm_nodes(merged["nodes"], dict(groups or {}))
-    try:
-        stamp = folder.stat().st_mtime_ns
-    except OSError:
-        stamp = 0  # no folder: every host is reported without facts
-    gres_conf, node_lines, faults = _slurm_plan(tuple(names), str(folder), stamp)
-    if faults and host is None:
-        raise TemplateError("slurm: " + "; ".join(faults.values()))
-    left_out = {name: f"slurm: {why}; slurm.conf and gres.conf are written without {name}" for name, why in faults.items()}
-    for name, why in left_out.items():  # in the run or not (--limit): the run says so and exits 1
-        note_fault(name, why)
-    if str(host) in left_out:
-        raise NodeFault(str(host), left_out[str(host)])
-    chosen = {"nodes": [name for name in names if name not in faults], "left_out": sorted(faults)}
-    return {**merged, "facts_dir": str(folder), **chosen, "gres_conf": gres_conf, "node_lines": node_lines}
-
-
-@lru_cache(maxsize=8)
-def _node_check(names: tuple[str, ...], facts_dir: str, _stamp: int) -> str:
-    from provision.plans.node_check import node_script  # the fact parsers: only for a play that renders it
-    from provision.probe.store import load_host
-
-    try:
-        return node_script([load_host(Path(facts_dir), name) for name in names])
-    except ProvisionError as error:  # FactsError too: the inventory's or the facts folder's
-        raise TemplateError(f"slurm: health_check: {error}") from None
-
-
-def slurm_node_check(settings: Any, groups: Any, facts_dir: Any = None, base_dir: Any = ".", host: Any = None) -> str:
-    """``slurm | slurm_node_check(groups, provision_facts_dir, inventory_dir, inventory_hostname)``:
-    doctor's node check (``provision doctor --node-script``) for the nodes :func:`slurm_files`
-    writes lines for, the same script for every host; ``slurm.health_check`` must be an absolute
-    path (where it goes)."""
-    merged = slurm_files(settings, groups, facts_dir, base_dir, host)
-    where = merged["health_check"]
-    if not isinstance(where, str) or not where.startswith("/") or not where.strip("/"):
-        raise TemplateError(f"slurm: health_check must be an absolute path, not {shown_value(where)}")
-    folder = Path(merged["facts_dir"])
-    try:
-        stamp = folder.stat().st_mtime_ns
-    except OSError:
-        stamp = 0
-    return _node_check(tuple(merged["nodes"]), str(folder), stamp)
 
 
 def pluck(results: Any, field: str) -> list:
