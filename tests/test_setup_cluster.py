@@ -279,7 +279,7 @@ def test_run_as_an_admin_uses_pdsh_and_clush(setup_cluster, files, tmp_path):
     assert plain.returncode == 0 and plain.stdout.count("mpi\n") == 3, plain.stdout + plain.stderr
     folded = run_cli("run", "all", *base, "--become", "--fold", "--", "id", "-un")
     assert folded.returncode == 0, folded.stdout + folded.stderr
-    assert folded.stdout == "---------------- s[1-3] (3) | rc=0\nroot\n", folded.stdout
+    assert folded.stdout == "---------------- s[1-3] (3) | rc=0\ns[1-3]: root\n", folded.stdout
     # Outputs that differ stay apart; the pattern leaves s3 out.
     apart = run_cli("run", "s*:!s3", *base, "--fold", "--shell", "hostname -s | tr -d 0-9; echo $((1+1))")
     assert apart.stdout.count("---------------- ") == 1 and "s[1-2] (2) | rc=0" in apart.stdout, apart.stdout
@@ -312,7 +312,7 @@ def test_run_as_an_admin_uses_pdsh_and_clush(setup_cluster, files, tmp_path):
     wrong = run_cli("run", "s1", *base, "-K", "--", "id", "-un", input="not it\n")
     assert wrong.returncode == 1 and "s1 | become:" in wrong.stderr, wrong.stdout + wrong.stderr
     right = run_cli("run", "s1", *base, "-K", "--", "id", "-un", input=password + "\n")
-    assert right.returncode == 0 and right.stdout == "s1 | rc=0\nroot\n", right.stdout + right.stderr
+    assert right.returncode == 0 and right.stdout == "s1 | rc=0\ns1: root\n", right.stdout + right.stderr
     assert password not in right.stdout + right.stderr + wrong.stdout + wrong.stderr
 
 
