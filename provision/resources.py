@@ -51,9 +51,9 @@ def _bounded(left: object, right: object, operator: str) -> None:
                     f"'*' would build {len(sequence) * times} {'characters' if isinstance(sequence, str) else 'items'}: "
                     f"templates build at most {MAX_BUILT}"
                 )
-    elif isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1:
-        if right * abs(left).bit_length() > 1 << 20:
-            raise SecurityError(f"'**' would build a number of about {right * abs(left).bit_length()} bits: templates build at most {1 << 20}")
+    elif isinstance(left, int) and isinstance(right, int) and right > 0 and right * abs(left).bit_length() > 1 << 20:
+        bits = right * abs(left).bit_length()
+        raise SecurityError(f"'**' would build a number of about {bits} bits: templates build at most {1 << 20}")
 
 
 @lru_cache(maxsize=1)

@@ -149,7 +149,8 @@ def test_running_out_of_memory_says_so_with_the_task_and_the_file(tmp_path, monk
         render_template(template_loader([tmp_path]), "t.j2", {})
     monkeypatch.chdir(tmp_path)
     (tmp_path / "hosts.yml").write_text("hosts:\n  n1: {address: 127.0.0.1}\n")
-    (tmp_path / "pb.yml").write_text("- hosts: all\n  tasks:\n    - name: big\n      command: {cmd: \"echo {{ 'x' * 2 ** 62 }}\"}\n")
+    big = "command: {cmd: \"echo {{ 'x' * 2 ** 62 }}\"}"
+    (tmp_path / "pb.yml").write_text(f"- hosts: all\n  tasks:\n    - name: big\n      {big}\n")
     done = run_cli("setup-cluster", "-i", "hosts.yml", "--playbook", "pb.yml", "--syntax-check")
     assert done.returncode == 2
     assert done.stderr.strip() == (

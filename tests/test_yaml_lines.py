@@ -66,13 +66,18 @@ def test_aliases_within_the_bound_load_and_a_chain_past_it_is_refused_fast(tmp_p
 
 
 PLAY = "- name: p\n  hosts: all\n  tasks:\n    - name: t\n      command:\n        cmd: 'true'\n"
+TASK = PLAY.split("\n", 2)[2]  # the task, without the play's first two lines
 HOSTS = "hosts:\n  n1: {address: 127.0.0.1}\n"
 
 
 @pytest.mark.parametrize(
     "files,extra,expected",
     [
-        ({"hosts.yml": HOSTS + "hosts:\n  n2: {}\n"}, [], "hosts.yml:3: YAML syntax: key 'hosts' written twice (first on line 1)"),
+        (
+            {"hosts.yml": HOSTS + "hosts:\n  n2: {}\n"},
+            [],
+            "hosts.yml:3: YAML syntax: key 'hosts' written twice (first on line 1)",
+        ),  # noqa: E501
         (
             {"group_vars/all.yml": "cluster_users: []\ncluster_users: [{name: a, uid: 2001}]\n"},
             [],
@@ -86,7 +91,7 @@ HOSTS = "hosts:\n  n1: {address: 127.0.0.1}\n"
             "pb.yml:7: YAML syntax: key 'cmd' written twice (first on line 6)",
         ),
         (
-            {"pb.yml": "- name: p\n  hosts: all\n  vars:\n" + "\n".join(_chain("    ")[0]) + "\n" + PLAY.split("\n", 2)[2] + "        creates: *i\n"},
+            {"pb.yml": "- name: p\n  hosts: all\n  vars:\n" + "\n".join(_chain("    ")[0]) + f"\n{TASK}        creates: *i\n"},
             ["--playbook", "pb.yml"],
             "pb.yml:10: YAML syntax: aliases expand this value to more than",
         ),
