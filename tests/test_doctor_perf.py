@@ -159,6 +159,9 @@ def test_figures_from_a_test_the_server_did_not_serve_never_count():
     assert link.gbps is None and link.error.startswith("the test server on b did not serve this test: no report")
     link = _pair(CommandResult(report(), "", 0), collect=CommandResult("@rc none\n", "", 0))
     assert link.gbps is None and "no client reached it" in link.error
+    no_cookie = report().replace(COOKIE, "")  # neither end names a test: nothing ties the figures to this server
+    link = _pair(CommandResult(no_cookie, "", 0), collect=CommandResult(f"@rc 0\n{no_cookie}\n", "", 0))
+    assert link.gbps is None and link.error == "the test server on b did not serve this test: no report of the client it served"
 
 
 def test_a_refused_client_names_the_port_and_the_servers_words():

@@ -309,7 +309,7 @@ def jupyter_over_her_socket(cluster, tunnel: str) -> None:
     # TCP port 8888 of the node. Her tunnel still leads only to her (absent) socket: no page, no request to bob.
     cluster.docker_exec("r1", "pkill", "-u", "alice", "-f", "jupyter")
     for _ in range(100):
-        if "jupyter" not in cluster.docker_exec("r1", "ps", "-u", "alice", "-o", "args="):
+        if "jupyter" not in cluster.docker_exec("r1", "sh", "-c", "ps -u alice -o args=; true"):
             break
         time.sleep(0.2)
     assert cluster.docker_exec("r1", "python3", "-c", BOB_ATTACKS, user="bob") == refused

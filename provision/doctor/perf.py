@@ -185,7 +185,7 @@ class _Pairs:
         served, said = self._collect(server, folder, limit)
         if link.gbps is None:
             return replace(link, error=f"{link.error}; the server on {server}: {said}"[:300]) if said else link
-        if served != cookie:
+        if not cookie or served != cookie:  # a client report without a cookie cannot be told apart either
             why = "another client reached it first" if served else "no report of the client it served"
             why += f" ({said})" if said and not served else ""
             return Link(kind, client, server, None, error=f"the test server on {server} did not serve this test: {why}"[:300])
