@@ -56,7 +56,7 @@ while [ $i -lt {tries} ]; do
   if [ -s "$d/rc" ]; then failed "exit $(cat "$d/rc")"; fi
   p=$(cat "$d/pid" 2>/dev/null)
   if [ -n "$p" ]; then
-    for n in $(awk '$4 == "0A" && $2 ~ /:{hex_port}$/ {{ print $10 }}' /proc/net/tcp /proc/net/tcp6 2>/dev/null); do
+    for n in $(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '$4 == "0A" && $2 ~ /:{hex_port}$/ {{ print $10 }}'); do
       for f in /proc/"$p"/fd/*; do [ "$(readlink "$f" 2>/dev/null)" = "socket:[$n]" ] && {{ echo "@listening $d"; exit 0; }}; done
     done
   fi
