@@ -235,7 +235,7 @@ def test_roles_check_converge_idempotent_and_work(roles_cluster, tmp_path):
 JUPYTER_SOCKET = "/var/lib/provision-jupyter/alice/jupyter.sock"
 LOGIN_SCRIPT = """
 c=$(mktemp); url=https://localhost:8888
-for i in $(seq 1 120); do curl -sk -o /dev/null "$url/login" && break; sleep 0.5; done
+for i in $(seq 1 "$TRIES"); do curl -sk -o /dev/null "$url/login" && break; sleep 0.5; done
 curl -sk -c "$c" -b "$c" -o /dev/null "$url/login"
 x=$(awk '$6 == "_xsrf" {print $7}' "$c")
 curl -sk -c "$c" -b "$c" -o /dev/null -w '%{http_code} %{redirect_url}\\n' --data-urlencode "password@-" \\
@@ -261,12 +261,13 @@ for what, act in (
 """
 
 
-def _tunnel_login(cluster, tunnel: str, password: str) -> list[str]:
-    """From r2, as alice: the summary's tunnel (in the background), then the login with ``password``."""
+def _tunnel_login(cluster, tunnel: str, password: str, user: str = "alice", tries: int = 120) -> list[str]:
+    """From r2, as ``user``: the summary's tunnel (in the background), then the login with
+    ``password`` (its first page tried ``tries`` times, half a second apart, while it starts)."""
     script = f"{tunnel.replace('ssh ', 'ssh -o BatchMode=yes -o ExitOnForwardFailure=yes ', 1)} & t=$!; sleep 1; "
-    script += LOGIN_SCRIPT + "kill $t"
+    script += f"TRIES={tries}\n" + LOGIN_SCRIPT + "kill $t"
     done = subprocess.run(
-        ["docker", "exec", "-i", "-u", "alice", "-w", "/home/alice", cluster.container("r2"), "sh", "-c", script],
+        ["docker", "exec", "-i", "-u", user, "-w", f"/home/{user}", cluster.container("r2"), "sh", "-c", script],
         input=password,
         capture_output=True,
         text=True,
@@ -300,6 +301,9 @@ def jupyter_over_her_socket(cluster, tunnel: str) -> None:
     assert good[0].startswith("302 ") and good[1] == "api 200", (good, log())
     bad = _tunnel_login(cluster, tunnel, "wrong-password")
     assert not bad[0].startswith("302 ") and bad[1] == "api 403", bad
+    # bob's own tunnel to her socket: sshd connects to it as bob, who cannot enter her folder
+    theirs = _tunnel_login(cluster, tunnel.replace(" alice@", " bob@"), PASSWORD, user="bob", tries=6)
+    assert not theirs[0].startswith("302 ") and theirs[1] == "api 000", theirs
 
     his_socket = "import socket; socket.socket(socket.AF_UNIX).bind('/tmp/bob.sock')"
     cluster.docker_exec("r1", "python3", "-c", his_socket, user="bob")
@@ -322,7 +326,7 @@ def jupyter_over_her_socket(cluster, tunnel: str) -> None:
         if ":22B8 " in cluster.docker_exec("r1", "cat", "/proc/net/tcp"):
             break
         time.sleep(0.2)
-    down = _tunnel_login(cluster, tunnel, PASSWORD)
+    down = _tunnel_login(cluster, tunnel, PASSWORD, tries=6)
     assert not down[0].startswith("302 ") and down[1] != "api 200", down
     assert "GET" not in cluster.docker_exec("r1", "cat", "/tmp/bob-http.log")  # her tunnel never reached bob's server
     cluster.docker_exec("r1", "pkill", "-u", "bob", "-f", "http.server")
