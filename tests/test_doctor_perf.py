@@ -164,6 +164,13 @@ def test_figures_from_a_test_the_server_did_not_serve_never_count():
     assert link.gbps is None and link.error == "the test server on b did not serve this test: no report of the client it served"
 
 
+def test_a_client_turned_away_because_another_reached_the_server_first_says_so():
+    busy = CommandResult(report(error="the server is busy running a test. try again later"), "", 1)
+    link = _pair(busy, collect=served("someoneelsescookie000000000000000000"))
+    assert link.gbps is None
+    assert link.error == "the server is busy running a test. try again later; the server on b: it served another client"
+
+
 def test_a_refused_client_names_the_port_and_the_servers_words():
     refused = CommandResult(report(error="unable to connect to server: Connection refused"), "", 1)
     link = _pair(refused, collect=CommandResult("@rc none\n", "", 0))

@@ -184,6 +184,7 @@ class _Pairs:
         link, cookie = self._client(pair, seconds, limit)
         served, said = self._collect(server, folder, limit)
         if link.gbps is None:
+            said = said or ("it served another client" if served and cookie and served != cookie else "")
             return replace(link, error=f"{link.error}; the server on {server}: {said}"[:300]) if said else link
         if not cookie or served != cookie:  # a client report without a cookie cannot be told apart either
             why = "another client reached it first" if served else "no report of the client it served"
