@@ -38,18 +38,23 @@ def test_verdicts():
 def test_jupyter_tunnel_or_url():
     users = [{"name": "alice", "jupyter_port": 8888}, {"name": "bob"}]
     [line] = jupyter_lines("s1", "s1", users, "localhost")
-    assert "ssh -N -L 8888:localhost:8888 alice@s1" in line.text and "https://localhost:8888/" in line.text
+    # issue 33 finding 4: her machine's port 8888 forwarded to her socket on the node (OpenSSH's
+    # -L port:remote_socket), never to a TCP port of the node that another user could hold
+    assert "ssh -N -L 8888:/var/lib/provision-jupyter/alice/jupyter.sock alice@s1" in line.text
+    assert "https://localhost:8888/" in line.text and "localhost:8888 " not in line.text
     [line] = jupyter_lines("s1", "s1", users, "all")
     assert "https://s1:8888/" in line.text
     # Issue 26: the exact tunnel to the node's address and port, and her systemd unit.
     conda = [{"prefix": "/opt/anaconda3"}]
     [line] = jupyter_lines("s1", "10.0.0.73", [{"name": "alice", "jupyter_port": 8888}], "localhost", conda, 2222)
     assert line.text == (
-        "alice: ssh -N -L 8888:localhost:8888 -p 2222 alice@10.0.0.73  then open https://localhost:8888/; "
+        "alice: ssh -N -L 8888:/var/lib/provision-jupyter/alice/jupyter.sock -p 2222 alice@10.0.0.73  "
+        "then open https://localhost:8888/; "
         "her server: systemd unit provision-jupyter-alice (start it: sudo systemctl start provision-jupyter-alice)"
     )
     [line] = jupyter_lines("s1", "s1", [{"name": "bob", "jupyter_port": 8889, "jupyter_service": True}], "localhost", conda)
-    assert "ssh -N -L 8889:localhost:8889 bob@s1 " in line.text and line.text.endswith("(enabled: runs at boot)")
+    assert "ssh -N -L 8889:/var/lib/provision-jupyter/bob/jupyter.sock bob@s1 " in line.text
+    assert line.text.endswith("(enabled: runs at boot)")
 
 
 def test_failed_nfs_server_is_said_not_hidden():

@@ -132,13 +132,13 @@ def test_error_with_rich_markup_characters_is_one_plain_line(tmp_path):
 def test_run_passes_each_word_as_typed_and_reports_each_host(tmp_path):
     done = run_cli("run", "localhost", "--", "sh", "-c", 'printf "%s|" "$@"; echo; exit 3', "x", "a b", "$(id)", ";")
     assert done.returncode == 1, done.stderr
-    assert done.stdout == "localhost | rc=3\na b|$(id)|;|\n"
+    assert done.stdout == "localhost | rc=3\nlocalhost: a b|$(id)|;|\n"
     assert "1 of 1 hosts failed: localhost" in done.stderr
     done = run_cli("run", "localhost", "--shell", "echo out; printf 'oops\\nmore' >&2; exit 1")
-    assert done.stdout == "localhost | rc=1\nout\n"
+    assert done.stdout == "localhost | rc=1\nlocalhost: out\n"
     assert "localhost: oops\nlocalhost: more\n" in done.stderr  # stderr read apart still names its host
     done = run_cli("run", "localhost", "--shell", "echo $((6*7)) | cat")
-    assert done.returncode == 0 and done.stdout == "localhost | rc=0\n42\n", done.stderr
+    assert done.returncode == 0 and done.stdout == "localhost | rc=0\nlocalhost: 42\n", done.stderr
     done = run_cli("run", "localhost", "--", "printf", "\033[2Jx")
     assert "\\x1b[2Jx" in done.stdout and "\033" not in done.stdout  # a host's escape sequences are shown, not run
     done = run_cli("run", "localhost")

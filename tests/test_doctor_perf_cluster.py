@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -221,3 +223,45 @@ def test_a_test_that_hangs_is_named_and_bounded_by_the_budget(perf_cluster):
     assert "(budget 40s" in perf["detail"]
     assert timings["perf"]["pairs_measured"] < timings["perf"]["pairs_tested"], timings
     assert code == 1
+
+
+REUSEPORT_SERVER = (
+    "import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+    "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1); s.bind(('0.0.0.0', 47201)); s.listen(8); "
+    "open('/tmp/squat.log', 'w').close()\n"
+    "while True:\n    c, a = s.accept(); open('/tmp/squat.log', 'a').write(f'Accepted connection from {a}\\n'); c.close()"
+)
+
+
+def test_a_users_server_on_the_test_port_fails_every_test_named_and_serves_none(perf_cluster):
+    """Issue 33 finding 5: user nobody listens on the test port first on every node (her iperf3
+    server on p1-p4, a Python listener with SO_REUSEADDR and SO_REUSEPORT on p5). Every pair's
+    test fails, named, with the reason; doctor's client never connects to her servers (their logs
+    show no connection) and no figure is reported."""
+    cluster = perf_cluster[0]
+    for node in NODES[:4]:
+        cluster.docker_exec(node, "iperf3", "-s", "-p", "47201", "-D", "--logfile", "/tmp/squat.log", user="nobody")
+    reuseport = ["python3", "-c", REUSEPORT_SERVER]
+    subprocess.run(["docker", "exec", "-d", "-u", "nobody", cluster.container("p5"), *reuseport], check=True)
+    try:
+        for node in NODES:  # each squatter listens before doctor starts
+            for _ in range(100):
+                if ":B861 00000000:0000 0A" in cluster.docker_exec(node, "cat", "/proc/net/tcp", "/proc/net/tcp6"):
+                    break
+                time.sleep(0.1)
+        code, checks, timings = _doctor(perf_cluster, "--budget", "120s")
+        logs = {node: cluster.docker_exec(node, "cat", "/tmp/squat.log") for node in NODES}
+    finally:
+        for node in NODES:
+            subprocess.run(["docker", "exec", cluster.container(node), "pkill", "-u", "nobody"], check=False)
+    perf = checks[CHECK]
+    assert code == 1 and perf["status"] == "fail" and sorted(perf["hosts"]) == list(NODES), perf
+    assert timings["perf"]["pairs_tested"] == 10 and timings["perf"]["pairs_measured"] == 0, timings
+    said = re.findall(
+        r"(p\d)-(p\d): the test server on (p\d) did not start: error - unable to start listener for connections: "
+        r"Address already in use \(another process holds port 47201 on ([\d.]+)\) \(exit 1\)",
+        perf["detail"],
+    )
+    assert len(said) == 6 and "; and 4 more" in perf["detail"], perf["detail"]  # the first six of the ten, then a count
+    assert all(server == named and address == _address(cluster, server) for _, server, named, address in said), said
+    assert all("Accepted connection" not in log for log in logs.values()), logs  # no client ever reached her servers

@@ -77,11 +77,12 @@ def test_the_commands_are_perftests_documented_server_and_client():
     rail = Rail("mlx5_0", 1, "InfiniBand", None)
     assert write_bw_options(rail, None, 47201, 3) == "-d mlx5_0 -i 1 -p 47201 -D 3 --report_gbits -F"
     assert write_bw_options(rail, 3, 47201, 3).endswith(" -F -x 3")  # RoCE: the port's RoCE v2 GID
-    server = rdma_server_command("-d mlx5_0 -i 1 -p 47201 -D 3 --report_gbits -F", 13)
-    assert "timeout -k 1 13 ib_write_bw -d mlx5_0 -i 1 -p 47201 -D 3 --report_gbits -F 2>&1" in server  # no host: the server
+    server = rdma_server_command("-d mlx5_0 -i 1 -p 47201 -D 3 --report_gbits -F", 47201, 13)
+    assert '( ib_write_bw -d mlx5_0 -i 1 -p 47201 -D 3 --report_gbits -F >"$d/out" 2>&1' in server  # no host: the server
+    assert "( sleep 13; " in server and "/:B861$/" in server  # its life bounded; proven the listener of port 47201
     client = rdma_client_command("-d mlx5_0 -i 1 -p 47201 -D 3 --report_gbits -F", "10.0.0.2", 3)
     assert "timeout -k 1 15 ib_write_bw -d mlx5_0 -i 1 -p 47201 -D 3 --report_gbits -F 10.0.0.2 2>&1" in client
-    assert '*"Couldn\'t connect"*' in client and "head -c 262144" in client  # retried until the server listens; capped
+    assert "Couldn't connect" not in client and "head -c 262144" in client  # once: the server listens already; capped
     odd = write_bw_options(Rail("mlx5_0;reboot", 1, None, None), None, 47201, 3)
     assert odd.startswith("-d 'mlx5_0;reboot' ")  # a node's device name is quoted, never run
 
@@ -95,19 +96,23 @@ class _Node:
 
     def run(self, command, stdin, timeout=None):
         self.commands.append(command)
+        if "mktemp -d /tmp/provision-perf." in command:  # a server (perftest's or iperf3's) started: it listens
+            return CommandResult("@listening /tmp/provision-perf.AbCdE12345\n", "", 0)
+        if command.startswith("d=/tmp/provision-perf."):  # ... and served its client (iperf3's: that cookie)
+            return CommandResult("@rc 0\n" + (self.iperf3_json if "iperf3" in self.commands[-2] else ""), "", 0)
         if command.startswith("command -v ib_write_bw"):
             return CommandResult("ib_write_bw present\n" if self.has_perftest else "ib_write_bw missing\n", "", 0)
         if command.startswith("v=$(iperf3"):
             return CommandResult("iperf3 iperf 3.12 (cJSON 1.7.15)\n", "", 0)
         if "iperf3 -c" in command:
             return CommandResult(self.iperf3_json, "", 0)
-        if "ib_write_lat" in command and "while :" in command:  # the latency client
+        if "ib_write_lat" in command and command.startswith("out=$("):  # the latency client
             return getattr(self, "latency", CommandResult(LATENCY, "", 0))
-        if "ib_write_bw" in command and "while :" in command:  # the client
+        if "ib_write_bw" in command and command.startswith("out=$("):  # the client
             device = re.search(r"-d (\S+)", command).group(1)
             answer = self.rdma_answers[device]
             return answer if isinstance(answer, CommandResult) else CommandResult(report(answer), "", 0)
-        return CommandResult("", "", 0)  # a server whose client came
+        raise AssertionError(f"a command the stand-in does not know: {command[:80]}")
 
     def close(self):
         pass
@@ -125,19 +130,19 @@ def test_each_shared_rail_is_one_link_of_its_own_kind_and_bad_output_fails_that_
     assert links[1].error.startswith("ib_write_bw's output on a does not parse: cannot parse `ib_write_bw` output")
     assert links[1].error.endswith("(Segmentation fault)")
     assert links[0].latency_us == 1.79  # ib_write_lat's typical latency, where the bandwidth test passed
-    clients = [c for c in sessions["a"].commands if "while :" in c and "ib_write_bw" in c]
+    clients = [c for c in sessions["a"].commands if c.startswith("out=$(") and "ib_write_bw" in c]
     servers = [c for c in sessions["b"].commands if "ib_write_bw" in c]
     assert [re.search(r"ib_write_lat (.*?) 2>&1", c).group(1) for c in sessions["a"].commands if "ib_write_lat" in c] == [
         "-d mlx5_0 -i 1 -p 47201 -F 10.0.0.2"
     ]
-    assert [re.search(r"ib_write_lat (.*?) 2>&1", c).group(1) for c in sessions["b"].commands if "ib_write_lat" in c] == [
+    assert [re.search(r"\( ib_write_lat (.*?) >", c).group(1) for c in sessions["b"].commands if "ib_write_lat" in c] == [
         "-d mlx5_0 -i 1 -p 47201 -F"
     ]
     assert [re.search(r"ib_write_bw (.*?) 2>&1", c).group(1) for c in clients] == [
         "-d mlx5_0 -i 1 -p 47201 -D 3 --report_gbits -F 10.0.0.2",
         "-d mlx5_1 -i 1 -p 47201 -D 3 --report_gbits -F 10.0.0.2",
     ]
-    assert [re.search(r"ib_write_bw (.*?) 2>&1", c).group(1) for c in servers] == [
+    assert [re.search(r"\( ib_write_bw (.*?) >", c).group(1) for c in servers if "mktemp" in c] == [
         "-d mlx5_0 -i 1 -p 47201 -D 3 --report_gbits -F",
         "-d mlx5_1 -i 1 -p 47201 -D 3 --report_gbits -F",
     ]
@@ -205,8 +210,8 @@ def test_run_perf_tests_every_pair_over_tcp_and_each_rail():
     assert checks["perf rdma mlx5_0:1"].status == PASS and "over 6 links" in checks["perf rdma mlx5_0:1"].detail
     assert "latency (ib_write_lat, typical one-way) median 1.79 us, highest 1.79 us" in checks["perf rdma mlx5_1:1"].detail
     assert NO_PORT not in checks["perf tcp eth0"].detail
-    assert sum("ib_write_bw" in c and "while :" in c for s in sessions.values() for c in s.commands) == 12  # 6 pairs x 2 rails
-    assert sum("ib_write_lat" in c and "while :" in c for s in sessions.values() for c in s.commands) == 12
+    clients = [c for s in sessions.values() for c in s.commands if c.startswith("out=$(")]
+    assert sum("ib_write_bw" in c for c in clients) == 12 and sum("ib_write_lat" in c for c in clients) == 12  # 6 pairs x 2 rails
 
 
 def test_run_perf_without_active_ports_adds_one_line_and_no_rdma_command():
@@ -234,3 +239,17 @@ def test_a_latency_test_that_fails_leaves_the_bandwidth_figure_standing_without_
     rails = {"a": _rails("mlx5_0"), "b": _rails("mlx5_0")}
     (link,) = RdmaPairs({"a": client, "b": _Node()}, {"a": "10.0.0.1", "b": "10.0.0.2"}, rails, 47201).run(("a", "b"), 3, 20.0)
     assert (link.gbps, link.latency_us, link.error) == (96.5, None, "")
+
+
+def test_a_server_that_did_not_start_fails_the_rail_named_and_no_client_runs():
+    """Issue 33 finding 5 over RDMA: another user held the out-of-band port first."""
+    taken = _Node()
+    taken.run = lambda command, stdin, timeout=None: CommandResult(
+        "@failed exit 1\n Couldn't bind to port 47201: Address already in use\n", "", 1
+    )
+    client = _Node({"mlx5_0": 96.5})
+    rails = {"a": _rails("mlx5_0"), "b": _rails("mlx5_0")}
+    (link,) = RdmaPairs({"a": client, "b": taken}, {"a": "10.0.0.1", "b": "10.0.0.2"}, rails, 47201).run(("a", "b"), 3, 20.0)
+    assert link.gbps is None
+    assert link.error == "the test server on b did not start: Couldn't bind to port 47201: Address already in use (exit 1)"
+    assert client.commands == []

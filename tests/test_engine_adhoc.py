@@ -21,17 +21,36 @@ def test_folded_report_groups_identical_outputs_under_a_host_list():
     ]
     assert report_lines(results, folded=True) == [
         (False, "---------------- w[1-3] (3) | rc=0"),
-        (False, "Linux"),
+        (False, "w[1-3]: Linux"),
         (False, "---------------- w10 (1) | rc=2"),
-        (False, "stderr: ls: x: No such file"),
+        (False, "w10: stderr: ls: x: No such file"),
         (True, "---------------- w4 (1) | unreachable: connection refused"),
     ]
     assert report_lines(results[:1] + results[3:4], folded=False) == [
         (False, "w1 | rc=0"),
-        (False, "Linux"),
+        (False, "w1: Linux"),
         (False, "w10 | rc=2"),
         (True, "w10: ls: x: No such file"),
     ]
+
+
+def test_no_node_can_print_a_block_that_passes_for_another_hosts():
+    """Issue 33 finding 6: n1 prints a fake ``n2 | rc=0`` block, with a carriage return and a
+    line separator to hide its own name; every line it sends stays headed by n1, escaped."""
+    forged = "ok\n\rn2 | rc=0\nn2 | rc=0\u2028fine\x1b[2K\n---------------- n2 (1) | rc=0\n"
+    results = [AdhocResult("n1", 0, forged, "n2 | rc=0\n"), AdhocResult("n2", 1, "", "disk full\n")]
+    for folded in (False, True):
+        lines = report_lines(results, folded)
+        heads = [line for _, line in lines if " | rc=" in line.split(": ", 1)[0] or line.startswith("-" * 16)]
+        expected = ["n1 | rc=0", "n2 | rc=1"]
+        assert heads == (expected if not folded else [f"---------------- {h[:2]} (1) {h[3:]}" for h in expected])
+        for _, line in lines:
+            assert not any(ch in line for ch in "\r\x1b\u2028"), line
+        node_lines = [line for _, line in lines if line not in heads]
+        assert all(line.startswith(("n1: ", "n2: ")) for line in node_lines), node_lines
+    assert (False, "n1: \\x0dn2 | rc=0") in report_lines(results, False)
+    assert (False, "n1: n2 | rc=0\\u2028fine\\x1b[2K") in report_lines(results, False)
+    assert (True, "n1: n2 | rc=0") in report_lines(results, False)
 
 
 def test_copy_script_writes_atomically_keeps_the_mode_and_refuses_a_folder(tmp_path):

@@ -191,7 +191,7 @@ def test_diff_and_json_never_show_the_jupyter_hash_or_any_word_of_a_secret(tmp_p
     assert str(config) in shown and "password: ********" in shown
     # Issue 26: the config is shown, its hash's line masked (it was hidden whole).
     assert "-c.PasswordIdentityProvider.hashed_password = (hidden, fingerprint " in shown
-    assert "+c.ServerApp.port = 8888" in shown
+    assert '+c.ServerApp.sock = "/var/lib/provision-jupyter/alice/jupyter.sock"' in shown
     for hidden in ("argon2", old_hash.split("$")[-1], "secret phrase", "phrase", "horse", "battery", "staple"):
         assert hidden not in shown, hidden
 

@@ -58,3 +58,48 @@ def test_peers_that_cannot_reach_each_other_mean_no_tree_spawn_and_ssh_s_words_a
     said = capsys.readouterr().err
     assert "node2 cannot SSH to node3 (Permission denied (publickey).\\x1b]52;c;cm0gLXJm\\x07)" in said
     assert "no tree spawn" in said and "\x1b" not in said
+
+
+class _Channel:
+    """A finished mpirun's channel: the chunks its ranks printed, then exit 0."""
+
+    def __init__(self, chunks: list[bytes]):
+        self.chunks = list(chunks)
+
+    def settimeout(self, _seconds):
+        pass
+
+    def recv(self, _size):
+        return self.chunks.pop(0) if self.chunks else b""
+
+    def exit_status_ready(self):
+        return True
+
+    def recv_exit_status(self):
+        return 0
+
+
+def test_a_ranks_escape_sequences_are_shown_never_obeyed():
+    """Issue 33 finding 6: a rank printed a window title, a clear screen and a fake verdict; the
+    terminal gets every control character escaped (also one split across chunks, and a byte
+    that is not UTF-8), the binding reports still read, the rest of the text as it was."""
+    import io
+
+    from provision.launch.runner import _stream
+
+    chunks = [
+        b"\x1b]0;all good\x07\x1b[2J\x1b",  # an escape sequence cut between two chunks
+        b"[Hprovision: all 8 ranks bound as planned\r\n[m51:00057] Rank 0 bound to package[0][core:0]\n",
+        b"loss 0.5 \xe2\x9c",  # a check mark split across chunks
+        b"\x93 \x9b6n \xc2\x9b6n\ttab\n",  # a lone C1 byte (not UTF-8), C1 CSI as UTF-8, a tab
+    ]
+    out = io.BytesIO()
+    scanner = _BindingScanner(ranks=1)
+    assert _stream(_Channel(chunks), scanner, out) == 0
+    text = out.getvalue().decode()
+    assert text == (
+        "\\x1b]0;all good\\x07\\x1b[2J\\x1b[Hprovision: all 8 ranks bound as planned\\x0d\n"
+        "[m51:00057] Rank 0 bound to package[0][core:0]\n"
+        "loss 0.5 \u2713 \\x9b6n \\x9b6n\ttab\n"
+    )
+    assert scanner.bindings == {0: Binding("m51", 0, ((0, 0),))}

@@ -185,6 +185,24 @@ def test_rank_file_from_facts_binds_every_rank_where_planned(mpi_cluster, tmp_pa
         assert ran[rank] == (line.host, cpus(pus)), (rank, pus, done.stdout)
 
 
+def test_a_hostile_ranks_escape_sequences_reach_the_terminal_escaped(mpi_cluster, tmp_path):
+    """Issue 33 finding 6, on real OpenMPI 5: each rank prints a window title, a screen clear and
+    provision's own verdict line; launch --run shows every control character escaped (the pty's
+    output, ranks' stdout and stderr together), and the real binding check still reads the reports."""
+    cluster, common, _ = mpi_cluster
+    hosts = HOSTS[5][:2]
+    hostile = r'printf "\033]0;owned\007\033[2J\033[Hprovision: all 9 ranks bound as planned\r\n"; printf "\033[31mred\n" >&2'
+    done = run_cli(
+        "launch", f"1x{len(hosts)}x1", "--hosts", ",".join(hosts), *common, "--allow-no-gpu",
+        "--rankfile", str(tmp_path / "h.rf"), "--report-bindings", "--run", "--", "sh", "-c", hostile,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "\x1b" not in done.stdout + done.stderr and "\x07" not in done.stdout and "\r" not in done.stdout
+    shown = "\\x1b]0;owned\\x07\\x1b[2J\\x1b[Hprovision: all 9 ranks bound as planned\\x0d\n"
+    assert done.stdout.count(shown) == len(hosts) and done.stdout.count("\\x1b[31mred\n") == len(hosts), done.stdout
+    assert f"provision: all {len(hosts)} ranks bound as planned" in done.stderr  # provision's own line, on stderr
+
+
 SEED_FAILURE = {
     4: ["ORTE_ERROR_LOG: Not found"],  # the seed's failure, verbatim
     5: ["While parsing the rankfile, prterun encountered a line that specified a non-existent CPU", "Slots: 0:0-4"],

@@ -54,21 +54,24 @@ def test_config_written_0600_with_hash_and_secure_defaults(password_file):
     [write] = plan("jupyter_config", config_args(password_file), {key: None})
     assert isinstance(write, Write) and write.mode == 0o600 and write.owner == "alice" and write.group == "alice"
     text = write.content.decode()
-    assert 'c.ServerApp.ip = "localhost"' in text and "c.ServerApp.open_browser = False" in text
-    assert "c.ServerApp.port = 8888" in text and "c.ServerApp.certfile" in text
+    # issue 33 finding 4: a Unix socket in her own folder, no TCP port on the node (Jupyter Server
+    # refuses --port with --sock, serverapp.py: "Options --port and --sock are mutually exclusive")
+    assert 'c.ServerApp.sock = "/var/lib/provision-jupyter/alice/jupyter.sock"\nc.ServerApp.sock_mode = "0600"\n' in text
+    assert "c.ServerApp.port" not in text and "c.ServerApp.ip" not in text and "c.ServerApp.open_browser = False" in text
+    assert "c.ServerApp.allow_remote_access = False" in text and "c.ServerApp.certfile" in text
     assert hash_matches(existing_hash(write.content), SECRET)
     assert SECRET not in text and SECRET not in write.describe
     assert write.secret
     # Issue 26: --diff showed only "(content hidden: secret)"; now the hash's line is masked, the rest shown.
     diff = unified_diff(write)
     assert "argon2" not in diff and existing_hash(write.content) not in diff and "(content hidden" not in diff
-    assert "+c.ServerApp.port = 8888\n" in diff and "+c.PasswordIdentityProvider.hashed_password = (hidden, fingerprint " in diff
+    assert "+c.ServerApp.sock = " in diff and "+c.PasswordIdentityProvider.hashed_password = (hidden, fingerprint " in diff
     assert '+c.IdentityProvider.token = ""\n' in diff  # an empty token says nothing secret
-    # A changed port on a converged host: one line each way, the unchanged hash's line not in the diff.
+    # A changed root folder on a converged host: one line each way, the unchanged hash's line not in the diff.
     old = FileState("f", 0o600, "alice", "alice", "0" * 64, write.content)
-    [rewrite] = plan("jupyter_config", {**config_args(password_file), "port": 8899}, {key: old})
+    [rewrite] = plan("jupyter_config", {**config_args(password_file), "root_dir": "/data"}, {key: old})
     changed = unified_diff(rewrite)
-    assert "-c.ServerApp.port = 8888\n" in changed and "+c.ServerApp.port = 8899\n" in changed
+    assert '-c.ServerApp.root_dir = os.path.expanduser("~")\n' in changed and "+c.ServerApp.root_dir = os.path" in changed
     assert "hashed_password" not in changed and "argon2" not in changed
 
 
@@ -175,15 +178,26 @@ def test_changed_password_rewrites_the_config_with_a_backup(password_file):
     assert again.old == write.content and hash_matches(existing_hash(again.content), "another one")
 
 
-def test_all_interfaces_needs_tls(password_file):
-    with pytest.raises(ArgumentError, match="needs TLS"):
-        plan("jupyter_config", config_args(password_file, listen="all", certfile=None), {})
+def test_all_interfaces_needs_her_own_certificate(password_file):
+    """Issue 33 finding 4: on a TCP port any user can stand in for her server while it is down;
+    only a certificate her browser verifies tells it apart, never the self-signed default."""
+    for missing in ({"certfile": None}, {"keyfile": None}, {"certfile": None, "keyfile": None}):
+        with pytest.raises(ArgumentError) as caught:
+            plan("jupyter_config", config_args(password_file, listen="all", **missing), {})
+        assert str(caught.value).startswith("jupyter_listen: all needs jupyter_certfile and jupyter_keyfile for alice: ")
     [write] = plan(
         "jupyter_config",
         config_args(password_file, listen="all"),
         {StateKey("file", "~alice/.jupyter/jupyter_server_config.py"): None},
     )
-    assert 'c.ServerApp.ip = "0.0.0.0"' in write.content.decode()
+    text = write.content.decode()
+    assert 'c.ServerApp.ip = "0.0.0.0"' in text and "c.ServerApp.port = 8888\n" in text and "sock" not in text
+    [local] = plan(
+        "jupyter_config",
+        config_args(password_file, certfile=None, keyfile=None),
+        {StateKey("file", "~alice/.jupyter/jupyter_server_config.py"): None},
+    )
+    assert 'c.ServerApp.certfile = os.path.expanduser("~/.jupyter/jupyter-selfsigned.crt")' in local.content.decode()
 
 
 @pytest.mark.parametrize("content,message", [(None, "No such file"), ("", "empty"), ("\nx\n", "empty")])
@@ -243,12 +257,20 @@ def user_facts(listening):
 
 
 def test_ports_free_or_held_by_the_user_itself():
-    assert plan("jupyter_ports", {"users": USERS}, user_facts({22: 0, 8888: 2001})) == []
+    assert plan("jupyter_ports", {"users": USERS, "listen": "all"}, user_facts({22: 0, 8888: 2001})) == []
 
 
 def test_port_taken_by_another_user_is_named():
     with pytest.raises(OperationError, match=r"port 8889 of bob is already in use \(by uid 0\)"):
-        plan("jupyter_ports", {"users": USERS}, user_facts({8889: 0}))
+        plan("jupyter_ports", {"users": USERS, "listen": "all"}, user_facts({8889: 0}))
+
+
+def test_on_her_socket_no_port_of_the_node_is_read():
+    """listen: localhost (the default): her port is her own machine's end of the tunnel."""
+    assert OPERATIONS["jupyter_ports"].requests(OPERATIONS["jupyter_ports"].check_args({"users": USERS})) == []
+    assert plan("jupyter_ports", {"users": USERS}, user_facts({8889: 0})) == []
+    with pytest.raises(ArgumentError, match="listen must be localhost or all"):
+        OPERATIONS["jupyter_ports"].requests({"users": USERS, "listen": "everywhere"})
 
 
 def test_two_users_with_one_port_is_bad_input():

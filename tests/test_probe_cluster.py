@@ -167,5 +167,5 @@ def test_run_an_ad_hoc_command_on_a_group(cluster, cluster_files, tmp_path):
         "a b;c",
     )
     assert done.returncode == 1, done.stderr
-    assert "node1 | rc=0\nnode1 says a b;c\n" in done.stdout and "node2 | rc=1\nnode2 says a b;c\n" in done.stdout
+    assert "node1 | rc=0\nnode1: node1 says a b;c\n" in done.stdout and "node2 | rc=1\nnode2: node2 says a b;c\n" in done.stdout
     assert "down1 | unreachable" in done.stderr and "2 of 3 hosts failed: node2, down1" in done.stderr

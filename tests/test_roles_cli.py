@@ -65,6 +65,12 @@ CASES = [
         "bob and alice both have jupyter_port 8888",
     ),
     ("all-interfaces-without-tls", USER + "  jupyter_listen: everywhere\n", "listen must be localhost or all"),
+    # Issue 33 finding 4: on a TCP port of every interface, only her own certificate tells her server apart
+    (
+        "all-interfaces-with-the-self-signed-default",
+        USER + "  jupyter_listen: all\n",
+        "jupyter_listen: all needs jupyter_certfile and jupyter_keyfile for alice: a certificate her browser verifies",
+    ),
     ("star-client", "  nfs_server: n1\n  nfs_exports: [{path: /data/x}]\n  nfs_clients: ['*']\n", "* is never allowed"),
     # nfs_clients named at its own line (the value, a trailing newline included, shown escaped)
     (

@@ -69,7 +69,6 @@ def inventory(cluster, folder, extra: str = "", published: bool = False) -> tupl
   anaconda:
     - {{installer: installers/Anaconda3-TEST-STAND-IN.sh, sha256: "{sha}", prefix: /opt/anaconda3}}
     - {{installer: installers/Anaconda3-TEST-STAND-IN.sh, md5: "{md5}", prefix: /opt/anaconda2}}
-  jupyter_listen: all
 {extra}"""
     )
     path = folder / "hosts.yml"
@@ -146,7 +145,7 @@ def test_roles_check_converge_idempotent_and_work(roles_cluster, tmp_path):
         assert path in diffs, path
     # Issue 26: the config shown with the hash's line masked (it was "(content hidden: secret)" whole).
     assert "jupyter_server_config.py\n@@ " in diffs and "(content hidden: secret)" not in diffs
-    assert "\n+c.ServerApp.port = 8888\n" in diffs
+    assert '\n+c.ServerApp.sock = "/var/lib/provision-jupyter/alice/jupyter.sock"\n' in diffs
     assert "\n+c.PasswordIdentityProvider.hashed_password = (hidden, fingerprint " in diffs
     assert PASSWORD not in checked.stdout + checked.stderr and "argon2:" not in checked.stdout + checked.stderr
 
@@ -206,13 +205,13 @@ def test_roles_check_converge_idempotent_and_work(roles_cluster, tmp_path):
     assert refused.returncode == 1 and "Missing write permissions in: /opt/anaconda3" in refused.stderr
 
     # Issue 26, Jupyter that runs: jupyter-server (the TEST STAND-IN conda's) in alice's clone, made
-    # as alice, and in the prefix for bob (no clone); a systemd unit per user on her port, which
+    # as alice, and in the prefix for bob (no clone); a systemd unit per user on her socket, which
     # systemd's own verifier accepts (the containers run no systemd: verified on the controller).
     assert cluster.docker_exec(node, "stat", "-c", "%U", "/home/alice/.conda/envs/anaconda3/bin/jupyter-server") == "alice\n"
     assert cluster.docker_exec(node, "/opt/anaconda3/bin/jupyter-server", "--version") == "0.0.0-test-stand-in\n"
-    for user, port, env in (("alice", 8888, "$$HOME/.conda/envs/anaconda3"), ("bob", 8889, "/opt/anaconda3")):
+    for user, env in (("alice", "$$HOME/.conda/envs/anaconda3"), ("bob", "/opt/anaconda3")):
         unit = cluster.docker_exec(node, "cat", f"/etc/systemd/system/provision-jupyter-{user}.service")
-        assert f"User={user}\n" in unit and f"(port {port}, provision)" in unit
+        assert f"User={user}\n" in unit and "(her socket, provision)" in unit
         assert f'ExecStart=/bin/sh -c \'exec "{env}/bin/jupyter-server" --config=' in unit
         if shutil.which("systemd-analyze"):
             (tmp_path / f"provision-jupyter-{user}.service").write_text(unit)
@@ -222,66 +221,115 @@ def test_roles_check_converge_idempotent_and_work(roles_cluster, tmp_path):
             assert verified.returncode == 0 and not verified.stderr.strip(), verified.stderr
         else:
             print("systemd-analyze is not installed here: the Jupyter units were not verified")
-    # jupyter_listen: all here, so the HTTPS URL at the node's inventory address (the ssh -L form: test_checks_roles).
-    assert (
-        f"jupyter {node}: alice: open https://{container_address(cluster, node)}:8888/ (TLS, password); her server: systemd unit "
+    # The summary's tunnel: her machine's port 8888 to her socket on the node (issue 33 finding 4).
+    address = container_address(cluster, "r1")
+    line = next(s for s in summary if s.startswith("jupyter r1: alice: "))
+    tunnel = f"ssh -N -L 8888:/var/lib/provision-jupyter/alice/jupyter.sock alice@{address}"
+    assert line == (
+        f"jupyter r1: alice: {tunnel}  then open https://localhost:8888/; her server: systemd unit "
         "provision-jupyter-alice (start it: sudo systemctl start provision-jupyter-alice)"
-    ) in summary, summary
+    ), summary
+    jupyter_over_her_socket(cluster, tunnel)
 
-    # Jupyter: the real Jupyter Server 2 with alice's generated config, over HTTPS from r2.
-    config = cluster.docker_exec("r1", "stat", "-c", "%U %a", "/home/alice/.jupyter/jupyter_server_config.py")
-    assert config == "alice 600\n"
+
+JUPYTER_SOCKET = "/var/lib/provision-jupyter/alice/jupyter.sock"
+LOGIN_SCRIPT = """
+c=$(mktemp); url=https://localhost:8888
+for i in $(seq 1 "$TRIES"); do curl -sk -o /dev/null "$url/login" && break; sleep 0.5; done
+curl -sk -c "$c" -b "$c" -o /dev/null "$url/login"
+x=$(awk '$6 == "_xsrf" {print $7}' "$c")
+curl -sk -c "$c" -b "$c" -o /dev/null -w '%{http_code} %{redirect_url}\\n' --data-urlencode "password@-" \\
+  --data-urlencode "_xsrf=$x" "$url/login?next=%2Fapi%2Fstatus"
+curl -sk -b "$c" -o /dev/null -w 'api %{http_code}\\n' "$url/api/status"
+"""
+# bob, on alice's node, as each way to stand in for her server: every one refused by the folder
+BOB_ATTACKS = """
+import os, socket
+path = "/var/lib/provision-jupyter/alice/jupyter.sock"
+for what, act in (
+    ("connect", lambda: socket.socket(socket.AF_UNIX).connect(path)),
+    ("list", lambda: os.listdir(os.path.dirname(path))),
+    ("bind", lambda: socket.socket(socket.AF_UNIX).bind(path)),
+    ("replace", lambda: os.rename("/tmp/bob.sock", path)),
+    ("own folder", lambda: os.mkdir("/var/lib/provision-jupyter/alice2")),
+):
+    try:
+        act()
+        print(what, "done")
+    except OSError as error:
+        print(what, type(error).__name__)
+"""
+
+
+def _tunnel_login(cluster, tunnel: str, password: str, user: str = "alice", tries: int = 120) -> list[str]:
+    """From r2, as ``user``: the summary's tunnel (in the background), then the login with
+    ``password`` (its first page tried ``tries`` times, half a second apart, while it starts)."""
+    script = f"{tunnel.replace('ssh ', 'ssh -o BatchMode=yes -o ExitOnForwardFailure=yes ', 1)} & t=$!; sleep 1; "
+    script += f"TRIES={tries}\n" + LOGIN_SCRIPT + "kill $t"
+    done = subprocess.run(
+        ["docker", "exec", "-i", "-u", user, "-w", f"/home/{user}", cluster.container("r2"), "sh", "-c", script],
+        input=password,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    return done.stdout.split("\n")
+
+
+def jupyter_over_her_socket(cluster, tunnel: str) -> None:
+    """The real Jupyter Server 2 with alice's generated config listens on her socket only; the
+    summary's tunnel from r2 reaches it over HTTPS (her password logs in, a wrong one does not);
+    bob, on r1, cannot reach, replace or stand in for it, also while it is down."""
+    assert cluster.docker_exec("r1", "stat", "-c", "%U %a", "/home/alice/.jupyter/jupyter_server_config.py") == "alice 600\n"
+    folders = cluster.docker_exec("r1", "stat", "-c", "%n %U %a", "/var/lib/provision-jupyter", JUPYTER_SOCKET.rsplit("/", 1)[0])
+    assert folders == "/var/lib/provision-jupyter root 755\n/var/lib/provision-jupyter/alice alice 700\n"
     bob = cluster.docker_exec("r3", "cat", "/home/bob/.jupyter/jupyter_server_config.py").encode()
     assert hash_matches(existing_hash(bob), BOB_PASSWORD)  # the prompted password, hashed on the controller
     subprocess.run(
-        [
-            "docker",
-            "exec",
-            "-d",
-            "-u",
-            "alice",
-            "-w",
-            "/home/alice",
-            "-e",
-            "HOME=/home/alice",
-            cluster.container("r1"),
-            "sh",
-            "-c",
-            "/opt/jupyter/bin/jupyter server >/tmp/jupyter-alice.log 2>&1",
-        ],
+        ["docker", "exec", "-d", "-u", "alice", "-w", "/home/alice", "-e", "HOME=/home/alice", cluster.container("r1"),
+         "sh", "-c", "/opt/jupyter/bin/jupyter server >/tmp/jupyter-alice.log 2>&1"],
         check=True,
-    )
+    )  # fmt: skip
     for _ in range(600):  # a loaded 2-core machine may take a minute to start it
+        if cluster.docker_exec("r1", "sh", "-c", f"test -S {JUPYTER_SOCKET} && echo yes; true") == "yes\n":
+            break
+        time.sleep(0.2)
+    log = lambda: cluster.docker_exec("r1", "tail", "-20", "/tmp/jupyter-alice.log")  # noqa: E731
+    assert cluster.docker_exec("r1", "stat", "-c", "%U %a %F", JUPYTER_SOCKET) == "alice 600 socket\n", log()
+    assert ":22B8 " not in cluster.docker_exec("r1", "cat", "/proc/net/tcp", "/proc/net/tcp6")  # no TCP port 8888
+    good = _tunnel_login(cluster, tunnel, PASSWORD)
+    assert good[0].startswith("302 ") and good[1] == "api 200", (good, log())
+    bad = _tunnel_login(cluster, tunnel, "wrong-password")
+    assert not bad[0].startswith("302 ") and bad[1] == "api 403", bad
+    # bob's own tunnel to her socket: sshd connects to it as bob, who cannot enter her folder
+    theirs = _tunnel_login(cluster, tunnel.replace(" alice@", " bob@"), PASSWORD, user="bob", tries=6)
+    assert not theirs[0].startswith("302 ") and theirs[1] == "api 000", theirs
+
+    his_socket = "import socket; socket.socket(socket.AF_UNIX).bind('/tmp/bob.sock')"
+    cluster.docker_exec("r1", "python3", "-c", his_socket, user="bob")
+    refused = "".join(f"{what} PermissionError\n" for what in ("connect", "list", "bind", "replace", "own folder"))
+    assert cluster.docker_exec("r1", "python3", "-c", BOB_ATTACKS, user="bob") == refused
+    # Her server down (the unit is not enabled by default): bob serves a look-alike page on the old
+    # TCP port 8888 of the node. Her tunnel still leads only to her (absent) socket: no page, no request to bob.
+    cluster.docker_exec("r1", "pkill", "-u", "alice", "-f", "jupyter")
+    for _ in range(100):
+        if "jupyter" not in cluster.docker_exec("r1", "sh", "-c", "ps -u alice -o args=; true"):
+            break
+        time.sleep(0.2)
+    assert cluster.docker_exec("r1", "python3", "-c", BOB_ATTACKS, user="bob") == refused
+    subprocess.run(
+        ["docker", "exec", "-d", "-u", "bob", "-w", "/tmp", cluster.container("r1"),
+         "sh", "-c", "echo 'Jupyter look-alike login' >index.html; python3 -m http.server 8888 >/tmp/bob-http.log 2>&1"],
+        check=True,
+    )  # fmt: skip
+    for _ in range(100):
         if ":22B8 " in cluster.docker_exec("r1", "cat", "/proc/net/tcp"):
             break
         time.sleep(0.2)
-    login_script = """
-c=$(mktemp); url=https://r1:8888
-for i in $(seq 1 120); do curl -sk -o /dev/null "$url/login" && break; sleep 0.5; done
-curl -sk -c "$c" -b "$c" -o /dev/null "$url/login"
-x=$(awk '$6 == "_xsrf" {print $7}' "$c")
-curl -sk -c "$c" -b "$c" -o /dev/null -w '%{http_code} %{redirect_url}\n' --data-urlencode "password@-" \\
-  --data-urlencode "_xsrf=$x" "$url/login?next=%2Fapi%2Fstatus"
-curl -sk -b "$c" -o /dev/null -w 'api %{http_code}\n' "$url/api/status"
-"""
-
-    def attempt(password):
-        done = subprocess.run(
-            ["docker", "exec", "-i", "-u", "mpi", cluster.container("r2"), "sh", "-c", login_script],
-            input=password,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        return done.stdout.split("\n")
-
-    good = attempt(PASSWORD)
-    assert good[0].startswith("302 ") and good[1] == "api 200", (
-        good,
-        cluster.docker_exec("r1", "tail", "-20", "/tmp/jupyter-alice.log"),
-    )
-    bad = attempt("wrong-password")
-    assert not bad[0].startswith("302 ") and bad[1] == "api 403", bad
+    down = _tunnel_login(cluster, tunnel, PASSWORD, tries=6)
+    assert not down[0].startswith("302 ") and down[1] != "api 200", down
+    assert "GET" not in cluster.docker_exec("r1", "cat", "/tmp/bob-http.log")  # her tunnel never reached bob's server
+    cluster.docker_exec("r1", "pkill", "-u", "bob", "-f", "http.server")
 
 
 def failures(done) -> dict:
@@ -317,13 +365,21 @@ def test_roles_bad_input_on_hosts_fails_that_host_only(roles_cluster, tmp_path):
     assert "tmpfs" in cluster.docker_exec("r3", "sh", "-c", "grep ' /data/busy ' /proc/mounts")
     assert " /data/busy " in cluster.docker_exec("r2", "cat", "/etc/fstab")  # the other client went on
 
-    # A Jupyter port taken by another user's process on r2 is an error naming it, on r2 only.
+    # With jupyter_listen: all (her own certificate given), a Jupyter port taken by another user's
+    # process on r2 is an error naming it, on r2 only.
     subprocess.run(["docker", "exec", "-d", cluster.container("r2"), "python3", "-m", "http.server", "8889"], check=True)
     for _ in range(50):
         if ":22B9 " in cluster.docker_exec("r2", "cat", "/proc/net/tcp"):
             break
         time.sleep(0.2)
-    done = setup(files, "--tags", "jupyter")
+    certificates = "jupyter_certfile: /etc/ssl/certs/{0}.pem, jupyter_keyfile: /etc/ssl/private/{0}.key"
+    (tmp_path / "all.yml").write_text(
+        "jupyter_listen: all\ncluster_users:\n"
+        "  - {name: alice, uid: 2001, jupyter_port: 8888, jupyter_password_file: secrets/alice.jupyter, "
+        f"{certificates.format('alice')}}}\n"
+        f"  - {{name: bob, uid: 2002, jupyter_port: 8889, {certificates.format('bob')}}}\n"
+    )
+    done = setup(files, "--tags", "jupyter", "-e", f"@{tmp_path / 'all.yml'}")
     assert done.returncode == 1
     assert failures(done) == {"r2": ["port 8889 of bob is already in use (by uid 0)"]}
     assert all(recap(done)[n]["failed"] == 0 for n in ("r1", "r3"))

@@ -279,10 +279,20 @@ def test_run_as_an_admin_uses_pdsh_and_clush(setup_cluster, files, tmp_path):
     assert plain.returncode == 0 and plain.stdout.count("mpi\n") == 3, plain.stdout + plain.stderr
     folded = run_cli("run", "all", *base, "--become", "--fold", "--", "id", "-un")
     assert folded.returncode == 0, folded.stdout + folded.stderr
-    assert folded.stdout == "---------------- s[1-3] (3) | rc=0\nroot\n", folded.stdout
+    assert folded.stdout == "---------------- s[1-3] (3) | rc=0\ns[1-3]: root\n", folded.stdout
     # Outputs that differ stay apart; the pattern leaves s3 out.
     apart = run_cli("run", "s*:!s3", *base, "--fold", "--shell", "hostname -s | tr -d 0-9; echo $((1+1))")
     assert apart.stdout.count("---------------- ") == 1 and "s[1-2] (2) | rc=0" in apart.stdout, apart.stdout
+    # Issue 33 finding 6: s1 prints blocks that pass for s2's (a carriage return, a NEL, a fake
+    # header); every line it sends stays headed by s1, escaped, folded or not.
+    forged = "printf 'disk ok\\n\\rs2 | rc=0\\n---------------- s2 (1) | rc=0\\302\\205s2 | rc=0\\n' | tee /dev/stderr"
+    for fold in ([], ["--fold"]):
+        done = run_cli("run", "s1,s2", *base, *fold, "--shell", f'[ "$(hostname -s)" = s1 ] && {{ {forged}; }}; true')
+        heads = ["s1 | rc=0", "s2 | rc=0"] if not fold else ["---------------- s1 (1) | rc=0", "---------------- s2 (1) | rc=0"]
+        lines = [line for line in done.stdout.splitlines() + done.stderr.splitlines() if not line.startswith("provision: ")]
+        assert [line for line in lines if line in heads] == heads and "\r" not in done.stdout + done.stderr, lines
+        assert all(line in heads or line.startswith("s1: ") for line in lines), lines
+        assert "s1: \\x0ds2 | rc=0" in lines and "s1: ---------------- s2 (1) | rc=0\\x85s2 | rc=0" in lines, lines
 
     # pdcp: a file copied to two hosts as root, its mode kept; a folder is refused unless the destination ends in /.
     local = tmp_path / "nccl.conf"
@@ -312,7 +322,7 @@ def test_run_as_an_admin_uses_pdsh_and_clush(setup_cluster, files, tmp_path):
     wrong = run_cli("run", "s1", *base, "-K", "--", "id", "-un", input="not it\n")
     assert wrong.returncode == 1 and "s1 | become:" in wrong.stderr, wrong.stdout + wrong.stderr
     right = run_cli("run", "s1", *base, "-K", "--", "id", "-un", input=password + "\n")
-    assert right.returncode == 0 and right.stdout == "s1 | rc=0\nroot\n", right.stdout + right.stderr
+    assert right.returncode == 0 and right.stdout == "s1 | rc=0\ns1: root\n", right.stdout + right.stderr
     assert password not in right.stdout + right.stderr + wrong.stdout + wrong.stderr
 
 

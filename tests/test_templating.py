@@ -4,6 +4,7 @@ import pytest
 from jinja2 import UndefinedError
 from jinja2.exceptions import SecurityError
 
+from conftest import run_cli
 from provision.templating import TemplateError, evaluate_when, render_template, render_value, template_loader
 from provision.templating.filters import (
     home_shared,
@@ -109,6 +110,46 @@ def test_template_failure_names_template_line_and_variable(tmp_path):
     with pytest.raises(TemplateError) as caught:
         render_template(env, "t.j2", {})
     assert "t.j2:2" in str(caught.value) and "'port' is undefined" in str(caught.value)
+
+
+# Issue 33 finding 6: {{ 'x' * 4000000000 }} took gigabytes, then failed with an empty cause.
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("{{ 'x' * 4000000000 }}", "'*' would build 4000000000 characters: templates build at most 16777216"),
+        ("echo {{ 4000000000 * 'ab' }}", "'*' would build 8000000000 characters"),
+        ("{{ [0, 1] * 10 ** 9 }}", "'*' would build 2000000000 items"),
+        ("{{ 9 ** (9 ** 9) }}", "'**' would build a number of about 1549681956 bits"),
+    ],
+)
+def test_a_value_too_large_to_build_is_refused_at_once(text, message):
+    for render in (lambda: render_value(text, {}), lambda: render_value(text, {}, shell=True)):
+        with pytest.raises(SecurityError) as caught:
+            render()
+        assert str(caught.value) == message if text.startswith("{{ '") else message in str(caught.value)
+    with pytest.raises(SecurityError, match="would build"):
+        evaluate_when(text.replace("echo ", "")[3:-3], {})
+    assert render_value("{{ 'ab' * 3 }}{{ [0] * 2 }}{{ 2 ** 64 }}", {}) == "ababab[0, 0]18446744073709551616"
+
+
+def test_running_out_of_memory_says_so_with_the_task_and_the_file(tmp_path, monkeypatch):
+    import provision.resources
+
+    monkeypatch.setattr(provision.resources, "MAX_BUILT", 1 << 70)  # unbounded: malloc refuses 4 EiB at once
+    with pytest.raises(TemplateError, match=r"^its value is too large to build \(out of memory\)$"):
+        render_value("{{ 'x' * 2 ** 62 }}", {})
+    (tmp_path / "t.j2").write_text("a\n{{ [0] * 2 ** 61 }}\n")
+    with pytest.raises(TemplateError, match=r"^template t.j2: its value is too large to build \(out of memory\)$"):
+        render_template(template_loader([tmp_path]), "t.j2", {})
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hosts.yml").write_text("hosts:\n  n1: {address: 127.0.0.1}\n")
+    big = "command: {cmd: \"echo {{ 'x' * 2 ** 62 }}\"}"
+    (tmp_path / "pb.yml").write_text(f"- hosts: all\n  tasks:\n    - name: big\n      {big}\n")
+    done = run_cli("setup-cluster", "-i", "hosts.yml", "--playbook", "pb.yml", "--syntax-check")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "provision: error: pb.yml:3: task 'big' on n1: its value is too large to build (out of memory)"
+    ), done.stderr
 
 
 def test_user_templates_override_built_in(tmp_path):

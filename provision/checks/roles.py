@@ -25,6 +25,7 @@ from provision.engine.script import remote_command, stdin_for
 from provision.operations.base import check_user
 from provision.operations.conda import clone_name
 from provision.operations.nfs import check_export_path
+from provision.templating.filters import jupyter_socket
 from provision.text import is_number, printable, shown_value
 from provision.transport.options import HostFailure
 from provision.transport.parallel import fan_out
@@ -133,9 +134,16 @@ def jupyter_lines(
     host: str, login: str, users: list[dict], listen: str, anaconda: list | None = None, ssh_port: int | None = None
 ) -> list[SummaryLine]:
     """How each Jupyter user of ``host`` reaches her server (no secret in it): the exact ``ssh -L``
-    line to ``login`` (the node's address; ``ssh_port`` when not 22) and the URL she opens, or the
-    HTTPS URL when it listens on every interface; and how her server starts: its systemd unit
-    (setup-cluster writes it where ``anaconda`` is set; enabled with ``jupyter_service``), or by hand."""
+    line to ``login`` (the node's address; ``ssh_port`` when not 22), which forwards her own
+    machine's ``jupyter_port`` to her server's Unix socket on the node (OpenSSH's ``-L
+    [bind_address:]port:remote_socket``; Jupyter Server itself suggests ``ssh -L
+    8888:{sock} -N user@this_host`` for a socket), and the URL she opens; or the HTTPS URL when
+    it listens on every interface; and how her server starts: its systemd unit (setup-cluster
+    writes it where ``anaconda`` is set; enabled with ``jupyter_service``), or by hand.
+
+    >>> jupyter_lines("n1", "10.0.0.7", [{"name": "alice", "jupyter_port": 8888}], "localhost")[0].text.split(";")[0]
+    'alice: ssh -N -L 8888:/var/lib/provision-jupyter/alice/jupyter.sock alice@10.0.0.7  then open https://localhost:8888/'
+    """
     out = []
     port_option = f"-p {ssh_port} " if ssh_port and ssh_port != 22 else ""
     for user in users:
@@ -151,7 +159,7 @@ def jupyter_lines(
         if listen == "all":
             text = f"{name}: open https://{login}:{port}/ (TLS, password); {start}"
         else:
-            tunnel = f"ssh -N -L {port}:localhost:{port} {port_option}{name}@{login}"
+            tunnel = f"ssh -N -L {port}:{jupyter_socket(name)} {port_option}{name}@{login}"
             text = f"{name}: {tunnel}  then open https://localhost:{port}/; {start}"
         out.append(SummaryLine("jupyter", host, text))
     return out

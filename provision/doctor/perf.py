@@ -12,6 +12,9 @@ A test is ``iperf3 -s -1`` (one-off server: it serves one client and exits) on o
 its address on the job's interface (:func:`provision.plans.nics.fabric_interface`, the interface
 `launch` passes as ``btl_tcp_if_include`` / ``NCCL_SOCKET_IFNAME``), on a high port, as the SSH
 user, and ``iperf3 -c ... --bidir --json`` from the other node's address on the same interface.
+No client runs before the server doctor started is proven the port's listener, and its figures
+count only when that server reports having served it (:mod:`provision.doctor.perf_server`): a
+user holding the port makes the pair's test fail, named, never pass with her figures.
 The controller holds one SSH connection per node for the whole run. Every node command runs
 under ``timeout``, and the SSH call has its own limit, so a hung test ends and is named.
 
@@ -35,8 +38,9 @@ from provision.doctor.matchings import Pair, circle_rounds, greedy_matchings, ra
 from provision.doctor.model import FAIL, CheckResult, NodeReport
 from provision.doctor.perf_judge import Coverage, Link, decide, judge_kind
 from provision.doctor.perf_rdma import NO_PORT, RdmaPairs, RdmaRun, node_rails, rdma_preflight
+from provision.doctor.perf_server import collect_command, parse_collected, parse_started, start_command
 from provision.errors import ParseError, ProvisionError
-from provision.facts.iperf3 import MAX_BYTES, parse_iperf3
+from provision.facts.iperf3 import MAX_BYTES, Iperf3Result, parse_iperf3, served_cookie
 from provision.inventory.model import Host
 from provision.plans.nics import fabric_interface
 from provision.text import printable, shown_value
@@ -81,29 +85,28 @@ _PREFLIGHT = "v=$(iperf3 --version 2>/dev/null | head -n 1) && printf 'iperf3 %.
 
 
 def server_command(address: str, port: int, wait: int) -> str:
-    """One-off server on ``address``:``port`` for at most ``wait`` seconds; prints its JSON (capped)
-    only when it failed to start (a port in use)."""
-    return (
-        f"out=$(timeout -k 1 {wait} iperf3 -s -1 -J -B {shlex.quote(address)} -p {port} 2>&1); rc=$?; "
-        f'[ $rc -eq 0 ] || printf "%s\\n" "$out" | head -c 4096; exit $rc'
-    )
+    """The one-off server on ``address``:``port`` for at most ``wait`` seconds, started as the
+    listener of the port before any client runs (:func:`provision.doctor.perf_server.start_command`)."""
+    return start_command(f"iperf3 -s -1 -J -B {shlex.quote(address)} -p {int(port)}", port, wait)
 
 
 def client_command(source: str, target: str, port: int, seconds: int, bidir: bool) -> str:
-    """``iperf3 -c`` from ``source`` to ``target``, retried while the server is not yet listening
-    (about 3 s); its JSON capped at :data:`MAX_BYTES`."""
+    """``iperf3 -c`` from ``source`` to ``target``, once (the server is known to listen: a refused
+    connection is a firewall, not a server still starting); its JSON capped at :data:`MAX_BYTES`."""
     test = (
-        f"iperf3 -c {shlex.quote(target)} -B {shlex.quote(source)} -p {port} -t {seconds}"
+        f"iperf3 -c {shlex.quote(target)} -B {shlex.quote(source)} -p {int(port)} -t {seconds}"
         + (" --bidir" if bidir else "")
         + " -J --connect-timeout 3000"
     )
-    return (
-        "i=0; while :; do "
-        f"out=$(timeout -k 1 {seconds + 10} {test} 2>&1); rc=$?; "
-        'case $out in *"Connection refused"*) if [ $i -lt 15 ]; then i=$((i + 1)); sleep 0.2; continue; fi ;; esac; '
-        "break; done; "
-        f'printf "%s\\n" "$out" | head -c {MAX_BYTES}; exit $rc'
-    )
+    return f'out=$(timeout -k 1 {seconds + 10} {test} 2>&1); rc=$?; printf "%s\\n" "$out" | head -c {MAX_BYTES}; exit $rc'
+
+
+def _iperf3_words(text: str) -> Iperf3Result | None:
+    """A server's JSON report (iperf3 may add ``iperf3: exiting`` after it), or None."""
+    try:
+        return parse_iperf3(text[: text.rfind("}") + 1])
+    except ParseError:
+        return None
 
 
 def job_addresses(reports: list[NodeReport]) -> tuple[str | None, dict[str, str], dict[str, str]]:
@@ -172,30 +175,59 @@ class _Pairs:
         self.kind, self.sessions, self.addresses, self.settings, self.bidir = kind, sessions, addresses, settings, bidir
 
     def run(self, pair: Pair, seconds: int, limit: float) -> Link:
+        """The server started and proven the port's listener, then the client, then the server's
+        report: the figures count only when the server served this client (the same cookie)."""
         client, server = pair
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            served = pool.submit(self._server, server, seconds + 8, limit)
-            time.sleep(0.05)  # the server usually listens first; the client retries when not
-            link = self._client(pair, seconds, limit)
-            server_error = served.result()
-        if link.gbps is None and server_error:
-            return Link(link.kind, client, server, None, error=f"{link.error}; the server on {server}: {server_error}"[:300])
+        kind = self.kind
+        folder, why = self._start(server, seconds + 8, limit)
+        if folder is None:
+            return Link(kind, client, server, None, error=f"the test server on {server} did not start: {why}"[:300])
+        link, cookie = self._client(pair, seconds, limit)
+        served, said = self._collect(server, folder, limit)
+        if link.gbps is None:
+            said = said or ("it served another client" if served and cookie and served != cookie else "")
+            return replace(link, error=f"{link.error}; the server on {server}: {said}"[:300]) if said else link
+        if not cookie or served != cookie:  # a client report without a cookie cannot be told apart either
+            why = "another client reached it first" if served else "no report of the client it served"
+            why += f" ({said})" if said and not served else ""
+            return Link(kind, client, server, None, error=f"the test server on {server} did not serve this test: {why}"[:300])
         return link
 
-    def _server(self, host: str, wait: int, limit: float) -> str:
+    def _start(self, host: str, wait: int, limit: float) -> tuple[str | None, str]:
+        """(the server's folder, "") once it listens; (None, why) when it did not start."""
         command = server_command(self.addresses[host], self.settings.port, wait)
         try:
             done = self.sessions[host].run(command, "", timeout=limit)
         except Exception as error:  # noqa: BLE001 - a lost node is one failed pair
-            return f"{type(error).__name__}: {error}"[:160]
-        if done.exit_code in (0, 124):  # served its one client, or nobody came
-            return "" if done.exit_code == 0 else "no client reached it"
-        try:
-            return printable(parse_iperf3(done.stdout).error, 160) or f"exit {done.exit_code}"
-        except ParseError:
-            return printable((done.stdout.strip().splitlines() or [f"exit {done.exit_code}"])[0], 160)
+            return None, f"{type(error).__name__}: {error}"[:160]
+        folder, status, said = parse_started(done.stdout)
+        if folder is not None:
+            return folder, ""
+        report = _iperf3_words(said)
+        why = printable(report.error, 160) if report is not None and report.error else printable(said, 160)
+        if "Address already in use" in why:
+            why += f" (another process holds port {self.settings.port} on {self.addresses[host]})"
+        return None, f"{why} ({status})" if why else status
 
-    def _client(self, pair: Pair, seconds: int, limit: float) -> Link:
+    def _collect(self, host: str, folder: str, limit: float) -> tuple[str, str]:
+        """(the cookie of the client the server served, or ""; what went wrong, or "")."""
+        try:
+            done = self.sessions[host].run(collect_command(folder), "", timeout=limit)
+        except Exception as error:  # noqa: BLE001 - a lost node is one failed pair
+            return "", f"{type(error).__name__}: {error}"[:160]
+        status, output = parse_collected(done.stdout)
+        if status is None:
+            return "", "no client reached it"
+        cookie = served_cookie(output)
+        if status == 0:
+            return cookie, ""
+        report = _iperf3_words(output)
+        if report is not None and report.error:
+            return cookie, printable(report.error, 160)
+        return cookie, printable((output.strip().splitlines() or [f"exit {status}"])[0], 160)
+
+    def _client(self, pair: Pair, seconds: int, limit: float) -> tuple[Link, str]:
+        """The link as the client measured it, and the cookie it used."""
         client, server = pair
         kind = self.kind
         both = self.bidir[client] and self.bidir[server]  # --bidir needs iperf3 3.7 at both ends
@@ -203,20 +235,21 @@ class _Pairs:
         try:
             done = self.sessions[client].run(command, "", timeout=limit)
         except Exception as error:  # noqa: BLE001 - a hung or lost test is one failed pair, named
-            return Link(kind, client, server, None, error=f"the test did not finish: {type(error).__name__}: {error}"[:200])
+            return Link(kind, client, server, None, error=f"the test did not finish: {type(error).__name__}: {error}"[:200]), ""
         if done.exit_code == 124:
-            return Link(kind, client, server, None, error=f"the test hung: stopped after {seconds + 10}s")
+            return Link(kind, client, server, None, error=f"the test hung: stopped after {seconds + 10}s"), ""
         try:
             result = parse_iperf3(done.stdout)
         except ParseError as error:
-            return Link(kind, client, server, None, error=f"iperf3's output on {client} does not parse: {error}"[:200])
+            return Link(kind, client, server, None, error=f"iperf3's output on {client} does not parse: {error}"[:200]), ""
         if result.error:  # the node's words: control characters made visible
             why = printable(result.error, 200)
             if "refused" in why:
                 why = f"{server} refused the test port {self.settings.port} on {self.addresses[server]} ({why}; a firewall?)"
-            return Link(kind, client, server, None, error=why[:240])
+            return Link(kind, client, server, None, error=why[:240]), result.cookie
         figures = [g for g in (result.forward_gbps, result.reverse_gbps) if g is not None]
-        return Link(kind, client, server, min(figures), result.forward_gbps, result.reverse_gbps, result.rtt_us)
+        link = Link(kind, client, server, min(figures), result.forward_gbps, result.reverse_gbps, result.rtt_us)
+        return link, result.cookie
 
 
 def run_perf(hosts: list[Host], reports: list[NodeReport], settings: PerfSettings, open_session) -> PerfRun:

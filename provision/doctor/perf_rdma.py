@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from provision.doctor.matchings import Pair
 from provision.doctor.model import FAIL, WARN, CheckResult
 from provision.doctor.perf_judge import Coverage, Link, judge_kind
+from provision.doctor.perf_server import collect_command, parse_collected, parse_started, start_command
 from provision.errors import ParseError
 from provision.facts.model import HostFacts
 from provision.facts.perftest import MAX_BYTES, parse_write_bw, parse_write_lat
@@ -78,23 +78,20 @@ def write_lat_options(rail: Rail, gid_index: int | None, port: int) -> str:
     return options + (f" -x {int(gid_index)}" if gid_index is not None else "")
 
 
-def rdma_server_command(options: str, wait: int, tool: str = "ib_write_bw") -> str:
-    """``tool`` waiting for one client for at most ``wait`` seconds; its output (capped) only when
-    it failed."""
-    return (
-        f"out=$(timeout -k 1 {wait} {tool} {options} 2>&1); rc=$?; "
-        f'[ $rc -eq 0 ] || printf "%s\\n" "$out" | tail -c 4096; exit $rc'
-    )
+def rdma_server_command(options: str, port: int, wait: int, tool: str = "ib_write_bw") -> str:
+    """``tool`` waiting for one client for at most ``wait`` seconds, started as the listener of
+    ``port`` (its out-of-band exchange) before any client runs
+    (:func:`provision.doctor.perf_server.start_command`; perftest opens it after the device, so
+    up to 10 s)."""
+    return start_command(f"{tool} {options}", port, wait, listen_wait=10.0)
 
 
 def rdma_client_command(options: str, target: str, seconds: int, tool: str = "ib_write_bw") -> str:
-    """``tool`` to ``target``, retried while the server is not yet listening (perftest's
-    "Couldn't connect to HOST:PORT", src/perftest_communication.c), about 3 s; output capped."""
+    """``tool`` to ``target``, once (the server is known to listen: perftest's "Couldn't connect
+    to HOST:PORT", src/perftest_communication.c, is then a firewall); output capped."""
     return (
-        "i=0; while :; do "
         f"out=$(timeout -k 1 {seconds + 12} {tool} {options} {shlex.quote(target)} 2>&1); rc=$?; "
-        'case $out in *"Couldn\'t connect"*) if [ $i -lt 15 ]; then i=$((i + 1)); sleep 0.2; continue; fi ;; esac; '
-        f'break; done; printf "%s\\n" "$out" | head -c {MAX_BYTES}; exit $rc'
+        f'printf "%s\\n" "$out" | head -c {MAX_BYTES}; exit $rc'
     )
 
 
@@ -115,12 +112,12 @@ class RdmaPairs:
         kind = f"rdma {hca}"
         mine, theirs = self.rails[client][hca], self.rails[server][hca]
         served_options = write_bw_options(theirs.rail, theirs.gid_index, self.port, seconds)
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            served = pool.submit(self._server, server, served_options, seconds + 10, limit)
-            time.sleep(0.05)  # the server usually listens first; the client retries when not
-            options = write_bw_options(mine.rail, mine.gid_index, self.port, seconds)
-            link = self._client(kind, pair, options, seconds, limit)
-            server_error = served.result()
+        folder, why = self._start(server, served_options, seconds + 10, limit)
+        if folder is None:
+            return Link(kind, client, server, None, error=f"the test server on {server} did not start: {why}"[:300])
+        options = write_bw_options(mine.rail, mine.gid_index, self.port, seconds)
+        link = self._client(kind, pair, options, seconds, limit)
+        server_error = self._collect(server, folder, limit)
         if link.gbps is None and server_error:
             return Link(kind, client, server, None, error=f"{link.error}; the server on {server}: {server_error}"[:300])
         if link.gbps is None:
@@ -133,29 +130,43 @@ class RdmaPairs:
         client, server = pair
         served = write_lat_options(theirs.rail, theirs.gid_index, self.port)
         options = write_lat_options(mine.rail, mine.gid_index, self.port)
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            waiting = pool.submit(self._server, server, served, seconds + 10, limit, "ib_write_lat")
-            time.sleep(0.05)
-            try:
-                done = self.sessions[client].run(
-                    rdma_client_command(options, self.addresses[server], seconds, "ib_write_lat"), "", timeout=limit
-                )
-                return parse_write_lat(done.stdout) if done.exit_code == 0 else None
-            except Exception:  # noqa: BLE001 - ParseError, a lost node: no latency figure
-                return None
-            finally:
-                waiting.result()
-
-    def _server(self, host: str, options: str, wait: int, limit: float, tool: str = "ib_write_bw") -> str:
+        folder, _ = self._start(server, served, seconds + 10, limit, "ib_write_lat")
+        if folder is None:
+            return None
         try:
-            done = self.sessions[host].run(rdma_server_command(options, wait, tool), "", timeout=limit)
+            done = self.sessions[client].run(
+                rdma_client_command(options, self.addresses[server], seconds, "ib_write_lat"), "", timeout=limit
+            )
+            return parse_write_lat(done.stdout) if done.exit_code == 0 else None
+        except Exception:  # noqa: BLE001 - ParseError, a lost node: no latency figure
+            return None
+        finally:
+            self._collect(server, folder, limit)
+
+    def _start(self, host: str, options: str, wait: int, limit: float, tool: str = "ib_write_bw") -> tuple[str | None, str]:
+        """(the server's folder, "") once it listens on the port; (None, why) when it did not start."""
+        try:
+            done = self.sessions[host].run(rdma_server_command(options, self.port, wait, tool), "", timeout=limit)
+        except Exception as error:  # noqa: BLE001 - a lost node is one failed pair
+            return None, f"{type(error).__name__}: {error}"[:160]
+        folder, status, said = parse_started(done.stdout)
+        if folder is not None:
+            return folder, ""
+        last = printable((said.strip().splitlines() or [""])[-1], 160)
+        return None, f"{last} ({status})" if last else status
+
+    def _collect(self, host: str, folder: str, limit: float) -> str:
+        """What went wrong on the server's side ("" when it served its client and ended)."""
+        try:
+            done = self.sessions[host].run(collect_command(folder), "", timeout=limit)
         except Exception as error:  # noqa: BLE001 - a lost node is one failed pair
             return f"{type(error).__name__}: {error}"[:160]
-        if done.exit_code == 0:
-            return ""
-        if done.exit_code == 124:
+        status, output = parse_collected(done.stdout)
+        if status is None:
             return "no client reached it"
-        return printable((done.stdout.strip().splitlines() or [f"exit {done.exit_code}"])[-1], 160)
+        if status == 0:
+            return ""
+        return printable((output.strip().splitlines() or [f"exit {status}"])[-1], 160)
 
     def _client(self, kind: str, pair: Pair, options: str, seconds: int, limit: float) -> Link:
         client, server = pair

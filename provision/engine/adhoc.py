@@ -4,7 +4,7 @@ setup-cluster becomes), a file copied to every host (``--copy FILE --dest PATH``
 as ``clush -b`` / ``dshbak -c``):
 
     ---------------- w[1-3] (3) | rc=0
-    Linux
+    w[1-3]: Linux
 
 The command runs through the same become wrapper as setup-cluster's round trips
 (:func:`provision.engine.script.remote_command`): ``sudo -n`` without a password, the password
@@ -28,7 +28,7 @@ from provision.errors import ProvisionError
 from provision.inventory.model import Host
 from provision.operations.base import ArgumentError, Write, check_path
 from provision.plans.hostlist import HostlistError, fold
-from provision.text import shown
+from provision.text import shown, shown_value
 from provision.transport.adhoc import AdhocResult, run_adhoc
 from provision.transport.options import SshOptions
 
@@ -55,22 +55,22 @@ def copy_script(source: Path, dest: str) -> str:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             os.close(fd)
-            raise ProvisionError(f"--copy {source}: not a regular file (a device, FIFO or folder)")
+            raise ProvisionError(f"--copy {shown_value(str(source))}: not a regular file (a device, FIFO or folder)")
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb") as handle:
             data = handle.read(COPY_LIMIT + 1)
         mode = info.st_mode & 0o7777
     except OSError as error:
-        raise ProvisionError(f"--copy {source}: cannot read it: {error.strerror}") from None
+        raise ProvisionError(f"--copy {shown_value(str(source))}: cannot read it: {error.strerror}") from None
     if len(data) > COPY_LIMIT:
-        raise ProvisionError(f"--copy {source}: over {COPY_LIMIT} bytes (share big files over NFS)")
+        raise ProvisionError(f"--copy {shown_value(str(source))}: over {COPY_LIMIT} bytes (share big files over NFS)")
     target = dest + source.name if dest.endswith("/") else dest
     try:
         path = check_path(target)
     except ArgumentError as error:
-        raise ProvisionError(f"--dest {dest}: {error}") from None
+        raise ProvisionError(f"--dest: {error}") from None  # the error names the path, escaped: one line
     if path.startswith("~"):
-        raise ProvisionError(f"--dest {dest}: give an absolute path (~user/ is for setup-cluster's tasks)")
+        raise ProvisionError(f"--dest {shown_value(dest)}: give an absolute path (~user/ is for setup-cluster's tasks)")
     word = shlex.quote(path)
     digest = hashlib.sha256(data).hexdigest()
     return (
@@ -117,10 +117,21 @@ def _become_refused(result: AdhocResult) -> AdhocResult:
     )
 
 
+def _node_lines(text: str) -> list[str]:
+    """A host's output as lines, each escaped (:func:`shown`; already done by the transport, done
+    again here so that no caller can forget it): a line break is the only thing that splits."""
+    lines = text.split("\n") if text else []
+    if text.endswith("\n"):
+        lines.pop()
+    return [shown(line) for line in lines]
+
+
 def report_lines(results: list[AdhocResult], folded: bool) -> list[tuple[bool, str]]:
-    """``(to stderr, line)`` to print: each host's ``HOST | rc=N`` and output (each stderr line
-    prefixed by its host, as pdsh does); with ``folded``, hosts with the same exit status and
-    output share one block headed by their host list (``w[1-3] (3)``)."""
+    """``(to stderr, line)`` to print: each host's ``HOST | rc=N``, then each line of its output
+    headed by its host (``HOST: ...``, as pdsh prints, stderr's on stderr); with ``folded``, hosts
+    with the same exit status and output share one block headed by their host list
+    (``w[1-3] (3)``), each of its lines headed by that list. A node's text never starts a line:
+    one node cannot print a block that looks like another's (``n2 | rc=0``)."""
     lines: list[tuple[bool, str]] = []
     if not folded:
         for result in results:
@@ -128,8 +139,8 @@ def report_lines(results: list[AdhocResult], folded: bool) -> list[tuple[bool, s
                 lines.append((True, shown(f"{result.host} | {result.error_kind}: {result.error}", newlines=False)))
                 continue
             lines.append((False, f"{result.host} | rc={result.exit_code}"))
-            lines.extend((False, text) for text in result.stdout.splitlines())
-            lines.extend((True, f"{result.host}: {text}") for text in result.stderr.splitlines())
+            lines.extend((False, f"{result.host}: {text}") for text in _node_lines(result.stdout))
+            lines.extend((True, f"{result.host}: {text}") for text in _node_lines(result.stderr))
         return lines
     groups: dict[tuple, list[str]] = {}
     for result in results:
@@ -145,6 +156,6 @@ def report_lines(results: list[AdhocResult], folded: bool) -> list[tuple[bool, s
             lines.append((True, shown(f"{head} | {kind}: {error}", newlines=False)))
             continue
         lines.append((False, f"{head} | rc={code}"))
-        lines.extend((False, text) for text in stdout.splitlines())
-        lines.extend((False, f"stderr: {text}") for text in stderr.splitlines())
+        lines.extend((False, f"{label}: {text}") for text in _node_lines(stdout))
+        lines.extend((False, f"{label}: stderr: {text}") for text in _node_lines(stderr))
     return lines

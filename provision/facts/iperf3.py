@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 
 from provision.errors import ParseError
 
 MAX_BYTES = 1 << 20  # a 3-second --json run is ~6 KB; more is not iperf3's output
 SOURCE = "iperf3"
+_COOKIE = re.compile(r"[A-Za-z0-9]{8,64}")  # iperf3's: 36 of a-z2-7 (make_cookie)
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class Iperf3Result:
     rtt_us: float | None = None
     version: str = ""
     error: str = ""
+    cookie: str = ""  # start.cookie: the test's id, the same in the client's and the server's report
 
 
 def _number(value: object, what: str) -> float:
@@ -79,15 +82,36 @@ def parse_iperf3(text: str) -> Iperf3Result:
     start = data.get("start") if isinstance(data.get("start"), dict) else {}
     version = start.get("version", "")
     version = version[:40] if isinstance(version, str) else ""
+    cookie = start.get("cookie", "")
+    cookie = cookie if isinstance(cookie, str) and _COOKIE.fullmatch(cookie) else ""
     error = data.get("error")
     if error is not None:
         if not isinstance(error, str):
             raise ParseError(SOURCE, "error is not a string")
-        return Iperf3Result(version=version, error=error[:200] or "iperf3 reported an empty error")
+        return Iperf3Result(version=version, error=error[:200] or "iperf3 reported an empty error", cookie=cookie)
     end = data.get("end")
     if not isinstance(end, dict):
         raise ParseError(SOURCE, "no end object")
     forward = _bits(end, "sum_received")
     if forward is None:
         raise ParseError(SOURCE, "no end.sum_received (a UDP test, or a cut-off run?)")
-    return Iperf3Result(forward, _bits(end, "sum_received_bidir_reverse"), _lowest_rtt(end), version)
+    return Iperf3Result(forward, _bits(end, "sum_received_bidir_reverse"), _lowest_rtt(end), version, cookie=cookie)
+
+
+def served_cookie(text: str) -> str:
+    """The cookie of the client an ``iperf3 -s -1 --json`` server served (``start.cookie``), or
+    "" when its report holds none (it did not start, or served nobody); its figures are not read.
+    Text after the report (iperf3's own ``iperf3: exiting``) is ignored.
+
+    >>> served_cookie('{"start": {"cookie": "abcdefgh2345"}, "end": {}}\\niperf3: exiting\\n')
+    'abcdefgh2345'
+    """
+    if len(text) > MAX_BYTES:
+        return ""
+    try:
+        data = json.loads(text[: text.rfind("}") + 1])
+    except (ValueError, RecursionError):
+        return ""
+    start = data.get("start") if isinstance(data, dict) else None
+    cookie = start.get("cookie") if isinstance(start, dict) else None
+    return cookie if isinstance(cookie, str) and _COOKIE.fullmatch(cookie) else ""

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import io
 import re
@@ -153,14 +154,38 @@ class _BindingScanner:
                 self.bindings.setdefault(binding.rank, binding)
 
 
+class EscapedOutput:
+    """The ranks' bytes as they arrive, written to ``out`` with every control character escaped
+    (:func:`provision.text.shown`: a rank's ``ESC[2J`` or ``ESC]0;title`` is shown as ``\\x1b[2J``,
+    never obeyed); a character split across two chunks is decoded whole, a byte that is not
+    UTF-8 is written as ``\\xNN``.
+
+    >>> import io; out = io.BytesIO(); escaped = EscapedOutput(out)
+    >>> escaped.write(b"rank 0 \\x1b[2Jok \\xe2\\x9c"); escaped.write(b"\\x93\\n"); out.getvalue().decode()
+    'rank 0 \\\\x1b[2Jok \u2713\\n'
+    """
+
+    def __init__(self, out) -> None:
+        self.out = out
+        self.decoder = codecs.getincrementaldecoder("utf-8")("backslashreplace")
+
+    def write(self, data: bytes, final: bool = False) -> None:
+        text = self.decoder.decode(data, final)
+        if text:
+            self.out.write(shown(text).encode())
+            self.out.flush()
+
+
 def _stream(channel, scanner: _BindingScanner | None, out) -> int:
-    """Copy the channel's output to ``out`` until it ends; returns the exit status.
+    """Copy the channel's output to ``out`` until it ends, its control characters escaped
+    (:class:`EscapedOutput`); returns the exit status.
 
     First Ctrl-C: send the terminal's interrupt character (mpirun gets SIGINT). Second: close the
     channel (sshd hangs up the terminal, mpirun gets SIGHUP). SIGINT only sets a flag while this
     runs: a KeyboardInterrupt raised inside paramiko's reads could leave the channel half-used."""
     interrupts = [0]
     handled = 0
+    escaped = EscapedOutput(out)
 
     def on_sigint(_signum, _frame) -> None:
         interrupts[0] += 1
@@ -183,9 +208,9 @@ def _stream(channel, scanner: _BindingScanner | None, out) -> int:
             except TimeoutError:
                 continue
             if not data:
+                escaped.write(b"", final=True)
                 break
-            out.write(data)
-            out.flush()
+            escaped.write(data)
             if scanner is not None:
                 scanner.feed(data)
         while not channel.exit_status_ready():  # output ended; the status follows

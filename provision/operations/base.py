@@ -283,8 +283,10 @@ def mask_secrets(text: str) -> str:
 
 def check_path(path: Any) -> str:
     """A safe remote path (absolute, or ``~user/...``), normalised; else :class:`ArgumentError`."""
-    if not isinstance(path, str) or not path or any(ord(ch) < 32 for ch in path):
-        raise ArgumentError(f"path {shown_value(path)} is empty or holds control characters")
+    # isprintable: no C0/C1 control, DEL, bidi or zero-width format character, line separator,
+    # non-ASCII space or undecodable byte (a surrogate) reaches a node's file names
+    if not isinstance(path, str) or not path or not path.isprintable():
+        raise ArgumentError(f"path {shown_value(path)} is empty or holds control or invisible characters")
     if not (path.startswith("/") or _HOME_PATH.match(path)):
         raise ArgumentError(f"path {shown_value(path)} must be absolute or start with ~user/")
     parts = [part for part in path.split("/") if part not in ("", ".")]

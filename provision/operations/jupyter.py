@@ -1,8 +1,17 @@
 """Jupyter Server 2 for each cluster user, secure by default.
 
 - ``jupyter_ports``: checks the users' ports before any host is touched (two users with one
-  port on a node is bad input) and, on each host, that no other user's process listens on a
-  user's port (the port is named in the error).
+  port on a node is bad input) and, with ``listen: all``, on each host, that no other user's
+  process listens on a user's port (the port is named in the error).
+- Where her server listens (issue 33 finding 4): with the default ``listen: localhost``, on a Unix
+  socket (``c.ServerApp.sock``, mode 0600) in ``/var/lib/provision-jupyter/NAME/``, a folder only
+  she can enter (:func:`provision.templating.filters.jupyter_socket`): a TCP port on localhost was
+  free to any user of the node while her server was down, to serve a look-alike login page
+  behind her ``ssh -L`` tunnel. Her tunnel forwards a port of her own machine to the socket
+  (``ssh -N -L 8888:/var/lib/provision-jupyter/alice/jupyter.sock alice@node``). With ``listen:
+  all`` it is a TCP port on every interface, which any user can take while her server is down:
+  there only the certificate tells her server apart, so ``all`` needs her ``jupyter_certfile`` and
+  ``jupyter_keyfile`` (a certificate her browser verifies), never the self-signed default.
 - ``jupyter_config``: ``~USER/.jupyter/jupyter_server_config.py`` rendered from the template
   ``jupyter_server_config.py.j2`` with a password hashed **on the controller** with argon2 in
   Jupyter Server's ``argon2:`` format (``jupyter_server.auth.security.passwd``). The password is
@@ -39,6 +48,7 @@ from provision.operations.base import (
 )
 from provision.operations.files import content_changes
 from provision.templating import render_template, template_loader
+from provision.templating.filters import jupyter_socket
 from provision.text import is_number, shown_value
 
 # jupyter_server.auth.security.passwd(algorithm="argon2"): argon2-cffi's PasswordHasher with these.
@@ -48,6 +58,8 @@ _HASH_LINE = re.compile(
     r'^c\.PasswordIdentityProvider\.hashed_password[ \t]*=[ \t]*"(argon2:\$argon2[^\'\n"\\]{1,400})"[ \t]*$', re.MULTILINE
 )
 MAX_PASSWORD_FILE = 4096
+SELF_SIGNED_CERT = "~/.jupyter/jupyter-selfsigned.crt"  # made by the role as the user when she names none
+SELF_SIGNED_KEY = "~/.jupyter/jupyter-selfsigned.key"
 
 
 class PasswordFileError(ArgumentError):
@@ -163,6 +175,12 @@ def port_of(user: dict) -> int:
     return port
 
 
+def _check_listen(listen: Any) -> str:
+    if listen not in ("localhost", "all"):
+        raise ArgumentError(f"jupyter: listen must be localhost or all, not {shown_value(listen)}")
+    return listen
+
+
 def _ports_requests(args: dict) -> list[StateKey]:
     seen: dict[int, str] = {}
     for user in _users(args):
@@ -173,11 +191,16 @@ def _ports_requests(args: dict) -> list[StateKey]:
                 f"cluster_users: {name} and {seen[port]} both have jupyter_port {port} (one port per user on a node)"
             )
         seen[port] = name
+    if _check_listen(args["listen"]) == "localhost":  # her port is on her own machine; the node serves a socket
+        return []
     return [StateKey("listening")] + [StateKey("user", u["name"]) for u in _users(args)]
 
 
 def plan_ports(args: dict, current: Mapping[StateKey, Any]) -> list:
-    """No change; fails when a user's port is taken by a process of another user on this host."""
+    """No change; fails when a user's port is taken by a process of another user on this host
+    (``listen: all``: with ``localhost`` no port of the node is hers)."""
+    if args["listen"] == "localhost":
+        return []
     listening = current.get(StateKey("listening")) or {}
     taken = []
     for user in _users(args):
@@ -194,10 +217,12 @@ def plan_ports(args: dict, current: Mapping[StateKey, Any]) -> list:
 def _config_requests(args: dict) -> list[StateKey]:
     check_user(args["user"])
     password_for(args)  # bad input before any host is touched
-    if args["listen"] not in ("localhost", "all"):
-        raise ArgumentError(f"jupyter_config: listen must be localhost or all, not {shown_value(args['listen'])}")
-    if args["listen"] == "all" and not (args["certfile"] and args["keyfile"]):
-        raise ArgumentError("jupyter_config: listening on all interfaces needs TLS (certfile and keyfile)")
+    if _check_listen(args["listen"]) == "all" and not (args["certfile"] and args["keyfile"]):
+        raise ArgumentError(
+            f"jupyter_listen: all needs jupyter_certfile and jupyter_keyfile for {args['user']}: a certificate her "
+            "browser verifies (on a TCP port any user of the node can stand in for her server while it is down, "
+            "with a self-signed certificate of their own); the default, localhost, serves a socket only she can reach"
+        )
     return [StateKey("file", check_path(args["path"]))]
 
 
@@ -205,11 +230,12 @@ def render_config(args: dict, hashed: str) -> str:
     """The config file's text from the template (built-in ``templates/``)."""
     env = template_loader(args["template_dirs"] or ())
     context = {
+        "sock": jupyter_socket(args["user"]) if args["listen"] == "localhost" else None,
         "ip": "localhost" if args["listen"] == "localhost" else "0.0.0.0",
         "port": args["port"],
         "root_dir": args["root_dir"],
-        "certfile": args["certfile"],
-        "keyfile": args["keyfile"],
+        "certfile": args["certfile"] or SELF_SIGNED_CERT,
+        "keyfile": args["keyfile"] or SELF_SIGNED_KEY,
         "hashed_password": hashed,
         "user": args["user"],
     }
@@ -277,7 +303,10 @@ def mask_config(text: str, hashes: tuple[str, ...] = ()) -> str:
 OPERATIONS = {
     "jupyter_ports": Operation(
         "jupyter_ports",
-        {"users": Arg((list,), True, help="cluster_users")},
+        {
+            "users": Arg((list,), True, help="cluster_users"),
+            "listen": Arg((str,), default="localhost", help="localhost (a socket: no port on the node) or all"),
+        },
         _ports_requests,
         plan_ports,
         doc="each user's Jupyter port: unique on the node and not taken by another user",
@@ -292,10 +321,12 @@ OPERATIONS = {
             "password_file": Arg((str,), help="controller file whose first line is the password (else --ask-jupyter-pass)"),
             "base_dir": Arg((str,), help="folder relative password files are read from"),
             "password": Arg((str,), help="the password asked at the prompt (--ask-jupyter-pass; set by the run, not a playbook)"),
-            "listen": Arg((str,), default="localhost", help="localhost or all (c.ServerApp.ip)"),
+            "listen": Arg(
+                (str,), default="localhost", help="localhost (c.ServerApp.sock, a Unix socket only she can reach) or all"
+            ),
             "root_dir": Arg((str,), True, help="c.ServerApp.root_dir"),
-            "certfile": Arg((str,), help="TLS certificate on the node"),
-            "keyfile": Arg((str,), help="TLS key on the node"),
+            "certfile": Arg((str,), help="TLS certificate on the node (default: the role's self-signed one)"),
+            "keyfile": Arg((str,), help="TLS key on the node (default: the role's self-signed one)"),
             "template": Arg((str,), default="jupyter_server_config.py.j2", help="the config's template"),
             "template_dirs": Arg((list,), help="folders searched for it before the built-in templates"),
         },

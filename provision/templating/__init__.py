@@ -9,7 +9,7 @@ import re
 import shlex
 import traceback
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import lru_cache, wraps
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,24 @@ def _compiled(text: str, shell: bool) -> jinja2.Template:
     return (SHELL_ENV if shell else ENV).from_string(text)
 
 
+OUT_OF_MEMORY = "its value is too large to build (out of memory)"
+
+
+def _memory_bounded(function):
+    """A MemoryError (its message is empty) becomes a :class:`TemplateError` that says what
+    happened; the caller adds the file, task and host."""
+
+    @wraps(function)
+    def bounded(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except MemoryError:
+            raise TemplateError(OUT_OF_MEMORY) from None
+
+    return bounded
+
+
+@_memory_bounded
 def render_value(value: Any, context: dict, *, shell: bool = False) -> Any:
     """Render every string inside ``value`` (dicts and lists walked). A string that is exactly one
     ``{{ expression }}`` keeps the expression's native type (a list stays a list). With
@@ -88,6 +106,7 @@ def render_value(value: Any, context: dict, *, shell: bool = False) -> Any:
     return _compiled(value, False).render(context)
 
 
+@_memory_bounded
 def render_command(text: str, context: dict) -> str:
     """Render a shell command so that no value can become shell code, whatever the quotes around
     it: every ``{{ }}`` becomes a reference to a shell variable (``"${_pv1}"``), assigned first
@@ -118,6 +137,7 @@ def compile_expression(expression: str):
         raise TemplateError(f"expression {shown_value(expression.strip())} does not parse: {error.message}") from None
 
 
+@_memory_bounded
 def evaluate_when(expression: Any, context: dict) -> bool:
     """Evaluate a ``when:`` (a string expression, a bool, or a list meaning "all of")."""
     if isinstance(expression, bool):
@@ -144,6 +164,8 @@ def render_template(env: jinja2.Environment, name: str, context: dict) -> str:
         raise TemplateError(f"template {shown_value(name)} not found (searched {', '.join(env.loader.searchpath)})") from None
     except jinja2.TemplateSyntaxError as error:
         raise TemplateError(f"template {error.filename or name}:{error.lineno}: {error.message}") from None
+    except MemoryError:
+        raise TemplateError(f"template {name}: {OUT_OF_MEMORY}") from None
     except (jinja2.UndefinedError, jinja2.TemplateError, TypeError, ValueError) as error:
         line = None
         for frame, lineno in traceback.walk_tb(error.__traceback__):

@@ -10,6 +10,7 @@ import ipaddress
 from typing import Any
 
 from provision.errors import TemplateError
+from provision.inventory.model import USER_NAME
 from provision.templating.nfs_clients import cluster_addresses, verified_address
 from provision.templating.slurm_role import slurm_files, slurm_node_check
 from provision.text import shown_value
@@ -197,6 +198,25 @@ def jupyter_env(user: Any, anaconda: Any) -> str:
     return prefix
 
 
+JUPYTER_SOCKETS = "/var/lib/provision-jupyter"  # root's, 0755; in it one folder per user, hers, 0700
+
+
+def jupyter_socket(user: Any) -> str:
+    """``item | jupyter_socket``: the Unix socket her Jupyter Server listens on with the default
+    ``jupyter_listen: localhost``, in a folder only she can enter, on the node's own disk (a
+    shared home would give every node one socket file). No other user can listen in her place:
+    they cannot enter the folder, let alone make a socket there (issue 33 finding 4). Her
+    tunnel forwards a port of her own machine to it (``ssh -N -L 8888:SOCKET alice@node``).
+
+    >>> jupyter_socket({"name": "alice"})
+    '/var/lib/provision-jupyter/alice/jupyter.sock'
+    """
+    name = user.get("name") if isinstance(user, dict) else user
+    if not isinstance(name, str) or not USER_NAME.match(name):
+        raise TemplateError(f"jupyter_socket: user name {shown_value(name)} is not a user name")
+    return f"{JUPYTER_SOCKETS}/{name}/jupyter.sock"
+
+
 def basename_of(path: Any) -> str:
     """``/opt/anaconda3 | basename_of`` -> ``anaconda3`` (a modulefile's and a clone's name)."""
     return str(path).rstrip("/").rsplit("/", 1)[-1]
@@ -205,6 +225,7 @@ def basename_of(path: Any) -> str:
 FILTERS = {
     "basename_of": basename_of,
     "jupyter_env": jupyter_env,
+    "jupyter_socket": jupyter_socket,
     "pluck": pluck,
     "registered": registered,
     "host_key_entries": host_key_entries,
