@@ -21,7 +21,8 @@ the same time (they share the machine's cores with the controller: measured apar
 /proc/PID/stat of the server processes), the size of known_hosts, the facts folder and the cache
 folder, and how long the output was (lines and bytes of stdout and stderr; stderr is a pseudo
 terminal, as for a user at a shell, so progress bars and live displays run). Every run must
-exit 0 and reach every host (facts saved for each; the nodes count the scripts they answered).
+exit 0 and cost one round trip per host (the nodes count the scripts they answered, and refuse
+any change), and a probe must save every host's facts.
 
 The controller starts with RLIMIT_NOFILE's soft limit at --nofile (default 1024, the usual
 default of a login session and of systemd services), its hard limit as this shell's.
@@ -174,7 +175,8 @@ def print_header(args, setup_args: list[str]) -> None:
         f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, commit {git('rev-parse', '--short', 'HEAD')}{modified}, "
         f"{len(os.sched_getaffinity(0))} cores, load average {loads()}\n"
         f"controller: {tool('provision')}, --forks {args.forks}, RLIMIT_NOFILE soft {args.nofile} "
-        f"hard {resource.getrlimit(resource.RLIMIT_NOFILE)[1]}, stderr on a pseudo terminal\n"
+        f"hard {resource.getrlimit(resource.RLIMIT_NOFILE)[1]}, stderr on a pseudo terminal, "
+        f"known_hosts {'hashed' if args.hash_known_hosts else 'plain'}\n"
         f"nodes answer from {captures} (probe) and {ROUND_TRIPS.relative_to(ROOT)} (setup-cluster {' '.join(setup_args)})\n"
         "CPU: of the provision process and the processes it waited for (wait4), per host; the nodes' CPU in the same "
         "time, measured apart (they share the cores); peak fds and threads: the provision process, sampled every 50 ms",
@@ -188,7 +190,9 @@ def run_size(args, cluster: SimCluster, size: int, folder: Path, capture: dict, 
     inventory, known, facts = folder / "hosts.yml", folder / "known_hosts", folder / "facts"
     cluster.write_inventory(inventory, size, users=capture["cluster_users"])
     provision = [tool("provision")]
-    common = ["-i", str(inventory), "--known-hosts", str(known), "--ssh-config", "/dev/null", "--forks", str(args.forks)]
+    ssh_config = folder / "ssh_config"  # --hash-known-hosts: new keys written hashed, as Debian's ssh_config has it
+    ssh_config.write_text("Host *\n  HashKnownHosts yes\n" if args.hash_known_hosts else "")
+    common = ["-i", str(inventory), "--known-hosts", str(known), "--ssh-config", str(ssh_config), "--forks", str(args.forks)]
     runs = {
         "probe-new": [*provision, "probe", *common, "--facts-dir", str(facts), "--accept-new-host-keys"],
         "probe": [*provision, "probe", *common, "--facts-dir", str(facts)],
@@ -198,8 +202,13 @@ def run_size(args, cluster: SimCluster, size: int, folder: Path, capture: dict, 
     after = {}
     for name in args.runs:
         load = os.getloadavg()[0]
+        before = cluster.replies()
         done = measure(runs[name], args.nofile, cluster, folder)
+        answered = cluster.replies() - before
         verdict = "ok" if done.exit_code == 0 else f"EXIT {done.exit_code}"
+        kind = "gather" if name.startswith("probe") else "setup"
+        if dict(answered) != {kind: size}:  # one round trip per host, each answered from the capture
+            verdict += f", nodes answered {dict(answered)} (expected {kind}: {size})"
         saved = len(list(facts.glob("*.json")))
         if name.startswith("probe") and saved != size:
             verdict += f", facts saved for {saved}/{size}"
@@ -235,6 +244,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=600, help="the simulated nodes stop after this long (default 600)")
     parser.add_argument("--probe-captures", type=Path, default=PROBE_CAPTURES)
     parser.add_argument("--keep", type=Path, help="copy each run's output there (stdout, terminal)")
+    parser.add_argument(
+        "--hash-known-hosts", action="store_true", help="known_hosts written hashed (HashKnownHosts yes) and read back so"
+    )
     parser.add_argument("--runs", nargs="+", choices=RUNS, default=RUNS[:3], help=f"default: {' '.join(RUNS[:3])}")
     args = parser.parse_args()
     capture = json.loads(ROUND_TRIPS.read_text())

@@ -43,6 +43,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,6 +138,7 @@ class Answers:
         self.setup_node = node
         self.commands: set[str] = set()
         self.facts: dict[str, str] = {}  # a fact command (nonce as NONCE) -> what the real node printed
+        self.counts: Counter[str] = Counter()  # replies given, by kind
         for trip in document["round_trips"]:
             self.commands.add(trip["command"])
             script = _script_of(trip["command"], trip["stdin"])
@@ -157,12 +159,16 @@ class Answers:
 
     # -- replies -------------------------------------------------------------------------------
     def reply(self, host: SimHost, command: str, stdin: str) -> tuple[str, str, int]:
-        """(stdout, stderr, exit status) of ``command`` with ``stdin`` on ``host``."""
+        """(stdout, stderr, exit status) of ``command`` with ``stdin`` on ``host``; counted in
+        :attr:`counts` by kind (gather, setup) and outcome (``setup failed``: refused)."""
         if command == "sh -s" and stdin.startswith("#!/bin/sh\n# provision ") and "fact capture" in stdin.split("\n", 2)[1]:
-            return self._gather(host, stdin)
-        if command in self.commands:
-            return self._setup(host, _script_of(command, stdin))
-        return "", f"sh: simulated node {host.name}: no capture answers this command\n", 127
+            kind, answer = "gather", self._gather(host, stdin)
+        elif command in self.commands:
+            kind, answer = "setup", self._setup(host, _script_of(command, stdin))
+        else:
+            kind, answer = "unknown", ("", f"sh: simulated node {host.name}: no capture answers this command\n", 127)
+        self.counts[kind + (" failed" if answer[2] else "")] += 1
+        return answer
 
     def _gather(self, host: SimHost, script: str) -> tuple[str, str, int]:
         nonce = _NONCE.search(script)
@@ -214,7 +220,7 @@ def _frames(stdout: str) -> dict[tuple[str, tuple[int, ...]], str]:
 
 
 # -- the server processes ------------------------------------------------------------------------
-async def _serve(hosts: list[SimHost], answers: Answers, client_key: str, port: int, deadline: float) -> None:
+async def _serve(hosts: list[SimHost], answers: Answers, client_key: str, port: int, deadline: float, counts: Path) -> None:
     import asyncssh
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ed25519
@@ -263,6 +269,15 @@ async def _serve(hosts: list[SimHost], answers: Answers, client_key: str, port: 
                 reuse_address=True,
             )
         )
+    asked = 0
+
+    def write_counts() -> None:  # on SIGUSR1: the replies so far, and how many times asked
+        nonlocal asked
+        asked += 1
+        counts.with_suffix(".tmp").write_text(json.dumps({"asked": asked, **answers.counts}))
+        counts.with_suffix(".tmp").replace(counts)
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, write_counts)
     print(f"ready {len(servers)}", flush=True)
     parent = os.getppid()
     while time.monotonic() < deadline and os.getppid() == parent:  # the deadline, or the bench gone
@@ -288,7 +303,8 @@ def serve_main(argv: list[str]) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # a listener per host plus the connections
     hosts = read_hosts(args.hosts)[args.first : args.first + args.count]
-    asyncio.run(_serve(hosts, Answers(args.probe_captures, args.round_trips), args.client_key, args.port, deadline))
+    counts = args.hosts.parent / f"counts-{args.first}.json"
+    asyncio.run(_serve(hosts, Answers(args.probe_captures, args.round_trips), args.client_key, args.port, deadline, counts))
 
 
 class SimCluster:
@@ -311,6 +327,7 @@ class SimCluster:
         self.key = work / "id_ed25519"
         self.hosts: list[SimHost] = []
         self.startup_seconds = 0.0
+        self.asked = 0  # times replies() asked the processes for their counts
 
     def __enter__(self) -> SimCluster:
         started = time.monotonic()
@@ -369,6 +386,27 @@ class SimCluster:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+    def replies(self) -> Counter[str]:
+        """The replies every server process has given so far, by kind (see :meth:`Answers.reply`)."""
+        self.asked += 1
+        for process in self.processes:
+            process.send_signal(signal.SIGUSR1)
+        total: Counter[str] = Counter()
+        for first in range(0, self.count, HOSTS_PER_PROCESS):
+            path = self.work / f"counts-{first}.json"
+            for _ in range(500):  # the process writes them within a moment
+                try:
+                    counts = json.loads(path.read_text())
+                    if counts.pop("asked") == self.asked:
+                        break
+                except (OSError, ValueError, KeyError):
+                    pass
+                time.sleep(0.02)
+            else:
+                raise RuntimeError(f"a simulated-node server did not report its counts ({path})")
+            total.update(counts)
+        return total
 
     def server_cpu(self) -> float:
         """CPU seconds (user+sys) the server processes have used so far (read from /proc)."""
