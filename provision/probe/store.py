@@ -40,16 +40,16 @@ def save_hosts(
     Returns ``{host: why}`` for the hosts not saved (the others are); a facts folder that
     cannot be used raises (:class:`UnsafeFileError`, OSError) and saves none.
 
-    Hosts are saved in batches of :func:`batch_size` (a host's folder stays open until its batch
-    is in place). The facts folder is made 0755 when missing (users plan from its JSON files, mode 0644); each
+    The facts folder is made 0755 when missing (users plan from its JSON files, mode 0644); each
     host's raw captures go in ``<host>/``, made 0700, each file 0600 (raw node text, or a replayed
     folder's text: shown to no one else). The folders must be yours or root's and writable by no
     one else (OpenSSH's StrictModes rule), and no name is followed if it is a link.
 
-    Every file is written as a new temporary file; a batch costs one sync of the filesystem,
-    then the renames, then one more sync (:class:`provision.files.StagedFiles`): a crash
-    leaves each file whole, old or new, never half written, and a host's JSON is renamed after
-    its captures.
+    Hosts are saved in batches of :func:`batch_size` (a host's folder stays open until its batch
+    is in place). Every file is written as a new temporary file; a batch costs one sync of the
+    filesystem, then the renames, then one more sync (:class:`provision.files.StagedFiles`): a
+    crash leaves each file whole, old or new, never half written, and a host's JSON is renamed
+    after its captures.
 
     Only known capture names become files, and only inside the host's folder: a name is
     something a node sent (see :func:`provision.probe.gather.split_output`), so it is checked here
