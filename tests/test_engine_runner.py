@@ -513,3 +513,31 @@ def test_two_inventory_hosts_with_one_node_name_are_bad_input_before_any_host(tm
     with pytest.raises(BadInput, match=r"host n1\.b: NodeName 'n1' is also host n1\.a's"):
         make(tmp_path, SLURM_NODE_LINES.format(facts=folder), hosts=("n1.a", "n1.b"))
     assert list(tmp_path.glob("n1.*/*")) == []
+
+
+def test_whole_cluster_filters_are_derived_once_per_play(tmp_path, monkeypatch):
+    """Issue 37: templates get hostvars as a snapshot made after each play and play_hosts as one
+    tuple per play, so the home writer (asked by each task on each host) is found once per play:
+    scanning every host on every ask was O(hosts²), most of a no-change run's CPU at 1024 hosts."""
+    import provision.templating.filters as filters
+
+    scans, scan = [], filters._home_writer
+
+    def counted(*args):
+        scans.append(args)
+        return scan(*args)
+
+    monkeypatch.setattr(filters, "_home_writer", counted)
+    task = """
+    - file: {path: "{{ root }}/%s", content: "x"}
+      when: (hostvars | home_writer(play_hosts, true)) == inventory_hostname
+"""
+    first_round_trip = "- hosts: all\n  tasks: []\n"  # hosts answer here: hostvars live from the next play on
+    playbook = first_round_trip + "- hosts: all\n  tasks:" + task % "first" + "- hosts: all\n  tasks:" + task % "second"
+    hosts = tuple(f"h{i:02d}" for i in range(1, 13))
+    report = make(tmp_path, playbook=playbook, hosts=hosts).run()
+    assert report.ok and sorted(p.name for p in (tmp_path / "h01").iterdir()) == ["first", "second"]
+    assert not any(list((tmp_path / h).iterdir()) for h in hosts[1:])
+    running = [args for args in scans if isinstance(args[0], dict)]  # before the run hostvars is not known yet (Undefined)
+    assert len(running) == 2 and all(isinstance(args[0], filters.HostVars) for args in running)
+    assert running[0][0] is not running[1][0]  # each play its own snapshot

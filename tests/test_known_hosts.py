@@ -170,3 +170,34 @@ def test_file_reread_after_change_and_missing_files(tmp_path):
     with path.open("a") as handle:
         handle.write(f"node1 ecdsa-sha2-nistp256 {paramiko.ECDSAKey.generate().get_base64()}\n")
     assert [e.key_type for e in entries_for("node1", files)] == ["ssh-ed25519", "ecdsa-sha2-nistp256"]
+
+
+def test_a_file_that_grows_is_read_again_from_where_it_was(tmp_path, monkeypatch):
+    """Issue 37: --accept-new-host-keys appends a line per new host, and each next host's lookup
+    read the file again: the whole file was parsed each time (O(hosts²) lines for a first probe of
+    4096 hosts). Only the appended lines are parsed now, with the same entries and line numbers as
+    a fresh read of the whole file, the unfinished last line included."""
+    import provision.transport.known_hosts as known_hosts
+
+    parsed = []
+    monkeypatch.setattr(known_hosts, "parse_line", lambda text, path, n: parsed.append(n) or parse_line(text, path, n))
+    path = tmp_path / "known_hosts"
+    files = KnownHostsFiles((path,), ())
+    keys = [new_key().get_base64() for _ in range(3)]
+    for index in range(300):
+        with path.open("a") as handle:
+            handle.write(f"# node {index}\n[10.0.{index // 250}.{index % 250}]:22 ssh-ed25519 {keys[index % 3]}\n")
+        assert len(entries_for(f"[10.0.{index // 250}.{index % 250}]:22", files)) == 1
+    assert len(parsed) == 600  # each line once (a whole read per lookup: 90300)
+    with path.open("a") as handle:
+        handle.write(f"node1,node2 ssh-ed25519 {keys[0]}")  # no newline yet: read, and read again once finished
+    assert [e.line for e in entries_for("node2", files)] == [601]
+    with path.open("a") as handle:
+        handle.write(f" comment\n|1|{'A' * 28}|{'B' * 28} ssh-ed25519 {keys[1]}\nnode* ssh-ed25519 {keys[2]}\n")
+    grown = {name: entries_for(name, files) for name in ("node1", "node2", "nodeX", "[10.0.1.49]:22", "[10.0.0.0]:22")}
+    assert len(parsed) == 604
+    known_hosts._cache.clear()  # a fresh read of the whole file finds the same entries
+    assert {name: entries_for(name, files) for name in grown} == grown
+    assert [e.line for e in grown["node1"]] == [601, 603] and [e.line for e in grown["[10.0.1.49]:22"]] == [600]
+    path.write_text(f"node1 ssh-ed25519 {keys[2]}\n")  # rewritten in place, other lines: read whole
+    assert [(e.line, e.blob) for e in entries_for("node1", files)] == [(1, base64.b64decode(keys[2]))]

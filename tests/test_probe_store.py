@@ -119,3 +119,39 @@ def test_raw_captures_are_private_even_in_a_folder_an_older_version_made(tmp_pat
     assert (tmp_path / "facts" / "minsky").stat().st_mode & 0o777 == 0o700
     assert {p.stat().st_mode & 0o777 for p in (tmp_path / "facts" / "minsky").iterdir()} == {0o600}
     assert (tmp_path / "facts" / "minsky.json").stat().st_mode & 0o777 == 0o644
+
+
+# Issue 37: run in a child with RLIMIT_NOFILE's soft limit at 128, as a login session's 1024 is to 4096 hosts.
+_MANY_HOSTS = r"""
+import dataclasses, resource, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from conftest import capture_dir
+from provision.probe.gather import Capture
+from provision.probe.run import facts_from_captures
+from provision.probe.store import batch_size, save_hosts
+resource.setrlimit(resource.RLIMIT_NOFILE, (128, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+captures = {n: Capture(n, 0, t, "") for n, t in capture_dir("minsky").items()}
+facts = facts_from_captures("minsky", captures).facts
+hosts = [(dataclasses.replace(facts, host=f"n{i:04d}"), captures) for i in range(300)]
+print(batch_size(), save_hosts(Path(sys.argv[1]), hosts))
+"""
+
+
+def test_more_hosts_than_open_files_are_all_saved(tmp_path):
+    """300 hosts with 128 open files allowed: saved in batches, each batch's folders closed before
+    the next (one batch for all ran out of descriptors, and no host at all was saved)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _MANY_HOSTS, str(tmp_path / "facts"), str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["32", "{}"]
+    assert len(list((tmp_path / "facts").glob("*.json"))) == 300
+    assert load_host(tmp_path / "facts", "n0299").host == "n0299"
+    assert set(read_capture_dir(tmp_path / "facts" / "n0150")) == {"numactl-H", "ppc64_cpu-info", "openmpi"}

@@ -1,6 +1,8 @@
 """`provision setup-cluster` bad input: one line, exit 2, before any host is touched (the
 inventory's hosts are unreachable, so touching one would give exit 1 instead)."""
 
+import json
+
 import pytest
 
 from conftest import run_cli
@@ -175,3 +177,69 @@ def test_syntax_check_touches_no_host(tmp_path):
     assert "RECAP" not in done.stdout and "unreachable" not in done.stdout
     broken = run_cli(*layout(tmp_path, {"group_vars/all.yml": "cluster_users: [{name: 'a;b', uid: 2001}]\n"}), "--syntax-check")
     assert broken.returncode == 2 and "group_vars/all.yml (host w1): cluster_users[0]: user name" in broken.stderr
+
+
+def test_recap_of_many_hosts_folds_hosts_alike(tmp_path):
+    """Issue 37: above a screenful of hosts, one recap line per group of hosts with the same counts
+    and message (the failed first), not a line per host; every host stays in --json."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "hosts:\n"
+        + "".join(f"  n{i:02d}: {{address: 127.0.0.1, port: 1}}\n" for i in range(1, 41))
+        + "vars:\n  cluster_users: []\n"
+    )
+    args = ["setup-cluster", "-i", str(inventory), "--known-hosts", str(tmp_path / "kh"), "--tags", "users"]
+    done = run_cli(*args)
+    assert done.returncode == 1
+    recap = done.stdout.split("RECAP\n", 1)[1].splitlines()
+    assert recap[0] == "n[01-40] (40 hosts) : ok=0 changed=0 unreachable=1 failed=0 skipped=0", done.stdout
+    assert recap[1].startswith("  unreachable: ") and "<host>" not in recap[1] and len(recap) == 2, recap
+    as_json = run_cli(*args, "--json")
+    assert len(json.loads(as_json.stdout)["recap"]) == 40
+
+
+def test_recap_groups_put_failures_first_and_read_each_host_as_host():
+    from provision.cli.setup_cmd import recap_groups
+    from provision.engine.recap import Recap
+
+    recaps = [Recap(f"w{i:03d}", ok=8) for i in range(1, 98)]
+    recaps += [Recap(h, unreachable=1, message=f"timeout: {h} gave no SSH answer within 10s") for h in ("w098", "w099")]
+    recaps.append(Recap("w100", ok=8, changed=1))
+    lines = [(r.host, r.line(), r.message) for r in recap_groups(recaps)]
+    assert lines == [
+        (
+            "w[098-099] (2 hosts)",
+            "w[098-099] (2 hosts) : ok=0 changed=0 unreachable=1 failed=0 skipped=0",
+            "timeout: <host> gave no SSH answer within 10s",
+        ),
+        ("w[001-097] (97 hosts)", "w[001-097] (97 hosts) : ok=8 changed=0 unreachable=0 failed=0 skipped=0", ""),
+        ("w100", "w100 : ok=8 changed=1 unreachable=0 failed=0 skipped=0", ""),
+    ]
+    few = recaps[:3]
+    assert recap_groups(few) == few  # a screenful: each host its own line, as before
+
+
+def test_live_view_of_many_hosts_is_one_line_of_counts_and_the_hosts_at_work():
+    """Issue 37: the live view is drawn from the state at rich's refresh, never rebuilt per update
+    (a table of every host rebuilt at each of their updates was O(hosts²): 1024 hosts did not
+    finish in 300 s); above a screenful it is bounded."""
+    import io
+
+    from rich.console import Console
+
+    from provision.cli.setup_cmd import HOST_ROWS, _Live
+
+    live = _Live([f"h{i:04d}" for i in range(4096)], None, quiet=False)
+    for i in range(4096):
+        live.host(f"h{i:04d}", "reading state")
+        live.host(f"h{i:04d}", "done" if i % 3 else ("stopped: timeout" if i % 2 else "cluster user with a fixed uid"))
+    out = io.StringIO()
+    Console(file=out, width=100).print(live)
+    shown = out.getvalue().splitlines()
+    assert shown[0].split() == ["4096", "hosts", "2730", "done,", "683", "stopped,", "0", "waiting,", "683", "at", "work"]
+    assert len(shown) == 1 + HOST_ROWS // 2 and shown[1].split()[0] == "h0000"
+    few = _Live(["a", "b"], None, quiet=False)
+    few.host("b", "done")
+    out = io.StringIO()
+    Console(file=out, width=100).print(few)
+    assert [line.split() for line in out.getvalue().splitlines()] == [["a", "waiting"], ["b", "done"]]

@@ -263,3 +263,28 @@ def test_home_writer_is_a_host_that_answered():
     assert home_writer(hostvars, ["n1", "n2"], True) == "n2"
     with pytest.raises(TemplateError, match="not true, false or auto"):
         home_writer(hostvars, ["n1", "n2"], "maybe")
+
+
+def test_home_writer_is_derived_once_per_snapshot_and_play(monkeypatch):
+    """Issue 37: each task on each host asks for the home writer (22 times per host in the
+    built-in playbook), and each answer scanned every host: O(hosts²). Given the engine's
+    snapshot of hostvars (a new one after each play, never changed in place) and its play_hosts
+    tuple, the scan runs once for them; the same answer as without the snapshot."""
+    import provision.templating.filters as filters
+    from provision.templating.filters import HostVars
+
+    scans, scan = [], filters._home_writer
+
+    def counted(*args):
+        scans.append(args)
+        return scan(*args)
+
+    monkeypatch.setattr(filters, "_home_writer", counted)
+    plain = {f"n{i}": _node(f"n{i}", f"10.0.{i // 250}.{i % 250}", home=NFS_HOME) for i in range(1, 1001)}
+    snapshot, hosts = HostVars(plain), tuple(plain)
+    assert {home_writer(snapshot, hosts, "auto") for _ in range(500)} == {"n1"}
+    assert home_writer(snapshot, hosts, False) is None and len(scans) == 2  # once per (play, setting)
+    assert home_writer(HostVars(plain), hosts, "auto") == "n1" and len(scans) == 3  # the next play's snapshot
+    assert home_writer(plain, list(hosts), "auto") == "n1" and len(scans) == 4  # no snapshot: computed each time
+    with pytest.raises(TypeError, match="snapshot"):
+        snapshot.update({"n1": {}})

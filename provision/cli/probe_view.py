@@ -27,12 +27,9 @@ def row_of(result: ProbeResult) -> tuple[str, ...]:
 
 
 def _hostlist(names: list[str]) -> str:
-    from provision.plans.hostlist import HostlistError, fold
+    from provision.plans.hostlist import folded
 
-    try:
-        return fold(names)
-    except HostlistError:  # a name no hostlist can hold: list them
-        return ",".join(names)
+    return folded(names)
 
 
 def summary_lines(results: list[ProbeResult]) -> list[str]:

@@ -20,6 +20,7 @@ from provision.operations.base import StateKey
 from provision.playbook.model import Play, Task
 from provision.playbook.variables import Variables
 from provision.resources import resource_dir
+from provision.templating.filters import HostVars
 from provision.transport.options import SshOptions
 from provision.transport.parallel import fan_out
 
@@ -194,12 +195,12 @@ class Runner:
             for name, host in self.hosts.items()
         }
         self.known = {name: self.cache.load(name) for name in self.inventory.hosts}
-        fill_hostvars(self.hostvars, self.inventory, runs, self.known)
+        self._fill_hostvars(runs)
         try:
             # Threads only (workers=1): each host's session and state live across plays in this process.
             for play, hosts in zip(self.plays, self.play_hosts, strict=True):
                 fan_out(hosts, lambda h, play=play: self._play_on_host(play, runs[h.name]), self.options.forks, workers=1)
-                fill_hostvars(self.hostvars, self.inventory, runs, self.known)
+                self._fill_hostvars(runs)
             if not self.options.check:
                 kept = {t.register for p in self.plays for t in (*p.tasks, *p.handlers) if t.register and not t.no_log}
                 save_records(self.cache, self.inventory, runs, self.hostvars, self.known, kept)
@@ -209,6 +210,11 @@ class Runner:
                     list(runs.values()), lambda r: r.session.close(), self.options.forks, on_error=lambda _r, _e: None, workers=1
                 )
         return report_of(runs)
+
+    def _fill_hostvars(self, runs: dict[str, HostRun]) -> None:
+        """Every host's variables as they stand now; the templates get a new snapshot of them."""
+        fill_hostvars(self.hostvars, self.inventory, runs, self.known)
+        self.render.hostvars = HostVars(self.hostvars)
 
     def _play_on_host(self, play: Play, run: HostRun) -> None:
         if run.failed or run.unreachable:

@@ -54,12 +54,13 @@ class Render:
     variables: Variables
     plays: list[Play]
     play_hosts: list[list[Host]]
-    hostvars: dict[str, dict]
+    hostvars: dict[str, dict]  # a HostVars snapshot, replaced after each play (Runner.run)
     tags: frozenset[str] | None = None
     template_dirs: tuple = ()
     # secrets asked at the prompt, by operation and user ({"jupyter_config": {"alice": "..."}}):
     # given to that operation as its ``password`` argument, never written to a variable or a file
     prompted: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    names: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)  # each play's host names, made once
 
     def context(self, host: Host, play: Play, run: HostRun | None, item: Any = NO_ITEM) -> dict:
         """Variables for one task on one host (``run`` None: before any host is touched)."""
@@ -71,7 +72,10 @@ class Render:
             ctx.update(run.registered)
             ctx["facts"] = run.identity()
             ctx["hostvars"] = self.hostvars
-            ctx["play_hosts"] = [h.name for h in self.play_hosts[self.plays.index(play)]]
+            number = self.plays.index(play)
+            if number not in self.names:  # once per play, not per task and host (O(hosts²), issue 37)
+                self.names[number] = tuple(h.name for h in self.play_hosts[number])
+            ctx["play_hosts"] = self.names[number]
         if item is not NO_ITEM:
             ctx["item"] = item
         return ctx

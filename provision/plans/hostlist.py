@@ -98,6 +98,19 @@ def fold(names: list[str] | tuple[str, ...]) -> str:
     return ",".join(parts)
 
 
+def folded(names: list[str] | tuple[str, ...]) -> str:
+    """:func:`fold`, or the names joined by commas when one cannot be folded (a name with ``[``,
+    ``]``, ``,`` or white space): for a line that stands for many hosts.
+
+    >>> folded(["n1", "n2", "n3"]), folded(["a[1]", "b"])
+    ('n[1-3]', 'a[1],b')
+    """
+    try:
+        return fold(names)
+    except HostlistError:
+        return ",".join(names)
+
+
 def expand(hostlist: str) -> list[str]:
     """``node[01-03,07],gpu8`` -> ``["node01", "node02", "node03", "node07", "gpu8"]`` (in order).
 

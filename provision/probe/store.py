@@ -6,9 +6,11 @@ facts directory can itself be replayed.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
+import resource
 import shlex
 from collections.abc import Iterable
 from pathlib import Path
@@ -43,34 +45,57 @@ def save_hosts(
     folder's text: shown to no one else). The folders must be yours or root's and writable by no
     one else (OpenSSH's StrictModes rule), and no name is followed if it is a link.
 
-    Every file is written as a new temporary file; the whole batch costs one sync of the
-    filesystem, then the renames, then one more sync (:class:`provision.files.StagedFiles`): a crash
-    leaves each file whole, old or new, never half written, and a host's JSON is renamed after
-    its captures.
+    Hosts are saved in batches of :func:`batch_size` (a host's folder stays open until its batch
+    is in place). Every file is written as a new temporary file; a batch costs one sync of the
+    filesystem, then the renames, then one more sync (:class:`provision.files.StagedFiles`): a
+    crash leaves each file whole, old or new, never half written, and a host's JSON is renamed
+    after its captures.
 
     Only known capture names become files, and only inside the host's folder: a name is
     something a node sent (see :func:`provision.probe.gather.split_output`), so it is checked here
     again, before writing anything of that host.
     """
     problems: dict[str, str] = {}
-    top = None
-    with StagedFiles() as staged:
-        for facts, captures in hosts:
-            mark = staged.mark()
-            try:
-                _check_host(facts, captures)
-                if top is None:  # made only when there is something to save
-                    top = staged.keep_open(private_dir(facts_dir, mode=0o755))
-                _stage_host(staged, top, facts_dir, facts, captures)
-            except (ProvisionError, OSError) as error:
-                staged.discard(mark)
-                if raise_first:
-                    raise
-                where = getattr(error, "filename", None)
-                problems[facts.host] = (
-                    f"{where}: {error.strerror}" if isinstance(error, OSError) and where and error.strerror else str(error)
-                )
+    pending = iter(hosts)
+    size = batch_size()
+    while batch := list(itertools.islice(pending, size)):
+        top = None
+        with StagedFiles() as staged:
+            for facts, captures in batch:
+                mark = staged.mark()
+                try:
+                    _check_host(facts, captures)
+                    if top is None:  # made only when there is something to save
+                        top = staged.keep_open(private_dir(facts_dir, mode=0o755))
+                    _stage_host(staged, top, facts_dir, facts, captures)
+                except (ProvisionError, OSError) as error:
+                    staged.discard(mark)
+                    if raise_first:
+                        raise
+                    where = getattr(error, "filename", None)
+                    problems[facts.host] = (
+                        f"{where}: {error.strerror}" if isinstance(error, OSError) and where and error.strerror else str(error)
+                    )
     return problems
+
+
+BATCH_MOST = 256  # hosts per batch at most: 2 syncs per 256 hosts cost little next to their writes
+
+
+def batch_size() -> int:
+    """Hosts saved per batch (one sync before their renames, one after): each host's folder stays
+    open until its batch is renamed into place, so a batch holds at most a quarter of the open
+    files this process may have (RLIMIT_NOFILE's soft limit, often 1024), and at most
+    :data:`BATCH_MOST`. One batch for every host ran out of descriptors at 1024 hosts, and every
+    host of the run went unsaved (issue 37).
+
+    >>> 16 <= batch_size() <= BATCH_MOST
+    True
+    """
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return BATCH_MOST
+    return max(16, min(BATCH_MOST, soft // 4))
 
 
 def _check_host(facts: HostFacts, captures: dict[str, Capture]) -> None:

@@ -147,10 +147,46 @@ def home_shared(homes: list) -> bool:
     return len({(h["fs"], h.get("source"), str(h.get("id", "")).rpartition(":")[2]) for h in homes}) == 1
 
 
-def home_writer(hostvars: Any, play_hosts: list, setting: Any = "auto") -> str | None:
+class HostVars(dict):
+    """``hostvars`` as the engine gives it to templates: every host's variables, a snapshot made
+    anew after each play and never changed in place (changing it raises TypeError), so that what
+    a filter derives from the whole cluster holds for the play and is computed once
+    (:func:`home_writer`), not once per task and host: that was O(hosts²) per run, the most
+    of a no-change run's controller CPU at 1024 hosts (issue 37).
+
+    >>> snapshot = HostVars({"n1": {}})
+    >>> snapshot["n2"] = {}
+    Traceback (most recent call last):
+    TypeError: hostvars is a snapshot: it is not changed in place
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.derived: dict[tuple, tuple] = {}  # (filter, id of its arguments) -> (the arguments, result)
+
+    def _refuse(self, *_args, **_kwargs):
+        raise TypeError("hostvars is a snapshot: it is not changed in place")
+
+    __setitem__ = __delitem__ = __ior__ = update = setdefault = pop = popitem = clear = _refuse
+
+
+def home_writer(hostvars: Any, play_hosts: Any, setting: Any = "auto") -> str | None:
     """The one node that writes the users' key pairs and authorized_keys when /home is shared
     (``shared_home: true``, or ``auto`` and detected by :func:`home_shared`): the first host of
-    the play that answered this run. None when every node has its own /home."""
+    the play that answered this run. None when every node has its own /home. Computed once per
+    snapshot of :class:`HostVars` and play (``play_hosts`` as the engine gives it, a tuple)."""
+    if isinstance(hostvars, HostVars) and isinstance(play_hosts, tuple) and isinstance(setting, (str, bool, type(None))):
+        key = ("home_writer", id(play_hosts), setting)
+        found = hostvars.derived.get(key)
+        if found is not None and found[0] is play_hosts:
+            return found[1]
+        result = _home_writer(hostvars, play_hosts, setting)
+        hostvars.derived[key] = (play_hosts, result)  # the tuple kept: its id is not reused meanwhile
+        return result
+    return _home_writer(hostvars, play_hosts, setting)
+
+
+def _home_writer(hostvars: Any, play_hosts: Any, setting: Any) -> str | None:
     hostvars = hostvars or {}
     live = [h for h in play_hosts or [] if h in hostvars and not hostvars[h].get("cached") and not hostvars[h].get("unknown")]
     if setting in (False, "false", "no", None) or not live:

@@ -227,12 +227,45 @@ def _index(entries: list[KnownEntry]) -> _Parsed:
     return _Parsed({k: tuple(v) for k, v in exact.items()}, tuple(hashed), tuple(other))
 
 
-_cache: dict[Path, tuple[tuple[int, int, int], _Parsed]] = {}
+def _extend(base: _Parsed, entries: list[KnownEntry]) -> _Parsed:
+    """``base`` with ``entries`` (later lines) indexed too; ``base`` itself is left as it was
+    (another thread may be reading it)."""
+    if not entries:
+        return base
+    more = _index(entries)
+    exact = dict(base.exact)
+    for name, found in more.exact.items():
+        exact[name] = exact.get(name, ()) + found
+    return _Parsed(exact, base.hashed + more.hashed, base.other + more.other)
+
+
+def _entries(text: str, path: Path, before: int) -> tuple[int, list[KnownEntry]]:
+    """The lines of ``text`` (numbered from ``before`` + 1): how many, and their entries."""
+    lines = text.splitlines()
+    return len(lines), [e for n, line in enumerate(lines, before + 1) if (e := parse_line(line, path, n)) is not None]
+
+
+@dataclass(frozen=True)
+class _Version:
+    """A file as last read: its stamp, its bytes up to the last newline and their line count and
+    entries (``whole``), and the entries with an unfinished last line too (``parsed``)."""
+
+    stamp: tuple[int, int, int]
+    head: bytes
+    lines: int
+    whole: _Parsed
+    parsed: _Parsed
+
+
+_cache: dict[Path, _Version] = {}
 _cache_lock = threading.Lock()
 _EMPTY = _Parsed({}, (), ())
 
 
 def _read(path: Path) -> _Parsed:
+    """``path``'s entries, indexed; re-read when its stamp changes. A file that only grew (keys
+    appended, as --accept-new-host-keys and ssh do) has only its new lines parsed: a probe that
+    learned 4096 hosts' keys re-parsed the whole file for each next host, O(hosts²) (issue 37)."""
     try:
         stat = path.stat()
     except OSError:
@@ -240,16 +273,24 @@ def _read(path: Path) -> _Parsed:
     stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
     with _cache_lock:
         cached = _cache.get(path)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
+        if cached is not None and cached.stamp == stamp:
+            return cached.parsed
     try:
-        text = path.read_text(errors="replace")
+        data = path.read_bytes()
     except OSError:
         return _EMPTY
-    parsed = _index([e for n, line in enumerate(text.splitlines(), 1) if (e := parse_line(line, path, n)) is not None])
+    if cached is not None and cached.stamp[0] == stamp[0] and data.startswith(cached.head):
+        start, before, base = len(cached.head), cached.lines, cached.whole  # the same lines, and more after them
+    else:
+        start, before, base = 0, 0, _EMPTY
+    cut = data.rfind(b"\n", start) + 1 or start  # the new complete lines end there; an unfinished one follows
+    count, complete = _entries(data[start:cut].decode(errors="replace"), path, before)
+    whole = _extend(base, complete)
+    _, unfinished = _entries(data[cut:].decode(errors="replace"), path, before + count)
+    version = _Version(stamp, data[:cut], before + count, whole, _extend(whole, unfinished))
     with _cache_lock:
-        _cache[path] = (stamp, parsed)
-    return parsed
+        _cache[path] = version
+    return version.parsed
 
 
 def entries_for(name: str, files: KnownHostsFiles) -> list[KnownEntry]:

@@ -3,6 +3,12 @@ and SFTP uploads into a private folder (``make_private_dir``, ``put_file``). Bui
 :func:`provision.transport.connection.open_connection` (same ssh config,
 strict host keys, ProxyJump); ``localhost`` runs locally with no SSH.
 
+A process keeps at most :func:`open_limit` sessions connected at once: past it, opening one closes
+the least recently used idle one, which connects again (its host key checked again) if it is
+used again. Each connection holds a socket, a paramiko thread and its buffers; a run keeps its
+hosts' sessions between plays, and at 1024 hosts that was a descriptor and a thread per host,
+past RLIMIT_NOFILE's usual soft limit of 1024 (issue 37).
+
 Stdin is written to the remote command and then closed, so scripts and secrets (a sudo
 password) travel on stdin, never on a command line.
 """
@@ -12,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import os
+import resource
 import secrets
 import shutil
 import socket
@@ -19,21 +26,86 @@ import stat
 import subprocess
 import threading
 import time
+from collections import OrderedDict
 
 from provision.inventory.model import Host
 from provision.transport.channel import ChannelFailure, CommandTimeout, sftp_put
 from provision.transport.connection import describe_failure, open_connection, run_on_connection
 from provision.transport.options import CommandResult, HostFailure, SshOptions
 
+# Connections kept open at most, whatever RLIMIT_NOFILE allows (64: the default --forks). An idle
+# paramiko connection is not free: its thread wakes ten times a second (a 0.1 s socket timeout),
+# about 2 ms of CPU per second each; a no-change run of 1024 simulated hosts took 26.8 s of CPU
+# with 256 kept open, 18.5 s with 64 (issue 37). Reconnecting costs one handshake (~10 ms).
+OPEN_MOST = 64
+
+
+def open_limit() -> int:
+    """How many sessions a process keeps connected at once: a quarter of the open files it may
+    have (RLIMIT_NOFILE's soft limit), at least 16 and at most :data:`OPEN_MOST`; sessions in use
+    are never closed, so more are open while more commands run at once (``--forks``).
+
+    >>> 16 <= open_limit() <= OPEN_MOST
+    True
+    """
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return OPEN_MOST if soft == resource.RLIM_INFINITY else max(16, min(OPEN_MOST, soft // 4))
+
+
+class _Connected:
+    """The sessions of this process that hold a connection, the least recently used first."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sessions: OrderedDict[int, Session] = OrderedDict()
+
+    def used(self, session: Session) -> None:
+        with self._lock:
+            self._sessions[id(session)] = session
+            self._sessions.move_to_end(id(session))
+
+    def opened(self, session: Session) -> None:
+        """``session`` connected: past :func:`open_limit`, close the least recently used idle ones
+        (a session whose lock is held is running a command: left alone)."""
+        self.used(session)
+        with self._lock:
+            over = len(self._sessions) - open_limit()
+            oldest = [s for s in self._sessions.values() if s is not session] if over > 0 else []
+        for other in oldest:
+            if over <= 0:
+                break
+            if other._lock.acquire(blocking=False):
+                try:
+                    other.close()
+                finally:
+                    other._lock.release()
+                over -= 1
+
+    def closed(self, session: Session) -> None:
+        with self._lock:
+            self._sessions.pop(id(session), None)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+
+CONNECTED = _Connected()
+if hasattr(os, "register_at_fork"):  # a forked worker holds none of its parent's connections
+    os.register_at_fork(after_in_child=lambda: CONNECTED.__init__())
+
 
 class Session:
-    """One host's connection, opened on first use and closed by :meth:`close` (or ``with``)."""
+    """One host's connection, opened on first use and closed by :meth:`close` (or ``with``); it
+    may be closed meanwhile when too many are open (:func:`open_limit`), and connects again on
+    its next use."""
 
     def __init__(self, host: Host, options: SshOptions):
         self.host, self.options = host, options
         self._connection = None
         self.round_trips = 0
         self._lock = threading.Lock()
+        self._verified: str | None = None  # of the last connection, kept when it is closed
+        self._address: str | None = None
 
     def __enter__(self) -> Session:
         return self
@@ -52,6 +124,8 @@ class Session:
         except Exception as error:  # noqa: BLE001 - every failure becomes one line for this host
             raise describe_failure(error, self.options, connection) from None
         self._connection = connection
+        self._verified, self._address = self.verified_host_key(), self.connected_address()
+        CONNECTED.opened(self)
 
     def run(self, command: str, stdin: bytes | str | None = None, timeout: float | None = None) -> CommandResult:
         """Run ``command`` with ``stdin`` fed then closed. A non-zero exit is a result; a broken
@@ -63,6 +137,7 @@ class Session:
             if self.host.is_local:
                 return self._run_local(command, data, timeout)
             self.open()
+            CONNECTED.used(self)
             try:
                 return self._run_remote(command, data, timeout)
             except HostFailure:
@@ -82,9 +157,12 @@ class Session:
 
     def verified_host_key(self) -> str | None:
         """``type base64`` of the host key this connection's key exchange verified against the
-        known_hosts files (None for localhost or when not connected): what a node reports about
-        its own keys is believed only when it includes this one."""
-        transport = self._connection.client.get_transport() if self._connection is not None else None
+        known_hosts files (None for localhost or when never connected): what a node reports about
+        its own keys is believed only when it includes this one. That of the last connection when
+        this one was closed since (:func:`open_limit`)."""
+        if self._connection is None:
+            return self._verified
+        transport = self._connection.client.get_transport()
         key = transport.get_remote_server_key() if transport is not None else None
         return f"{key.get_name()} {key.get_base64()}" if key is not None else None
 
@@ -95,8 +173,11 @@ class Session:
         link-local scope made plain). Through a ProxyJump hop or a ProxyCommand the controller
         holds no socket to the host: what it asked the last hop to connect to (the inventory's
         address, or ssh_config's HostName) is all it knows. Never what the node says of itself;
-        the host key was verified on this same connection before any command ran."""
-        transport = self._connection.client.get_transport() if self._connection is not None else None
+        the host key was verified on this same connection before any command ran. That of the
+        last connection when this one was closed since (:func:`open_limit`)."""
+        if self._connection is None:
+            return self._address
+        transport = self._connection.client.get_transport()
         if transport is None:
             return None
         sock = getattr(transport, "sock", None)
@@ -184,12 +265,13 @@ class Session:
         return sftp
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
+        """Close the connection (idempotent); the next use connects again."""
         if self._connection is not None:
             try:
                 self._connection.close()
             finally:
                 self._connection = None
+                CONNECTED.closed(self)
 
 
 def plain_address(peer: str) -> str:
