@@ -130,7 +130,7 @@ class _Layout:
 
 def _layout(grid: Grid) -> _Layout:
     count = len(grid.nodes)
-    cell = max(4, min(28, 760 // max(count, 1)))
+    cell = max(4, min(36, 760 // max(count, 1)))
     gap = 4 if len(set(grid.racks)) > 1 else 0
     pos, group, previous = [], 0, None
     for index, rack in enumerate(grid.racks):

@@ -58,22 +58,20 @@ def rack_order(nodes: list[str], racks: list[tuple[str, list[str]]]) -> tuple[li
     return ordered, [rack_of.get(node, "") for node in ordered]
 
 
-def _legend(scale, *, slow: bool, failed: bool) -> list[dict]:
+def _legend(scale, marks: Marks, *, slow: bool, failed: bool, untested: bool) -> list[dict]:
+    """The colour steps in figures, then only the patterns and marks this map has."""
     entries = [{"swatch": Markup(swatch(colour)), "words": words} for colour, words in scale.ranges()]
-    if slow:
-        entries.append(
-            {"swatch": Markup(swatch(scale.colours[1], pattern="pat-slow")), "words": "hatched: slow (below the threshold)"}
-        )
-    if failed:
-        entries.append({"swatch": Markup(swatch("#d9d9d9", pattern="pat-failed")), "words": "crossed: the test failed"})
-    entries += [
-        {"swatch": Markup(swatch("#f2f2f2", pattern="pat-none")), "words": "dotted: not tested (a budget or --rounds)"},
-        {"swatch": Markup(swatch("#ffffff", frame=True)), "words": "dashed row and column, ▶ at the name: bad node"},
-        {"swatch": Markup(swatch("#ffffff", ring="")), "words": "ringed cell: bad link"},
-        {"swatch": Markup(swatch("#ffffff", ring="4 2")), "words": "dashed ring: slow link (not placed)"},
-        {"swatch": Markup(swatch("#ffffff", ring="1.5 1.5")), "words": "dotted ring: test failed"},
+    verdicts = {verdict for _, _, verdict, _ in marks.links}
+    present = [
+        (slow, swatch(scale.colours[1], pattern="pat-slow"), "hatched: slow (below the threshold)"),
+        (failed, swatch("#d9d9d9", pattern="pat-failed"), "crossed: the test failed"),
+        (untested, swatch("#f2f2f2", pattern="pat-none"), "dotted: not tested (a budget or --rounds)"),
+        (bool(marks.bad_nodes), swatch("#ffffff", frame=True), "dashed row and column, ▶ at the name: bad node"),
+        ("bad link" in verdicts, swatch("#ffffff", ring=""), "ringed cell: bad link"),
+        ("slow link" in verdicts, swatch("#ffffff", ring="4 2"), "dashed ring: slow link (not placed)"),
+        ("test failed" in verdicts, swatch("#ffffff", ring="1.5 1.5"), "dotted ring: test failed"),
     ]
-    return entries
+    return entries + [{"swatch": Markup(picture), "words": words} for shown, picture, words in present if shown]
 
 
 def _coverage_words(coverage: dict) -> str:
@@ -211,6 +209,9 @@ def kind_view(number_of: int, kind: dict, check: dict, racks: list[tuple[str, li
     marks = _marks(kind, check)
     grid = Grid(tuple(ordered), tuple(rack_names))
     measured = [v for row in values for v in row if v is not None]
+    untested = any(
+        values[i][j] is None and (i, j) not in failed for i in range(len(ordered)) for j in range(len(ordered)) if i != j
+    )
     median = number(kind.get("median_gbps")) or (statistics.median(measured) if measured else 1.0)
     slow_below = number(kind.get("slow_below_gbps"))
     scale = bandwidth_scale(median)
@@ -224,7 +225,13 @@ def kind_view(number_of: int, kind: dict, check: dict, racks: list[tuple[str, li
         "judged": _judged_words(kind, median, slow_below, len(links)),
         "coverage": _coverage_words(fields(check.get("coverage")) if check else {}),
         "svg": Markup(heatmap(ident, caption, grid, values, scale, marks, slow_below=slow_below, failed=frozenset(failed))),
-        "legend": _legend(scale, slow=slow_below is not None, failed=bool(failed)),
+        "legend": _legend(
+            scale,
+            marks,
+            slow=any(v < slow_below for v in measured) if slow_below else False,
+            failed=bool(failed),
+            untested=untested,
+        ),
         "marks": [f"bad node {host}: {why}" for host, why in marks.bad_nodes.items()]
         + [f"{verdict} {a}-{b}: {why}" for a, b, verdict, why in marks.links],
         "node_rows": _node_rows(ordered, rack_names, values, marks, latency),
@@ -232,18 +239,7 @@ def kind_view(number_of: int, kind: dict, check: dict, racks: list[tuple[str, li
     }
     view["link_rows"], view["links_left"] = _link_rows(links)
     if latency is not None:
-        figures = [v for row in latency for v in row if v is not None]
-        lat_median = statistics.median(figures)
-        what = "the lowest TCP round trip iperf3 saw during the test" if tcp else "ib_write_lat's typical one-way latency"
-        lat_caption = f"{name} latency: {what}, µs, one figure per pair (both of its cells)"
-        view["latency"] = {
-            "id": f"{ident}-latency",
-            "caption": lat_caption,
-            "judged": f"Median {figure(lat_median)} µs, highest {figure(max(figures))} µs: {what}. Latency is shown, "
-            "not judged; the marks are the bandwidth check's.",
-            "svg": Markup(heatmap(f"{ident}-latency", lat_caption, grid, latency, latency_scale(lat_median), marks, arrow="↔")),
-            "legend": _legend(latency_scale(lat_median), slow=False, failed=False),
-        }
+        view["latency"] = _latency_view(f"{ident}-latency", name, grid, latency, marks, failed)
     return view
 
 
@@ -257,3 +253,27 @@ def _judged_words(kind: dict, median: float, slow_below: float | None, tests: in
     if node_share is not None:
         words += f" A node slow with {node_share:.0%} of its peers (and at least 2) is a bad node."
     return words
+
+
+def _latency_view(ident: str, name: str, grid: Grid, latency: list[list[float | None]], marks: Marks, failed: set) -> dict:
+    """The latency map of a kind: scaled to its own median (high is dark), the bandwidth check's marks on it."""
+    figures = [v for row in latency for v in row if v is not None]
+    count = len(grid.nodes)
+    median = statistics.median(figures)
+    scale = latency_scale(median)
+    what = (
+        "the lowest TCP round trip iperf3 saw during the test"
+        if name.startswith("tcp")
+        else "ib_write_lat's typical one-way latency"
+    )
+    caption = f"{name} latency: {what}, µs, one figure per pair (both of its cells)"
+    return {
+        "id": ident,
+        "caption": caption,
+        "judged": f"Median {figure(median)} µs, highest {figure(max(figures))} µs: {what}. Latency is shown, "
+        "not judged; the marks are the bandwidth check's.",
+        "svg": Markup(heatmap(ident, caption, grid, latency, scale, marks, failed=frozenset(failed), arrow="↔")),
+        "legend": _legend(
+            scale, marks, slow=False, failed=bool(failed), untested=len(figures) + len(failed) < count * (count - 1)
+        ),
+    }
