@@ -38,8 +38,7 @@ def jinja_environment(*, autoescape: bool = False, **extra) -> SandboxedEnvironm
     """provision's one kind of Jinja2 environment: sandboxed, strict (an undefined variable is an
     error), trailing newlines kept, nothing HTML-escaped (``autoescape``: everything, for a web
     page). ``extra`` adds a loader or a finalizer; the templating layer adds its filters on top.
-    Jinja2 is imported here, on first use: a command
-    that renders nothing never loads it.
+    Jinja2 is imported here, on first use: a command that renders nothing never loads it.
 
     >>> jinja_environment().from_string("{{ n }} GPUs").render(n=4)
     '4 GPUs'

@@ -242,6 +242,7 @@ def test_bad_input_to_the_page_is_one_line_and_exit_2(saved: Path, tmp_path: Pat
         ("--report", str(out), "--from-json", str(newer)): "newer.json: doctor --json version 9",
         ("--from-json", str(saved)): "--from-json draws a saved run's page: add --report FILE",
         ("--report", str(out), "--from-json", str(saved), "--perf"): "leave out --perf, --drain, --json",
+        ("--report", "-", "--json", "somehost"): "--report - and --json both write to stdout",
     }
     for args, said in cases.items():
         done = run_cli("doctor", *args)
@@ -261,3 +262,25 @@ def test_the_page_is_never_written_through_a_planted_link(saved: Path, tmp_path:
     # before a run, too: the path is refused before any host is contacted
     done = run_cli("doctor", "nohost", "--report", str(out))
     assert done.returncode == 2 and "a link, a folder or a special file is there: refused" in done.stderr, done.stderr
+
+
+def test_the_nccl_all_reduce_and_what_drain_did_are_on_the_page():
+    doc = synthetic_document(10)
+    nccl = {"name": "perf nccl all_reduce", "status": "pass", "hosts": [], "fix": None, "thresholds": {}, "coverage": None}
+    nccl |= {"detail": "bus bandwidth 21.3 GB/s (nccl-tests' average over the sizes)", "bad_nodes": [], "bad_links": []}
+    doc["checks"].append(nccl)
+    doc["slurm"] = {
+        "slurm_host": "ctl",
+        "marker": "provision:",
+        "error": None,
+        "nodes": [{"host": "p3", "node": "p3", "outcome": "drained", "detail": "provision: perf tcp eth0: bad node"}],
+        "not_reached": [{"host": "p7", "why": "connect: timed out"}],
+        "bad_links": [],
+    }
+    page = report_page(doc)
+    nccl_part = page[page.index('<section id="nccl">') :]
+    assert "One all-reduce over every node's GPUs: no pairs, so no matrix." in nccl_part
+    assert "perf nccl all_reduce: bus bandwidth 21.3 GB/s" in nccl_part
+    slurm = page[page.index('<section id="slurm">') :]
+    assert "<td>p3</td><td>p3</td><td>drained</td><td>provision: perf tcp eth0: bad node</td>" in slurm
+    assert "<li>p7: connect: timed out</li>" in slurm

@@ -149,6 +149,8 @@ def doctor(
     from provision.errors import ProvisionError
 
     page_out = None if report_page is None or str(report_page) == "-" else report_page
+    if as_json and report_page is not None and page_out is None:
+        raise fail("--report - and --json both write to stdout: give --report a file")
     if from_json is not None:
         if report_page is None:
             raise fail("--from-json draws a saved run's page: add --report FILE")
