@@ -2,8 +2,8 @@
 
 Row ``i``, column ``j``: what node ``i`` sent to node ``j`` (both directions of a pair, one cell
 each). Each figure is coloured by its ratio to the median of its kind, in eight steps of a
-sequential single-hue-to-light scale (viridis: dark to light, readable in grey print and by
-colour-blind readers; the slow end is the dark end for bandwidth, the high end for latency).
+sequential scale (viridis: dark to light, readable in grey print and by colour-blind readers;
+the dark end is slow for bandwidth, high for latency).
 What colour alone must not carry has a pattern or a mark as well: a slow cell (below the check's
 threshold) is hatched, a failed test is crossed, a pair not tested is dotted; a bad node's row
 and column are outlined, a link at fault is ringed (solid: bad link, dashed: slow link, dotted:
