@@ -72,18 +72,18 @@ def _sandbox_class() -> type:
     return BoundedSandbox
 
 
-def jinja_environment(**extra) -> SandboxedEnvironment:
+def jinja_environment(*, autoescape: bool = False, **extra) -> SandboxedEnvironment:
     """provision's one kind of Jinja2 environment: sandboxed (``*`` and ``**`` bounded too), strict
-    (an undefined variable is an error), trailing newlines kept, nothing HTML-escaped. ``extra`` adds a loader or a finalizer;
-    the templating layer adds its filters on top. Jinja2 is imported here, on first use: a command
-    that renders nothing never loads it.
+    (an undefined variable is an error), trailing newlines kept, nothing HTML-escaped (``autoescape``:
+    everything, for a web page). ``extra`` adds a loader or a finalizer; the templating layer adds its
+    filters on top. Jinja2 is imported here, on first use: a command that renders nothing never loads it.
 
     >>> jinja_environment().from_string("{{ n }} GPUs").render(n=4)
     '4 GPUs'
     """
     import jinja2
 
-    return _sandbox_class()(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False, **extra)
+    return _sandbox_class()(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=autoescape, **extra)
 
 
 @lru_cache(maxsize=1)
@@ -97,3 +97,27 @@ def template_environment() -> SandboxedEnvironment:
 def render(template: str, **values) -> str:
     """Render ``templates/<template>`` with ``values``."""
     return template_environment().get_template(template).render(**values)
+
+
+def _visible(value: object) -> object:
+    """A page's finalizer: every string's control characters made visible before it is escaped
+    (markup built and escaped by provision itself, such as an SVG, passes as it is)."""
+    if isinstance(value, str) and not hasattr(value, "__html__"):
+        from provision.text import shown
+
+        return shown(value, newlines=False)
+    return value
+
+
+@lru_cache(maxsize=1)
+def page_environment() -> SandboxedEnvironment:
+    """The environment for provision's HTML pages (``templates/*.html.j2``): every value
+    HTML-escaped, its control characters made visible first. Node text lands in these pages."""
+    import jinja2
+
+    return jinja_environment(autoescape=True, finalize=_visible, loader=jinja2.FileSystemLoader(str(resource_dir("templates"))))
+
+
+def render_page(template: str, **values) -> str:
+    """Render the HTML page ``templates/<template>`` with ``values`` (:func:`page_environment`)."""
+    return page_environment().get_template(template).render(**values)

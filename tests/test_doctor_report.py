@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 
 from doctor_support import cluster, node
+from provision import __version__
 from provision.doctor.drain import DrainReport, drain_plan
 from provision.doctor.perf import PerfRun
 from provision.doctor.perf_judge import Coverage, Link
@@ -14,7 +15,7 @@ from provision.doctor.report import SCHEMA, VERSION, document, kind_document
 from provision.doctor.runner import DoctorRun, DoctorSettings, run_checks
 from provision.plans.slurm_marks import Mark
 
-CHECK_FIELDS = {"name", "status", "hosts", "detail", "bad_nodes", "bad_links", "thresholds", "coverage"}
+CHECK_FIELDS = {"name", "status", "hosts", "detail", "bad_nodes", "bad_links", "thresholds", "coverage", "fix"}
 PAIRS = [("n1", "n2"), ("n1", "n3"), ("n1", "n4"), ("n2", "n3"), ("n2", "n4"), ("n3", "n4")]
 
 
@@ -35,6 +36,10 @@ def test_every_check_has_its_fields_and_the_document_is_versioned():
     assert checks["reach + job user"]["bad_nodes"] == [{"host": "n4", "status": "fail", "why": "not reached: connect: refused"}]
     assert checks["network"]["bad_nodes"] == [{"host": "n3", "status": "fail", "why": "eth0 MTU 9000 (the others 1500)"}]
     assert checks["time"]["thresholds"] == {"clock_offset_s": 1.0} and checks["time"]["coverage"] is None
+    assert checks["time"]["fix"] is None and checks["network"]["fix"].startswith("Give every node an IPv4 address in one subnet")
+    # what a page drawn later needs: unknown here, so null or empty, never absent
+    assert shown["provision_version"] == __version__ and shown["generated_at"] is None and shown["inventory"] is None
+    assert shown["racks"] == [] and shown["layouts"] == []
 
 
 def test_a_check_that_names_a_node_only_in_its_detail_says_so_with_null():

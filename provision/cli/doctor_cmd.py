@@ -41,6 +41,8 @@ def print_checks(results, console, strict: bool = False) -> int:
     epilog="Examples:\n\n  provision doctor -i inventory/hosts.yml all --user alice\n\n"
     "  provision doctor node01 node02 --dataset /data/imagenet --deep --json\n\n"
     "  provision doctor all --perf --budget 60s\n\n"
+    "  provision doctor all --perf --report ready.html         # the page: heat maps, checks, layouts\n\n"
+    "  provision doctor --report ready.html --from-json run.json   # the same page from a saved --json\n\n"
     "  provision doctor gpu --perf --drain --slurm-host ctl      # drain in Slurm what fails, resume what was fixed\n\n"
     "  provision doctor gpu --node-script provision-node-check   # for Slurm's HealthCheckProgram and Prolog"
 )
@@ -62,6 +64,21 @@ def doctor(
             "bad links, thresholds and coverage; the bandwidth matrices; what --drain did) instead of a table.",
         ),
     ] = False,
+    report_page: Annotated[
+        Path,
+        typer.Option(
+            "--report",
+            help="Also write the readiness report to FILE ('-': stdout): one self-contained web page with the verdict, "
+            "each check and what to do, --perf's pairwise heat maps (bad nodes and links marked) and each node layout.",
+        ),
+    ] = None,
+    from_json: Annotated[
+        Path,
+        typer.Option(
+            "--from-json",
+            help="With --report: draw the page from this saved doctor --json output instead of running the checks (no SSH).",
+        ),
+    ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
     timings: Annotated[
         bool,
@@ -128,12 +145,30 @@ def doctor(
     from provision.cli.output import stdout, write_or_print
     from provision.doctor.perf import perf_settings
     from provision.doctor.runner import doctor as run_doctor
-    from provision.doctor.service import doctor_request, node_check_script, slurm_host as find_slurm_host
+    from provision.doctor.service import doctor_request, node_check_script, report_target, slurm_host as find_slurm_host
     from provision.errors import ProvisionError
 
+    page_out = None if report_page is None or str(report_page) == "-" else report_page
+    if as_json and report_page is not None and page_out is None:
+        raise fail("--report - and --json both write to stdout: give --report a file")
+    if from_json is not None:
+        if report_page is None:
+            raise fail("--from-json draws a saved run's page: add --report FILE")
+        if drain or perf or as_json or node_script is not None:
+            raise fail("--from-json draws a saved run and stops: leave out --perf, --drain, --json and --node-script")
+        from provision.doctor.service import saved_page
+
+        try:
+            page = saved_page(from_json)
+        except ProvisionError as error:
+            raise fail(str(error)) from None
+        _write_page(page, page_out)
+        return
     if node_script is not None:
-        if drain or perf or as_json:
-            raise fail("--node-script writes the node check from the facts and stops: leave out --drain, --perf and --json")
+        if drain or perf or as_json or report_page is not None:
+            raise fail(
+                "--node-script writes the node check from the facts and stops: leave out --drain, --perf, --json and --report"
+            )
         try:
             script = node_check_script(inventory, hosts or [], facts_dir)
         except ProvisionError as error:
@@ -154,6 +189,8 @@ def doctor(
             pairwise_fanout=pairwise_fanout,
             perf=perf_settings(perf, rounds, budget, perf_port),
         )
+        if page_out is not None:
+            report_target(page_out)
     except ProvisionError as error:
         raise fail(str(error)) from None
     if not targets:
@@ -169,16 +206,36 @@ def doctor(
             raise fail(str(error)) from None
     if timings:
         typer.echo(json.dumps({"doctor_timings": run.timings()}), err=True)
-    if as_json:
-        from provision.doctor.report import document
+    shown = None
+    if as_json or report_page is not None:
+        from provision.doctor.service import run_document
 
-        shown = document(run.results, [h.name for h in targets], strict=strict, perf=run.perf, drain=report)
+        shown = run_document(run, targets, inventory, strict=strict, drain=report)
+    if as_json:
         typer.echo(json.dumps(shown, indent=2))
-        raise typer.Exit(shown["verdict"]["exit_code"])
-    code = print_checks(run.results, stdout(), strict)
-    if report is not None:
-        code = print_marks(report, stdout()) or code
+        code = shown["verdict"]["exit_code"]
+    elif page_out is None and report_page is not None:
+        code = shown["verdict"]["exit_code"]  # --report -: the page is stdout
+    else:
+        code = print_checks(run.results, stdout(), strict)
+        if report is not None:
+            code = print_marks(report, stdout()) or code
+    if report_page is not None:
+        from provision.doctor.page import report_page as page_of
+
+        _write_page(page_of(shown), page_out)
     raise typer.Exit(code)
+
+
+def _write_page(page: str, path: Path | None) -> None:
+    """The report page on stdout (``None``) or written to ``path`` (atomically, never through a link)."""
+    from provision.cli.output import write_or_print
+    from provision.errors import ProvisionError
+
+    try:
+        write_or_print(page, path, "report")
+    except ProvisionError as error:  # a link planted there since the run started
+        raise fail(str(error)) from None
 
 
 def print_marks(report, console) -> int:

@@ -2,10 +2,12 @@
 :data:`VERSION`, described field by field in docs/reference/doctor-json.md).
 
 One object: the verdict and its exit code, the nodes in inventory order, every check with its bad
-nodes, bad links, thresholds and coverage as fields, the bandwidth tests (``perf``: per kind of
-link, every pair's figures both ways and the matrix of them, node by node, ready for a heat
-map) and, with ``--drain``, what Slurm was asked and did (``slurm``). Fields are only ever
-added within a version; a field renamed, removed or given another meaning makes the next one.
+nodes, bad links, thresholds, coverage and what to do (``fix``) as fields, the bandwidth tests
+(``perf``: per kind of link, every pair's figures both ways and the matrix of them, node by node,
+ready for a heat map), with ``--drain`` what Slurm was asked and did (``slurm``), and what a
+report drawn from it later needs: when it ran, with which provision and inventory, the racks and
+each distinct node layout. Fields are only ever added within a version; a field renamed, removed
+or given another meaning makes the next one.
 
 >>> from provision.doctor.model import CheckResult
 >>> document([CheckResult("time", "pass", (), "every clock within 0.01 s")], ["n1"])["verdict"]
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from provision import __version__
+from provision.doctor.fixes import fix_for
 from provision.doctor.model import CheckResult
 from provision.doctor.perf_judge import NODE, SLOW, Link, decide
 from provision.doctor.verdict import verdict
@@ -117,8 +121,14 @@ def document(
     strict: bool = False,
     perf: PerfRun | None = None,
     drain: DrainReport | None = None,
+    generated_at: str | None = None,
+    inventory: str | None = None,
+    racks: list[dict] | None = None,
+    layouts: list[dict] | None = None,
 ) -> dict:
-    """The whole ``--json`` document (``order``: the hosts as the run took them)."""
+    """The whole ``--json`` document (``order``: the hosts as the run took them; ``generated_at``:
+    when it ran, UTC; ``inventory``: its file; ``racks``: ``{name, hosts}`` of the run's hosts;
+    ``layouts``: :func:`provision.doctor.layouts.node_layouts`)."""
     line, code = verdict(results, strict)
     exit_code = 1 if drain is not None and not drain.ok else code  # a drain that failed fails the run
     return {
@@ -126,7 +136,12 @@ def document(
         "version": VERSION,
         "verdict": {"line": line, "exit_code": exit_code, "ready": code == 0},
         "nodes": list(order),
-        "checks": [result.to_dict() for result in results],
+        "checks": [result.to_dict() | {"fix": fix_for(result.name, result.status)} for result in results],
         "perf": perf_document(perf, order) if perf is not None else None,
         "slurm": drain.to_dict() if drain is not None else None,
+        "generated_at": generated_at,
+        "provision_version": __version__,
+        "inventory": inventory,
+        "racks": racks or [],
+        "layouts": layouts or [],
     }

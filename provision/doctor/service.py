@@ -3,6 +3,10 @@ one run, from what the user typed (the run itself is :func:`provision.doctor.run
 
 from __future__ import annotations
 
+import json
+import os
+import stat
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +19,9 @@ from provision.playbook.variables import Variables
 from provision.text import shown_value
 
 if TYPE_CHECKING:
+    from provision.doctor.drain import DrainReport
     from provision.doctor.perf import PerfSettings
+    from provision.doctor.runner import DoctorRun
 
 
 def doctor_request(
@@ -84,3 +90,68 @@ def node_check_script(inventory: Path | None, patterns: list[str], facts_dir: Pa
     if not found:
         raise ProvisionError("--node-script: no hosts: name some or give an inventory with -i")
     return node_script(found)
+
+
+def run_document(
+    run: DoctorRun, targets: list[Host], inventory: Path | None, *, strict: bool = False, drain: DrainReport | None = None
+) -> dict:
+    """``doctor --json``'s document of a run, and the report page's input: the checks and the
+    bandwidth tests, with when it ran (UTC), the inventory file, its racks (the run's hosts in
+    them) and each distinct layout of the nodes that answered."""
+    from provision.doctor.layouts import node_layouts
+    from provision.doctor.report import document
+
+    inv = open_inventory(inventory)
+    names = [host.name for host in targets]
+    chosen = set(names)
+    racks = [
+        {"name": rack.name, "hosts": [host for host in rack.hosts if host in chosen]}
+        for rack in inv.racks
+        if any(host in chosen for host in rack.hosts)
+    ]
+    facts = [report.facts for report in run.reports if report.ok and report.facts is not None]
+    return document(
+        run.results,
+        names,
+        strict=strict,
+        perf=run.perf,
+        drain=drain,
+        generated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        inventory=str(inv.path) if inv.path is not None else None,
+        racks=racks,
+        layouts=node_layouts(facts),
+    )
+
+
+def report_target(path: Path) -> None:
+    """Refuse, before a run, a ``--report`` path the page could not be written to: a link, a
+    folder or another special file there, or no folder to hold it (ProvisionError: exit 2).
+    The write itself never follows a link either (:func:`provision.files.write_atomic`)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        if not path.parent.is_dir():
+            raise ProvisionError(f"--report {path}: no folder {path.parent} to write it in") from None
+        return
+    if not stat.S_ISREG(mode):
+        raise ProvisionError(f"--report {path}: a link, a folder or a special file is there: refused (choose another path)")
+
+
+def saved_page(path: Path) -> str:
+    """``doctor --report FILE --from-json SAVED``: the page of a saved ``doctor --json`` document
+    (read as a regular file, never through a link); ProvisionError naming the file when it is not one."""
+    from provision.doctor.page import report_page
+    from provision.files import read_regular
+
+    try:
+        data = json.loads(read_regular(path))
+    except FileNotFoundError:
+        raise ProvisionError(f"--from-json {path}: no such file") from None
+    except OSError as error:
+        raise ProvisionError(f"--from-json {path}: {error.strerror or error}") from None
+    except (ValueError, RecursionError) as error:  # not JSON, not UTF-8, nested beyond reason
+        raise ProvisionError(f"--from-json {path}: not JSON ({str(error)[:120]})") from None
+    try:
+        return report_page(data)
+    except ProvisionError as error:
+        raise ProvisionError(f"--from-json {path}: {error}") from None
