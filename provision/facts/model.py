@@ -283,7 +283,7 @@ def from_json(kind: Any, value: Any, where: str = "facts") -> Any:
             return from_json(options[0], value, where)
         raise TypeError(f"{where}: cannot choose among {kind}")
     if origin is tuple:
-        if not isinstance(value, list):
+        if not isinstance(value, (list, tuple)):  # a list from JSON, a tuple from to_dict itself
             raise TypeError(f"{where}: expected a list")
         return tuple(from_json(args[0], item, f"{where}[{index}]") for index, item in enumerate(value))
     if origin is dict:
