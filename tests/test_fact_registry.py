@@ -15,12 +15,15 @@ from pathlib import Path
 import pytest
 
 import provision
-from conftest import FIXTURES
+from conftest import FIXTURES, run_cli
+from doctor_support import node
+from provision.doctor import alike
 from provision.engine.statecache import stable
 from provision.facts.derive import derive_facts
 from provision.facts.model import HostFacts, from_json
-from provision.facts.registry import FACTS, Fact, fact, probe_facts, registered
+from provision.facts.registry import FACTS, Fact, fact, kept_facts, probe_facts, registered
 from provision.operations.base import StateKey
+from provision.operations.fact import plain
 
 ROOT = Path(provision.__file__).resolve().parent
 # The facts package (the registry imports each of its modules itself) and, for facts whose command
@@ -34,8 +37,8 @@ def _declaring_modules() -> set[str]:
     found = set()
     for path in ROOT.rglob("*.py"):
         tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Fact":
+        for call in ast.walk(tree):
+            if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Fact":
                 parts = path.relative_to(ROOT.parent).with_suffix("").parts
                 found.add(".".join(parts))
     return found
@@ -122,3 +125,34 @@ def test_host_facts_round_trip_through_json_by_their_declared_types():
         HostFacts.from_dict({**data, "memory_mib": "lots"})
     with pytest.raises(TypeError, match="expected int, got bool"):
         from_json(int, True)
+
+
+# Every kept fact (declared with a column), from the registry: a fact added by its module and its
+# data cases alone is in probe's JSON, compared by doctor and read by a setup-cluster run.
+@pytest.mark.parametrize("kept", kept_facts(), ids=str)
+def test_a_kept_fact_is_in_probe_json_compared_by_doctor_and_read_by_setup_cluster(kept, tmp_path):
+    here = subprocess.run(["sh", "-c", kept.state_command()], capture_output=True, text=True, check=True).stdout
+    value = kept.read_state(here)
+    if value is None:
+        pytest.skip(f"{kept.name}: a tool it needs is not installed on this machine")
+    done = run_cli("probe", "localhost", "--json", "--no-save")
+    probed = json.loads(done.stdout)["hosts"][0]["facts"]
+    assert probed["kept"][kept.name] == plain(value)
+
+    odd = node("n3", facts=replace(node("n3").facts, kept={}))
+    reports = [node(n, facts=replace(node(n).facts, kept={kept.name: value})) for n in ("n1", "n2")] + [odd]
+    result = {"software": alike.check_software, "hardware": alike.check_hardware}.get(kept.compared)
+    if result is not None:
+        checked = result(reports)
+        assert (checked.status, checked.hosts) == (kept.differ, ("n3",))
+        assert f"{kept.column} none (the others {kept.shown(value)})" in checked.nodes["n3"]
+
+    from test_engine_runner import make
+
+    playbook = (
+        "- hosts: all\n  tasks:\n"
+        f"    - {{fact: {{name: {kept.name}}}, register: read}}\n"
+        '    - {file: {path: "{{ root }}/read.json", content: "{{ read.value | tojson }}"}}\n'
+    )
+    make(tmp_path, playbook, hosts=("h1",)).run()
+    assert json.loads((tmp_path / "h1" / "read.json").read_text()) == plain(value)
