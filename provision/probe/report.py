@@ -123,8 +123,9 @@ def print_table(results: list[ProbeResult], console: Console) -> None:
         caption_justify="left",
     )
     headings = columns()
-    for column in ("host", *headings, "status"):
+    for column in ("host", *headings):
         table.add_column(column, overflow="fold")
+    table.add_column("status", no_wrap=True)  # one word: the other cells fold first on a narrow terminal
     for result in results:
         facts = result.facts
         if facts is None:
