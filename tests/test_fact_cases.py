@@ -21,7 +21,6 @@ as lists, numbers as keys as strings.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -30,25 +29,13 @@ from cases_support import cases
 
 from provision.errors import ParseError
 from provision.facts.registry import FACTS, discover
+from provision.operations.fact import plain  # a value as JSON holds it, as the fact operation registers it
 
 FOLDER = Path(__file__).parent / "facts"
 FIXTURES = Path(__file__).parent / "fixtures"
 # Every fact declared in provision: the registry's own package, and the two higher layers that
 # declare facts (tests/test_fact_registry.py keeps it to these).
 REGISTERED = discover("provision.facts", "provision.operations", "provision.doctor")
-
-
-def as_json(value):
-    """``value`` as the data files write it."""
-    if dataclasses.is_dataclass(value):
-        return {field.name: as_json(getattr(value, field.name)) for field in dataclasses.fields(value)}
-    if isinstance(value, (tuple, list)):
-        return [as_json(item) for item in value]
-    if isinstance(value, dict):
-        return {key: as_json(item) for key, item in value.items()}
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value
 
 
 CASES = cases(FOLDER)
@@ -81,4 +68,4 @@ def test_fact_case(case):
         with pytest.raises(ParseError, match=case["error"]):
             fact.read(output, arg)
         return
-    assert json.loads(json.dumps(as_json(fact.read(output, arg)))) == case["value"]
+    assert json.loads(json.dumps(plain(fact.read(output, arg)))) == case["value"]

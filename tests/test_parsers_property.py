@@ -201,7 +201,7 @@ CELLS = st.sampled_from(
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(GRACE_TOPOS), st.data())
 def test_topo_parser_on_real_grace_captures_with_a_cell_replaced(name, data):
-    from provision.facts.limits import MAX_NUMA_NODES
+    from provision.facts.bounds import MAX_NUMA_NODES
     from provision.facts.nvidia import parse_topo_matrix
 
     lines = read_fixture("captures", name, "nvidia-smi-topo.txt").split("\n")
