@@ -25,8 +25,8 @@ Two shapes, one class:
 Where a fact is declared, and why the registry finds it whatever was imported before: a fact lives
 in ``provision/facts/`` (the registry imports every module there itself, :func:`registered`), or,
 when its command needs the checks of a higher layer, in ``provision/operations/`` (that package
-imports all its modules) or ``provision/doctor/sources.py`` (imported by ``provision.doctor``);
-those are read only from their own layer up. ``tests/test_fact_registry.py`` keeps it so.
+imports all its modules) or ``provision/doctor/sources.py`` (doctor's own, imported by its
+runner); those are read only from their own layer up. ``tests/test_fact_registry.py`` keeps it so.
 
 Example::
 
@@ -61,6 +61,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")  # a capture file name, 
 _INSTALLED, _MISSING = "installed", "not-installed"  # a state read's first line, for a fact that needs tools
 _declared = itertools.count()
 _discovered: set[str] = set()  # packages whose modules are all imported (importlib locks each one)
+_ordered: tuple[tuple[str, ...], dict[str, Fact]] = ((), {})  # registered()'s last answer, by the names it had
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,7 +114,7 @@ class Fact:
         if callable(self.command):
             return self.command(arg)
         if arg:
-            raise ValueError(f"fact {self.name} takes no argument (got {arg[:60]!r})")
+            raise ValueError(f"fact {self.name} takes no argument (got {shown_value(arg[:60])})")
         return self.command
 
     def read(self, text: str, arg: str = "") -> Any:
@@ -180,8 +181,12 @@ def discover(*packages: str) -> dict[str, Fact]:
 def registered() -> dict[str, Fact]:
     """Every fact: all of ``provision/facts/`` (imported here) and those of the higher layers
     imported so far (see the module's docstring), ordered by module, then as declared."""
+    global _ordered
     discover(HOME)
-    return {f.name: f for f in sorted(FACTS.values(), key=lambda f: (f.module, f.position))}
+    names = tuple(FACTS)
+    if names != _ordered[0]:  # sorted again only when a fact was declared since (probe asks per host)
+        _ordered = (names, {f.name: f for f in sorted(FACTS.values(), key=lambda f: (f.module, f.position))})
+    return dict(_ordered[1])
 
 
 def fact(name: str) -> Fact:
