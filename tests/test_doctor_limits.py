@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from doctor_support import node
-from provision.doctor import limits, sources
+from doctor_support import node, with_rdma
+from provision.doctor import limits
 from provision.doctor.model import Limits
 
 
 def test_limits_memlock_fails_only_where_an_rdma_device_exists():
-    hand_written_port = sources.parse_rdma("mlx5_0/1\t4: ACTIVE\tInfiniBand\n")  # HAND-WRITTEN step output
-    rdma = node("n1", own_limits=Limits(64, 65536), ib_ports=hand_written_port)
+    rdma = with_rdma("n1", "captures/hwloc-32em64t-mlx4/sysfs-rdma.txt", own_limits=Limits(64, 65536))
     plain = node("n2", own_limits=Limits(64, 65536))
     result = limits.check_limits([rdma, plain, node("n3")])
     assert result.status == "fail" and result.hosts == ("n1", "n2")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from doctor_support import FACTS, cluster, node
-from provision.doctor import alike, network, pairwise, sources
+from doctor_support import FACTS, cluster, node, with_mtu, with_rdma
+from provision.doctor import alike, network, pairwise
 from provision.facts.model import NetInterface
 
 
@@ -35,14 +35,14 @@ def test_pairs_and_names_not_tried_are_not_a_pass():
 
 def test_network_needs_a_common_subnet_and_one_mtu():
     assert network.check_network(cluster()).status == "pass"
-    jumbo = network.check_network(cluster(node("n2", mtus={"eth0": 9000})))
+    jumbo = network.check_network(cluster(with_mtu("n2", "eth0", 9000)))
     assert jumbo.status == "fail" and jumbo.hosts == ("n2",) and "9000 on n2; 1500 on the others" in jumbo.detail
     elsewhere = node("n3", facts=replace(FACTS, host="n3", interfaces=(NetInterface("eth0", True, ("10.1.0.5/24",)),)))
     assert network.check_network(cluster(elsewhere)).status == "fail"
 
 
 def test_rdma_ports_must_be_active_where_any_node_has_them():
-    hand_written = "mlx5_0/1\t4: ACTIVE\tInfiniBand\nmlx5_1/1\t1: DOWN\tEthernet\n"  # HAND-WRITTEN step output
-    result = network.check_rdma(cluster(node("n1", ib_ports=sources.parse_rdma(hand_written)), size=2))
+    # The RDMA ports come from probe's sysfs-rdma (doctor reads them once): one of three RoCE ports DOWN.
+    result = network.check_rdma(cluster(with_rdma("n1", "handwritten/roce-2port/sysfs-rdma.txt"), size=2))
     assert result.status == "fail" and result.hosts == ("n1", "n2")
     assert "mlx5_1/1 DOWN" in result.detail and "n2 has no InfiniBand/RoCE port" in result.detail

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from doctor_support import cluster, node
+from doctor_support import cluster, node, with_mtu
 from provision import __version__
 from provision.doctor.drain import DrainReport, drain_plan
 from provision.doctor.perf import PerfRun
@@ -24,7 +24,7 @@ def _perf(links: list[Link], left_out: dict[str, str] | None = None) -> PerfRun:
 
 
 def test_every_check_has_its_fields_and_the_document_is_versioned():
-    reports = cluster(replace(node("n3"), mtus={"eth0": 9000}), replace(node("n4"), error="connect: refused", facts=None))
+    reports = cluster(with_mtu("n3", "eth0", 9000), replace(node("n4"), error="connect: refused", facts=None))
     results = run_checks(reports, DoctorSettings())
     shown = document(results, ["n1", "n2", "n3", "n4"])
     assert json.loads(json.dumps(shown)) == shown  # plain JSON, nothing lost

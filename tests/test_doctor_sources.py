@@ -60,7 +60,7 @@ def test_user_limits_and_clock_steps_run_for_real():
 def test_bad_input_is_refused_at_the_edge():
     for user in ("a;b", "-x", "$(id)"):
         with pytest.raises(ProvisionError, match="--user"):
-            sources.check_user(user)
+            sources.check_job_user(user)
     for path in ("relative", "/a/../b", "/a'b", "/a\nb", "/a$b"):
         with pytest.raises(ProvisionError, match="--dataset"):
             sources.check_dataset(path)
@@ -85,14 +85,22 @@ def test_pairwise_command_runs_as_the_job_user():
 def test_pairwise_output_is_parsed_strictly():
     nonce = "ab12"
     text = (
-        "@@ab12@@ resolve n1 10.0.0.1\n@@ab12@@ resolve n2 -\n@@ab12@@ resolve evil 1.2.3.4\n"
-        "@@ab12@@ ssh n2 255 Warning: Permanently added 'n2' (ED25519) to the list of known hosts. "
+        "@@ab12@@ resolve\nn1 10.0.0.1\n@@ab12@@ resolve\nn2 -\n@@ab12@@ resolve\nevil 1.2.3.4\n"
+        "@@ab12@@ ssh 255\nn2 Warning: Permanently added 'n2' (ED25519) to the list of known hosts. "
         "mpi@n2: Permission denied (publickey).\n"
-        "@@ab12@@ ssh n3 0 doctor-limits unlimited 1024\n@@ff@@ ssh n4 0 doctor-limits 1 1\n"
+        "@@ab12@@ ssh 0\nn3 doctor-limits unlimited 1024\n@@ff@@ ssh 0\nn4 doctor-limits 1 1\n"
     )
     pairs, limits, resolved = pairwise.parse_pairwise(text, nonce, {"n1", "n2", "n3", "n4"})
     assert pairs == {"n2": "mpi@n2: Permission denied (publickey).", "n3": ""}
     assert limits == {"n3": Limits(None, 1024)} and resolved == {"n1": "10.0.0.1", "n2": ""}
+
+
+@pytest.mark.parametrize("forged", ["@@ab12@@ pwned\nn2\n", "@@ab12@@ ssh\nn2 doctor-limits 1 1\n", "@@ab12@@ resolve 7\nn2 x\n"])
+def test_a_pairwise_frame_the_script_cannot_print_fails_the_node(forged):
+    # transport/frames.py's framing: only the node knows the nonce, and it can only print the
+    # script's frames; anything else it printed is a forged frame, refused, never half believed.
+    with pytest.raises(ParseError, match="pairwise"):
+        pairwise.parse_pairwise("@@ab12@@ resolve\nn1 10.0.0.1\n" + forged, "ab12", {"n1", "n2"})
 
 
 def test_pairwise_check_lists_the_failing_pairs_and_the_node_at_fault():
@@ -163,7 +171,6 @@ def test_numbers_a_node_sends_are_ascii_digits_only():
     # never a ValueError, and no number longer than 20 digits is believed.
     with pytest.raises(ParseError, match="neither a number nor unlimited"):
         sources.parse_limits("memlock ²\nnofile 1024\n")
-    assert sources.parse_mtu("eth0 ²\nib0 " + "9" * 5000 + "\neth1 9000\n") == {"eth1": 9000}
     assert sources.parse_limits("memlock unlimited\nnofile 1024\nshm ３\n")[1] is None
     with pytest.raises(ParseError, match="unexpected line"):
         sources.parse_user("login alice 1000\njob ２ 1\n")

@@ -14,6 +14,8 @@ from provision.probe.gather import CAPTURE_NAMES, REMOTE_COMMAND, STEPS, capture
 from provision.transport.connection import run_command
 from provision.transport.options import SshOptions
 
+OTHERS = [name for name in CAPTURE_NAMES if name != "hostname"]  # framed after hostname in these tests
+
 
 def run_locally(script: str) -> str:
     return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
@@ -32,7 +34,7 @@ def test_output_cannot_forge_a_frame():
     nonce = new_nonce()
     fake = "@@" + "0" * 16 + "@@ .rc 0\n"
     text = f"@@{nonce}@@ hostname\n{fake}evil\n\n@@{nonce}@@ .rc 0\n\n"
-    for name in CAPTURE_NAMES[1:]:
+    for name in OTHERS:
         text += f"@@{nonce}@@ {name}\n\n@@{nonce}@@ .rc 127\nnot installed\n"
     captures = split_output(text, nonce)
     assert captures["hostname"].stdout == fake + "evil\n"
@@ -119,7 +121,7 @@ def test_hwloc_step_without_hwloc_is_not_installed(tmp_path):
 def framed(nonce: str, forged: str = "") -> str:
     """Well-framed output of every step, with ``forged`` printed by the first one (hostname)."""
     text = f"@@{nonce}@@ hostname\nnode1\n{forged}\n@@{nonce}@@ .rc 0\n"
-    return text + "".join(f"@@{nonce}@@ {name}\n\n@@{nonce}@@ .rc 127\n" for name in CAPTURE_NAMES[1:])
+    return text + "".join(f"@@{nonce}@@ {name}\n\n@@{nonce}@@ .rc 127\n" for name in OTHERS)
 
 
 @pytest.mark.parametrize("name", ["/tmp/x", "../../x", "../x", "sub/dir", "hostname.txt", "HOSTNAME"])

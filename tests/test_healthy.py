@@ -16,14 +16,14 @@ from provision.doctor.runner import DoctorRun
 from provision.errors import PlanError
 from provision.inventory.model import Rack
 from provision.plans.dims import Dims
-from provision.plans.healthy import select_hosts
+from provision.plans.healthy import fill_shape
 
 RACKS = [Rack("r1", ("a1", "a2", "a3")), Rack("r2", ("b1", "b2")), Rack("r3", ("c1", "c2", "c3"))]
 ALL = [h for rack in RACKS for h in rack.hosts]
 
 
 def test_all_healthy_takes_the_first_y_of_the_first_z_racks_and_says_why_the_rest_are_not_needed():
-    pick = select_hosts(Dims(4, 2, 2), ALL, RACKS, {})
+    pick = fill_shape(Dims(4, 2, 2), ALL, RACKS, {})
     assert pick.hosts == ("a1", "a2", "b1", "b2")
     assert dict(pick.left_out) == {
         "a3": "not needed: rack r1 gives Y = 2",
@@ -34,7 +34,7 @@ def test_all_healthy_takes_the_first_y_of_the_first_z_racks_and_says_why_the_res
 
 
 def test_a_rack_short_of_healthy_hosts_is_skipped_for_the_next():
-    pick = select_hosts(Dims(4, 2, 2), ALL, RACKS, {"b2": "perf: bad node"})
+    pick = fill_shape(Dims(4, 2, 2), ALL, RACKS, {"b2": "perf: bad node"})
     assert pick.hosts == ("a1", "a2", "c1", "c2")
     left = dict(pick.left_out)
     assert left["b2"] == "perf: bad node" and left["b1"] == "rack r2 has 1 healthy hosts, fewer than Y = 2"
@@ -42,7 +42,7 @@ def test_a_rack_short_of_healthy_hosts_is_skipped_for_the_next():
 
 def test_too_few_healthy_hosts_is_one_line_naming_them():
     with pytest.raises(PlanError) as error:
-        select_hosts(Dims(4, 3, 2), ALL, RACKS, {"a2": "reach + job user: unreachable"})
+        fill_shape(Dims(4, 3, 2), ALL, RACKS, {"a2": "reach + job user: unreachable"})
     assert str(error.value) == (
         "dims 4x3x2 need 2 racks of 3 healthy hosts; only 1 of the inventory's racks have them; "
         "at fault: a2 (reach + job user: unreachable)"
@@ -50,11 +50,11 @@ def test_too_few_healthy_hosts_is_one_line_naming_them():
 
 
 def test_without_racks_the_first_healthy_hosts_in_order():
-    pick = select_hosts(Dims(1, 3, 1), ["n1", "n2", "n3", "n4", "n5"], [], {"n2": "software: OpenMPI 5"})
+    pick = fill_shape(Dims(1, 3, 1), ["n1", "n2", "n3", "n4", "n5"], [], {"n2": "software: OpenMPI 5"})
     assert pick.hosts == ("n1", "n3", "n4")
     assert pick.left_out == (("n2", "software: OpenMPI 5"), ("n5", "not needed: the shape takes Y·Z = 3"))
     with pytest.raises(PlanError, match=r"need Y·Z = 5 healthy hosts; 4 of 5 are; at fault: n2"):
-        select_hosts(Dims(1, 5, 1), ["n1", "n2", "n3", "n4", "n5"], [], {"n2": "software: OpenMPI 5"})
+        fill_shape(Dims(1, 5, 1), ["n1", "n2", "n3", "n4", "n5"], [], {"n2": "software: OpenMPI 5"})
 
 
 def _run(links, results=()):

@@ -6,15 +6,19 @@ from grace_support import gb200, gh200
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import capture_dir, read_fixture
-from provision.doctor import sources  # noqa: F401 - declares doctor's facts
 from provision.errors import ParseError
 from provision.facts import hwloc
 from provision.facts.derive import derive_facts
-from provision.facts.registry import FACTS
+from provision.facts.registry import discover
 from provision.probe.gather import CAPTURE_NAMES
 
-# Every fixed fact of the registry (probe's and doctor's captures), each with its parser.
-PARSERS = {fact.name: fact.parse for fact in FACTS.values() if not fact.takes_arg}
+# Every fixed fact of the registry (probe's and doctor's captures, setup-cluster's fixed state),
+# each with its parser.
+PARSERS = {
+    fact.name: fact.parse
+    for fact in discover("provision.facts", "provision.operations", "provision.doctor").values()
+    if not fact.takes_arg
+}
 
 # Text that looks like the real thing: fragments of real outputs, digits, separators.
 FRAGMENTS = st.sampled_from(
@@ -197,7 +201,7 @@ CELLS = st.sampled_from(
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(GRACE_TOPOS), st.data())
 def test_topo_parser_on_real_grace_captures_with_a_cell_replaced(name, data):
-    from provision.facts.limits import MAX_NUMA_NODES
+    from provision.facts.bounds import MAX_NUMA_NODES
     from provision.facts.nvidia import parse_topo_matrix
 
     lines = read_fixture("captures", name, "nvidia-smi-topo.txt").split("\n")

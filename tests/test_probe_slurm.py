@@ -33,7 +33,7 @@ def labelled(task: int, text: str, prefix: str = "") -> str:
 
 
 def stream(nodes: list[str], outputs: dict[int, tuple[str, str]]) -> tuple[str, str]:
-    out = f"@@{NONCE}@@ nodes {' '.join(nodes)}\n" + "".join(labelled(t, o) for t, (o, _) in outputs.items())
+    out = f"@@{NONCE}@@ nodes\n {' '.join(nodes)}\n" + "".join(labelled(t, o) for t, (o, _) in outputs.items())
     err = "salloc: Granted job allocation 7\n" + "".join(labelled(t, e, ".") for t, (_, e) in outputs.items())
     return out, err
 

@@ -1,7 +1,7 @@
 """How `provision probe` shows its results: the per-host table, or, for a large run (more than
 :data:`TABLE_LIMIT` hosts, or ``--quiet``), a summary of what differs and what failed.
 
-The summary groups hosts whose row would read the same (arch, shape, GPUs, RDMA, memory, OpenMPI)
+The summary groups hosts whose table row would read the same (:func:`provision.probe.report.row_of`)
 and prints one line per group, the largest first, hosts folded into a hostlist; failures are
 grouped the same way, one line per distinct error. The whole table is one flag away (``--table``); ``--json`` has every detail.
 Plain text: no rich table for hundreds of rows (0.5 s at 128 hosts, issue 28).
@@ -11,19 +11,11 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from provision.probe.report import gpu_summary, heterogeneity, nic_summary, openmpi_summary
+from provision.probe.report import columns, heterogeneity, row_of
 from provision.probe.run import ProbeResult
 from provision.text import shown
 
 TABLE_LIMIT = 32  # hosts: a screenful of rows; above it, the summary unless --table
-COLUMNS = ("arch", "S×C×T", "GPUs", "RDMA", "memory", "OpenMPI")
-
-
-def row_of(result: ProbeResult) -> tuple[str, ...]:
-    """The cells a probed host's table row would hold (host name aside)."""
-    facts = result.facts
-    memory = f"{facts.memory_mib / 1024:.0f} GiB" if facts.memory_mib else "-"
-    return (facts.arch, facts.cpu.shape(), gpu_summary(facts), nic_summary(facts), memory, openmpi_summary(facts))
 
 
 def _hostlist(names: list[str]) -> str:
@@ -40,11 +32,11 @@ def summary_lines(results: list[ProbeResult]) -> list[str]:
     lines = [f"{len(results)} hosts: {len(ok)} ok" + (f", {len(failed)} failed" if failed else "")]
     groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
     for result in ok:
-        groups[row_of(result)].append(result.host)
+        groups[row_of(result.facts)].append(result.host)
     ordered = sorted(groups.items(), key=lambda item: -len(item[1]))
     if ordered:
         rows = [(str(len(hosts)), _hostlist(hosts), *cells) for cells, hosts in ordered]
-        header = ("hosts", "names", *COLUMNS)
+        header = ("hosts", "names", *columns())
         widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
         for row in (header, *rows):
             lines.append("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())

@@ -7,8 +7,11 @@ has. Unreachable nodes fail check 1 only; every other check looks at the nodes t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from provision.doctor.compare import answered, compare, hosts_list, majority
 from provision.doctor.model import FAIL, PASS, WARN, CheckResult, NodeReport
+from provision.facts.registry import kept_facts
 
 MEMORY_TOLERANCE = 0.05  # nodes whose memory is within 5 % of the majority's count as equal
 
@@ -48,8 +51,21 @@ def _openmpi(report: NodeReport) -> str:
     return f"{mpi.version} ({build})"
 
 
+def declared(check: str) -> tuple[dict[str, Callable[[NodeReport], str]], dict[str, str]]:
+    """The kept facts declared ``compared=check`` (:mod:`provision.facts.registry`): ``{column: a
+    node's value as shown}`` and ``{column: what a node that differs earns}``."""
+    facts = [fact for fact in kept_facts() if fact.compared == check]
+
+    def value_of(fact):
+        return lambda r: fact.shown(r.facts.kept[fact.name]) if fact.name in r.facts.kept else ""
+
+    return {fact.column: value_of(fact) for fact in facts}, {fact.column: fact.differ for fact in facts}
+
+
 def check_software(reports: list[NodeReport]) -> CheckResult:
-    """Check 3: OpenMPI version and build, NVIDIA driver, CUDA runtime, NCCL, Anaconda's Python."""
+    """Check 3: OpenMPI version and build, NVIDIA driver, CUDA runtime, NCCL, Anaconda's Python,
+    and every kept fact declared ``compared="software"``."""
+    what, statuses = declared("software")
     return compare(
         "software",
         reports,
@@ -59,22 +75,26 @@ def check_software(reports: list[NodeReport]) -> CheckResult:
             "CUDA runtime": lambda r: r.software.cuda_runtime,
             "NCCL": lambda r: r.software.nccl,
             "Anaconda": lambda r: r.software.conda_python,
+            **what,
         },
+        statuses=statuses,
     )
 
 
 def check_hardware(reports: list[NodeReport]) -> CheckResult:
-    """Check 4: sockets x cores x threads, GPU count and model alike (fail); memory within
-    :data:`MEMORY_TOLERANCE` (warn)."""
+    """Check 4: sockets x cores x threads, GPU count and model alike (fail), and every kept fact
+    declared ``compared="hardware"``; memory within :data:`MEMORY_TOLERANCE` (warn)."""
 
     def gpus(report: NodeReport) -> str:
         models = sorted({g.name for g in report.facts.gpus})
         return f"{len(report.facts.gpus)} x {'/'.join(models)}" if report.facts.gpus else "0"
 
+    what, statuses = declared("hardware")
     shape = compare(
         "hardware",
         reports,
-        {"arch": lambda r: r.facts.arch, "sockets x cores x threads": lambda r: r.facts.cpu.shape(), "GPUs": gpus},
+        {"arch": lambda r: r.facts.arch, "sockets x cores x threads": lambda r: r.facts.cpu.shape(), "GPUs": gpus, **what},
+        statuses=statuses,
     )
     memory = {r.host: r.facts.memory_mib for r in answered(reports) if r.facts.memory_mib}
     if not memory:
@@ -91,7 +111,8 @@ def check_hardware(reports: list[NodeReport]) -> CheckResult:
         nodes[host] = f"{nodes[host]}; {said}" if host in nodes else said
     if shape.status == PASS:
         return CheckResult("hardware", WARN, tuple(odd), note, nodes=nodes)
-    return CheckResult("hardware", shape.status, tuple(nodes), f"{shape.detail}; {note}", nodes=nodes)
+    node_status = {**shape.node_status, **{host: WARN for host in odd if host not in shape.nodes}}
+    return CheckResult("hardware", shape.status, tuple(nodes), f"{shape.detail}; {note}", nodes=nodes, node_status=node_status)
 
 
 def check_datasets(reports: list[NodeReport], paths: tuple[str, ...]) -> list[CheckResult]:

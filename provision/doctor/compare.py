@@ -11,7 +11,7 @@ nodes that answered, a host list that stays one line; :func:`compare` builds a w
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 
 from provision.doctor.model import FAIL, PASS, SEVERITY, CheckResult, NodeReport
 
@@ -42,13 +42,19 @@ def hosts_list(hosts: list[str], limit: int = 6) -> str:
 
 
 def compare(
-    name: str, reports: list[NodeReport], what: dict[str, Callable[[NodeReport], str]], status: str = FAIL
+    name: str,
+    reports: list[NodeReport],
+    what: dict[str, Callable[[NodeReport], str]],
+    status: str = FAIL,
+    statuses: Mapping[str, str] | None = None,
 ) -> CheckResult:
     """A check that every node shows the same value of each ``what`` (absent: ``none``); a mix
-    names the minority, what it has and what the others have."""
+    names the minority, what it has and what the others have. A difference in a label earns
+    ``statuses[label]`` where given, else ``status``; the check the worst of them, each node its own."""
     reached = answered(reports)
     problems, shown = [], []
     nodes: dict[str, str] = {}  # host -> what differs there
+    earned: dict[str, list[str]] = {}  # host -> the status of each difference there
     for label, value_of in what.items():
         values = {r.host: value_of(r) or "none" for r in reached}
         if set(values.values()) <= {"none"}:
@@ -61,9 +67,12 @@ def compare(
                 groups.setdefault(values[host], []).append(host)
                 said = f"{label} {values[host]} (the others {common})"
                 nodes[host] = f"{nodes[host]}; {said}" if host in nodes else said
+                earned.setdefault(host, []).append((statuses or {}).get(label, status))
             problems.append(
                 f"{label}: " + "; ".join(f"{value} on {hosts_list(h)}" for value, h in groups.items()) + f"; the others {common}"
             )
     if problems:
-        return CheckResult(name, status, tuple(nodes), "; ".join(problems), nodes=nodes)
+        overall = worst([s for found in earned.values() for s in found])
+        milder = {host: worst(found) for host, found in earned.items() if worst(found) != overall}
+        return CheckResult(name, overall, tuple(nodes), "; ".join(problems), nodes=nodes, node_status=milder)
     return CheckResult(name, PASS, (), ("same on every node: " + ", ".join(shown)) if shown else "nothing to compare")

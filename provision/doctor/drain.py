@@ -27,7 +27,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from provision.doctor.model import FAIL, LinkFinding
-from provision.doctor.runner import DoctorRun, Session
+from provision.doctor.runner import DoctorRun, open_session
 from provision.errors import ParseError, ProvisionError
 from provision.inventory.model import Host
 from provision.plans.slurm import node_name
@@ -152,7 +152,7 @@ def apply_marks(plan: DrainPlan, slurm_host: Host, ssh: SshOptions) -> DrainRepo
         return report
     session = None
     try:
-        session = Session(slurm_host, ssh)
+        session = open_session(slurm_host, ssh)
         done = session.run("sh -s", marks_script(calls), timeout=MARK_TIMEOUT_S)
     except Exception as error:  # noqa: BLE001 - said once, as the report's error
         return DrainReport(slurm_host.name, plan, error=f"{type(error).__name__}: {error}"[:300])

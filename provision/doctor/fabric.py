@@ -61,7 +61,7 @@ def check_fabric(reports: list[NodeReport]) -> CheckResult:
     except PlanError:
         interface = None  # no interface common to every node: the network check says so
     if interface:
-        mtus = {r.host: next((i.mtu for i in r.facts.interfaces if i.name == interface), None) for r in reached}
+        mtus = {r.host: r.facts.mtu(interface) for r in reached}
         mtu, odd = majority(mtus)
         problems += [(WARN, host, f"{interface} MTU {mtus[host]} (others {mtu})") for host in odd]
     gids = {r.host: _gid_indexes(r.facts) for r in reached if any(p.roce for d in r.facts.rdma for p in d.ports)}

@@ -1,5 +1,5 @@
 """`launch --pick-healthy`: run doctor's fast checks (and ``--perf`` when asked) on every candidate,
-then fill the shape from the hosts that passed (:func:`provision.plans.healthy.select_hosts`).
+then fill the shape from the hosts that passed (:func:`provision.plans.healthy.fill_shape`).
 
 A host at fault is one a failing check names, with that check's name and detail as the reason.
 From ``--perf`` (TCP and each RDMA rail judged apart), a bad node is left out; of a pair whose test
@@ -22,7 +22,7 @@ from provision.doctor.runner import DoctorRun, DoctorSettings, doctor
 from provision.errors import PlanError
 from provision.inventory.model import Host, Rack
 from provision.plans.dims import Dims
-from provision.plans.healthy import Selection, select_hosts
+from provision.plans.healthy import Selection, fill_shape
 from provision.probe.run import DEFAULT_FORKS
 from provision.transport.options import SshOptions
 
@@ -81,10 +81,10 @@ def select_around_links(dims: Dims, names: list[str], racks: Sequence[Rack], run
     """The hosts for ``dims`` without any host at fault, stepping around each bad link where the
     candidates allow it, else across it (said in the selection's notes)."""
     try:
-        return select_hosts(dims, names, racks, at_fault(run, names))
+        return fill_shape(dims, names, racks, at_fault(run, names))
     except PlanError:
         hard = at_fault(run, names, bad_links=False)
-        chosen = select_hosts(dims, names, racks, hard)  # too few even so: that PlanError is the answer
+        chosen = fill_shape(dims, names, racks, hard)  # too few even so: that PlanError is the answer
     crossed = sorted(
         f"{link.a}-{link.b}"
         for result in run.results

@@ -56,7 +56,7 @@ def check_limits(reports: list[NodeReport]) -> CheckResult:
             add("unknown", "limits unknown (no SSH session as the job user reached it)", report.host, WARN)
         else:
             if limits.memlock_kib is not None:
-                rdma = bool(report.ib_ports)
+                rdma = bool(report.facts.rdma_ports())
                 value = _kib(limits.memlock_kib) + (" with an RDMA device (verbs/NCCL cannot register memory)" if rdma else "")
                 add("memlock", value, report.host, FAIL if rdma else WARN)
             if limits.nofile is not None and limits.nofile < NOFILE_MIN:

@@ -124,15 +124,6 @@ class Manifest:
 
 
 @dataclass(frozen=True)
-class IbPort:
-    """An InfiniBand/RoCE port from sysfs."""
-
-    name: str  # device/port, e.g. mlx5_0/1
-    state: str  # ACTIVE, DOWN, INIT...
-    link_layer: str  # InfiniBand or Ethernet
-
-
-@dataclass(frozen=True)
 class GpuHealth:
     """One GPU's health from ``nvidia-smi -q -x``."""
 
@@ -158,8 +149,6 @@ class NodeReport:
     shm_kib: int | None = None
     software: Software = field(default_factory=Software)
     datasets: tuple[Manifest, ...] = ()
-    mtus: dict[str, int] = field(default_factory=dict)
-    ib_ports: tuple[IbPort, ...] = ()
     gpu_health: tuple[GpuHealth, ...] | None = None  # None: no nvidia-smi
     pci_gpus: int = 0
     xids: tuple[str, ...] | None = None  # None: kernel log not readable

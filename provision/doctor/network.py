@@ -94,7 +94,7 @@ def check_network(reports: list[NodeReport]) -> CheckResult:
         )
     shown = []
     for interface, subnet in sorted(common):
-        mtus = {r.host: r.mtus.get(interface, 0) for r in reached}
+        mtus = {r.host: r.facts.mtu(interface) or "unknown" for r in reached}
         mtu, odd = majority(mtus)
         if odd:
             differ = ", ".join(f"{mtus[h]} on {h}" for h in odd[:6])
@@ -108,20 +108,21 @@ def check_rdma(reports: list[NodeReport]) -> CheckResult:
     """Check 8, InfiniBand/RoCE: where any node has ports, every node has an Active one and no port is down."""
     name = "rdma"
     reached = answered(reports)
-    if not any(r.ib_ports for r in reached):
+    ports = {r.host: r.facts.rdma_ports() for r in reached}
+    if not any(ports.values()):
         return CheckResult(name, PASS, (), "no InfiniBand/RoCE port on any node (TCP only)")
     problems = []
     nodes: dict[str, str] = {}
     for report in reached:
-        if not report.ib_ports:
+        if not ports[report.host]:
             nodes[report.host] = "no InfiniBand/RoCE port"
             problems.append(f"{report.host} has no InfiniBand/RoCE port")
         else:
-            down = [f"{p.name} {p.state}" for p in report.ib_ports if p.state != "ACTIVE"]
+            down = [f"{name} {port.state}" for name, port in ports[report.host] if not port.active]
             if down:
                 nodes[report.host] = ", ".join(down)
                 problems.append(f"{report.host}: " + ", ".join(down))
     if problems:
         return CheckResult(name, FAIL, tuple(nodes), "; ".join(problems) + " (the others: every port ACTIVE)", nodes=nodes)
-    ports = sum(len(r.ib_ports) for r in reached)
-    return CheckResult(name, PASS, (), f"{ports} port(s) ACTIVE on {len(reached)} node(s)")
+    count = sum(len(found) for found in ports.values())
+    return CheckResult(name, PASS, (), f"{count} port(s) ACTIVE on {len(reached)} node(s)")

@@ -18,7 +18,8 @@ from provision import defaults
 from provision.doctor.model import FAIL, PASS, WARN, CheckResult, Limits, NodeReport
 from provision.doctor.sources import _limit
 from provision.errors import ParseError
-from provision.text import is_number
+from provision.text import shown_value
+from provision.transport.frames import frame_record, frame_setup, split_frames
 
 PARALLEL = defaults.PAIRWISE_FANOUT  # ssh clients at once on each node, by default (see the script)
 
@@ -31,11 +32,13 @@ PARALLEL = defaults.PAIRWISE_FANOUT  # ssh clients at once on each node, by defa
 # costs the client ~5x a whole curve25519 login) is told to prefer curve25519-sha256, with every
 # default algorithm behind it ("^": a peer without curve25519 still negotiates): the host key,
 # the login and BatchMode are checked exactly as before, the session carries no secret. Each
-# line is one printf (one write, atomic on the pipe); no tr, cut or subshell per peer beyond
-# getent and ssh. The remote command runs in the peer's login shell (any shell, csh too). A pair
+# record is a frame of transport/frames.py and its line, printed by one printf (one write, whole
+# on the pipe the workers share); no tr, cut or subshell per peer beyond getent and ssh. The
+# remote command runs in the peer's login shell (any shell, csh too). A pair
 # that times out or is dropped before the login (a busy sshd: MaxStartups, a loaded node) is
 # tried once more, at once; what the second attempt says is what is reported.
 _SCRIPT = """\
+{frame_setup}
 self=$1; shift
 set -f
 kex=
@@ -47,7 +50,7 @@ first() {{ w=${{1:--}}; }}
 flat() {{ w="$*"; }}
 try() {{
   a=$(getent hosts "$1" 2>/dev/null); first $a; a=$w
-  if [ "$1" = "$self" ]; then printf '@@%s@@ resolve %s %s\\n' '{nonce}' "$1" "$a"; return; fi
+  if [ "$1" = "$self" ]; then {resolved}; return; fi
   for attempt in 1 2; do
     out=$(ssh -n -o BatchMode=yes -o ConnectTimeout={timeout} $kex "$1" \\
       "sh -c 'echo doctor-limits \\$(ulimit -l) \\$(ulimit -n)'" 2>&1); rc=$?
@@ -57,7 +60,8 @@ try() {{
     esac
   done
   flat $out
-  printf '@@%s@@ resolve %s %s\\n@@%s@@ ssh %s %s %.300s\\n' '{nonce}' "$1" "$a" '{nonce}' "$1" "$rc" "$w"
+  {resolved}
+  {tried}
 }}
 worker() {{
   k=$1; shift; i=0
@@ -77,7 +81,13 @@ wait
 def pairwise_script(nonce: str, parallel: int = PARALLEL, connect_timeout: float = 10) -> str:
     """The sh script (stdin of :func:`pairwise_command`) for one node: ``parallel`` ssh clients
     at once, each connection given ``connect_timeout`` seconds (whole seconds for ssh, at least 1)."""
-    return _SCRIPT.format(nonce=nonce, timeout=max(1, math.ceil(connect_timeout)), parallel=int(parallel))
+    return _SCRIPT.format(
+        frame_setup=frame_setup(nonce),
+        resolved=frame_record("resolve", body="%s %s", words=('"$1"', '"$a"')),
+        tried=frame_record("ssh", '"$rc"', body="%s %.300s", words=('"$1"', '"$w"')),
+        timeout=max(1, math.ceil(connect_timeout)),
+        parallel=int(parallel),
+    )
 
 
 def peer_order(me: str, names: list[str]) -> list[str]:
@@ -108,33 +118,34 @@ _NOISE = re.compile(r"Warning: Permanently added '[^'\n]{1,1024}' \([^()\n]{1,32
 
 
 def parse_pairwise(text: str, nonce: str, names: set[str]) -> tuple[dict[str, str], dict[str, Limits], dict[str, str]]:
-    """``(pairwise, peer limits, resolved)`` from the script's output; lines about names not asked
-    for are ignored. pairwise: peer -> "" when it connected, else the first words of why not."""
+    """``(pairwise, peer limits, resolved)`` from the script's frames (``resolve``: ``NAME ADDRESS``;
+    ``ssh RC``: ``PEER WHAT IT SAID``); records about names not asked for are ignored, a frame the
+    script cannot print is refused (:class:`ParseError`: a node that forged one). pairwise: peer ->
+    "" when it connected, else the first words of why not."""
     pairwise: dict[str, str] = {}
     limits: dict[str, Limits] = {}
     resolved: dict[str, str] = {}
-    prefix = f"@@{nonce}@@ "
-    for line in text.splitlines():
-        if not line.startswith(prefix):
-            continue
-        kind, _, rest = line[len(prefix) :].partition(" ")
-        if kind == "resolve":
-            fields = rest.split()
+    for frame in split_frames(text, nonce):
+        line = frame.body.partition("\n")[0]
+        if frame.label == "resolve" and not frame.numbers:
+            fields = line.split()
             if len(fields) == 2 and fields[0] in names:
                 resolved[fields[0]] = "" if fields[1] == "-" else fields[1][:64]
-        elif kind == "ssh":
-            peer, _, rest = rest.partition(" ")
-            code, _, said = rest.partition(" ")
-            if peer not in names or not is_number(code):
+        elif frame.label == "ssh" and len(frame.numbers) == 1:
+            peer, _, said = line.partition(" ")
+            code = frame.numbers[0]
+            if peer not in names:
                 continue
             match = _LIMITS.search(said)
-            if code == "0" and match:
+            if code == 0 and match:
                 pairwise[peer] = ""
                 with contextlib.suppress(ParseError):  # a peer that prints nonsense: its limits stay unknown
                     limits[peer] = Limits(_limit(match.group(1), "pairwise"), _limit(match.group(2), "pairwise"))
             else:
                 why = _NOISE.sub("", said).strip() or f"ssh exit {code}"
                 pairwise[peer] = why[:120]
+        else:
+            raise ParseError("pairwise", f"unexpected frame {shown_value(frame.label[:60])} (hostile or corrupt output)")
     return pairwise, limits, resolved
 
 

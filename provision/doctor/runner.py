@@ -24,6 +24,7 @@ from provision.transport.options import HostFailure, SshOptions
 
 if TYPE_CHECKING:
     from provision.doctor.perf import PerfRun, PerfSettings
+    from provision.transport.session import Session
 from provision.transport.parallel import fan_out
 
 FAST_SKIPPED = (sources.GPU_HEALTH, sources.XID, sources.DATASET)  # not needed by the fast checks
@@ -51,29 +52,15 @@ def doctor_steps(fast: bool) -> tuple:
     return (sources.CLOCK_START, *STEPS, *extra, sources.CLOCK_END)
 
 
-class Session:
-    """One host's connection (or the local shell for ``localhost``), reused for every round trip."""
+def open_session(host: Host, options: SshOptions) -> Session:
+    """The host's :class:`~provision.transport.session.Session`, connected now (raises
+    :class:`HostFailure`), reused for every round trip doctor makes there. SSH (Fabric, paramiko)
+    is imported when doctor first connects, not at its start."""
+    from provision.transport.session import Session
 
-    def __init__(self, host: Host, options: SshOptions) -> None:
-        # SSH (Fabric, paramiko) is imported when a command first connects, not at its start
-        from provision.transport.connection import open_connection
-
-        self.host, self.options, self.connection = host, options, None
-        if not host.is_local:
-            self.connection = open_connection(host, options)
-            self.connection.open()
-
-    def run(self, command: str, stdin: str, timeout: float | None = None):
-        from provision.transport.connection import run_command, run_on_connection
-
-        if self.connection is None:
-            options = self.options if timeout is None else replace(self.options, command_timeout=timeout)
-            return run_command(self.host, command, options, stdin=stdin)
-        return run_on_connection(self.connection, command, stdin.encode(), self.options, timeout=timeout)
-
-    def close(self) -> None:
-        if self.connection is not None:
-            self.connection.close()
+    session = Session(host, options)
+    session.open()
+    return session
 
 
 def _read_gather(host: str, captures: dict[str, Capture], settings: DoctorSettings, times: tuple[float, float]) -> NodeReport:
@@ -115,8 +102,6 @@ def _read_gather(host: str, captures: dict[str, Capture], settings: DoctorSettin
         shm_kib=shm,
         software=sources.parse_software(text(sources.SOFTWARE)),
         datasets=sources.parse_datasets(text(sources.DATASET), settings.datasets),
-        mtus=sources.parse_mtu(text(sources.MTU)),
-        ib_ports=sources.parse_rdma(text(sources.RDMA)),
         gpu_health=health,
         pci_gpus=pci,
         xids=sources.parse_xid(text(sources.XID)),
@@ -141,7 +126,7 @@ def _gather_host(host: Host, settings: DoctorSettings, sessions: dict[str, Sessi
     session = None
     steps = doctor_steps(settings.fast)
     try:
-        session = Session(host, settings.ssh)
+        session = open_session(host, settings.ssh)  # the handshake before the clock: its window is the round trip
         nonce = new_nonce()
         sent = time.time()
         result = session.run(gather_command(settings), gather_script(nonce, steps))
@@ -307,7 +292,7 @@ def doctor(hosts: list[Host], settings: DoctorSettings) -> DoctorRun:
         from provision.doctor.perf import run_perf
 
         started = time.monotonic()
-        perf = run_perf(hosts, reports, settings.perf, lambda host: Session(host, settings.ssh))
+        perf = run_perf(hosts, reports, settings.perf, lambda host: open_session(host, settings.ssh))
         results += perf.results(sum(1 for r in reports if r.ok))
         seconds["perf"] = time.monotonic() - started
     return DoctorRun(results, reports, seconds, perf)

@@ -1,7 +1,7 @@
 """The steps doctor adds to probe's gather script, each next to its pure parser.
 
 The script runs as ``sh -s -- JOB_USER [DATASET...]``: the user name and dataset paths (checked
-at the edge by :func:`check_user` / :func:`check_dataset`) reach the steps as positional
+at the edge by :func:`check_job_user` / :func:`check_dataset`) reach the steps as positional
 parameters, never as shell text. Cheap by design: /proc and sysfs reads are builtins, globs list
 libraries without running anything; the dataset manifest is one ``find | sort | awk | md5sum``.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from provision.doctor.model import GpuHealth, IbPort, Limits, Manifest, Software
+from provision.doctor.model import GpuHealth, Limits, Manifest, Software
 from provision.doctor.mounts import holding_mount, parse_mountinfo
 from provision.errors import ParseError, ProvisionError
 from provision.facts.registry import Fact
@@ -50,20 +50,6 @@ SOFTWARE = Fact(
     'for f in "$p"/conda-meta/python-[0-9]*.json; do [ -e "$f" ] && { echo "conda $p ${f##*/}"; break 2; }; done; done; true',
     "NVIDIA driver, CUDA runtime, NCCL, the first Anaconda prefix's Python",
 )
-RDMA = Fact(
-    "doctor-rdma",
-    (),
-    'for p in /sys/class/infiniband/*/ports/*; do [ -d "$p" ] || continue; '
-    's=; l=; read -r s <"$p/state"; read -r l <"$p/link_layer" 2>/dev/null; '
-    'd=${p%/ports/*}; printf \'%s/%s\\t%s\\t%s\\n\' "${d##*/}" "${p##*/}" "$s" "$l"; done; true',
-    "InfiniBand/RoCE ports and their state (sysfs)",
-)
-MTU = Fact(
-    "doctor-mtu",
-    (),
-    'for d in /sys/class/net/*; do [ -r "$d/mtu" ] && read -r m <"$d/mtu" && echo "${d##*/} $m"; done; true',
-    "each interface's MTU (sysfs)",
-)
 GPU_HEALTH = Fact("doctor-nvidia-smi-q", ("nvidia-smi",), "nvidia-smi -q -x", "GPU health (persistence, ECC, pages)")
 XID = Fact(
     "doctor-xid",
@@ -90,7 +76,9 @@ DATASET = Fact(
     "each --dataset folder's manifest: file count, bytes, hash of names+sizes+mtimes; the node's mounts (/proc/self/mountinfo)",
 )
 
-STEPS: tuple[Fact, ...] = (USER, LIMITS, SOFTWARE, RDMA, MTU, GPU_HEALTH, XID, DATASET)
+# What doctor adds to probe's facts (probe's own are read once: the RDMA ports and each interface's
+# MTU come from sysfs-rdma and sysfs-net, in the host's facts).
+STEPS: tuple[Fact, ...] = (USER, LIMITS, SOFTWARE, GPU_HEALTH, XID, DATASET)
 
 _PATH = re.compile(r"^/[A-Za-z0-9._/+@%=:,~ -]{0,1000}\Z")
 
@@ -109,8 +97,11 @@ def anaconda_prefixes(variables: Any, hosts: list) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def check_user(user: str) -> str:
-    """A job user name safe to pass to the node (POSIX portable name), else ProvisionError."""
+def check_job_user(user: str) -> str:
+    """The job user named by ``--user``, safe to pass to the node (the inventory's rule for a user
+    name, :data:`provision.inventory.model.USER_NAME`), else ProvisionError naming the option. Not
+    :func:`provision.operations.base.check_user` (a playbook's user or group argument): importing
+    the operations would cost doctor's start the whole operation registry."""
     if not USER_NAME.match(user):
         raise ProvisionError(f"--user {shown_value(user)}: not a user name (letters, digits, ._- after a letter)")
     return user
@@ -191,32 +182,6 @@ def parse_software(text: str) -> Software:
             match = re.match(r"python-([0-9][0-9.]{0,20}[0-9])-", file_name)
             conda = f"{prefix} python {match.group(1) if match else '?'}"
     return Software(driver, cudart, nccl, conda)
-
-
-@RDMA.parses
-def parse_rdma(text: str) -> tuple[IbPort, ...]:
-    """InfiniBand/RoCE ports from ``dev/port<TAB>N: STATE<TAB>link layer`` lines."""
-    ports = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        if len(fields) != 3 or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}/[0-9]{1,4}", fields[0]):
-            raise ParseError(RDMA.name, f"unexpected line {shown_value(line[:60])}", number)
-        state = fields[1].split(":", 1)[-1].strip() or "unknown"
-        ports.append(IbPort(fields[0], state, fields[2].strip() or "InfiniBand"))
-    return tuple(ports)
-
-
-@MTU.parses
-def parse_mtu(text: str) -> dict[str, int]:
-    """``{interface: mtu}`` from ``name mtu`` lines."""
-    mtus = {}
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) == 2 and digits(fields[1]):
-            mtus[fields[0]] = int(fields[1])
-    return mtus
 
 
 @XID.parses

@@ -23,13 +23,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from provision.facts.registry import fact
 from provision.operations.base import UNKNOWN, Run, StateKey, UserEntry, Write, split_home
 
 PATH_KINDS = ("file", "stat")  # facts about one path: a change that names its paths leaves others alone
 IDENTITY = StateKey("hostinfo")  # host name, addresses, host keys: read once, at the start of the run
-# What no change of a run alters: the host's identity, its OS family, its package manager. They stay
-# trusted after a change that may alter anything (in --check too, where nothing is read again).
-STABLE = (IDENTITY, StateKey("os"), StateKey("pkgmgr"))
+
+
+def stable(key: StateKey) -> bool:
+    """Whether no change of a run alters ``key``'s fact (declared ``stable``: the host's identity,
+    its OS family, its package manager): it stays trusted after a change that may alter anything
+    (in --check too, where nothing is read again)."""
+    try:
+        return not key.arg and fact(key.kind).stable
+    except KeyError:  # no such fact: nothing says it is stable
+        return False
 
 
 @dataclass(frozen=True)
@@ -105,7 +113,7 @@ class StateCache:
         return [key for key in dict.fromkeys(keys) if not self.known(key)]
 
     def _touches(self, scope: Scope, key: StateKey) -> bool:
-        if key in STABLE:
+        if stable(key):
             return False
         if any(stated == key for stated, _ in scope.stated):
             return True

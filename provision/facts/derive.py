@@ -8,6 +8,9 @@ Which source wins, and why:
   NUMA node count: Sub-NUMA Clustering and EPYC NPS4 put several nodes in one socket.
 - hwloc's XML, when captured, comes before all of these: OpenMPI reads ``slot=S:C`` through hwloc
   (logical package S, logical core C inside it); the others are only cross-checked.
+A fact declared with a ``column`` (:mod:`provision.facts.registry`) needs nothing of this module:
+its parsed value is kept as it is (:func:`kept_values`).
+
 Every disagreement between sources becomes a note in the facts, and so does a source that cannot
 be read where another answers the same question (``numactl -H``, ``lscpu -p``, ``lscpu``,
 ``nvidia-smi topo -m``, sysfs): the host is still probed from the others. Only an unreadable source
@@ -19,10 +22,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from functools import lru_cache
+from typing import Any
 
 from provision.errors import NotCapturedError, ParseError
 from provision.facts import hwloc, lscpu, nic_distance, nics, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
 from provision.facts.model import NO_OPENMPI, Core, CpuTopology, Gpu, HostFacts, RdmaDevice, Socket
+from provision.facts.registry import kept_facts
 
 POWER_ARCHES = ("ppc64le", "ppc64")
 
@@ -338,6 +343,19 @@ def _network(
     return interfaces, rdma
 
 
+def kept_values(captures: dict[str, str], notes: list[str]) -> dict[str, Any]:
+    """The value of each kept fact (declared with a ``column``) that was captured; one its parser
+    refuses is left out, with a note why (no other source needs it)."""
+    kept: dict[str, Any] = {}
+    for fact in kept_facts():
+        if fact.name in captures:
+            try:
+                kept[fact.name] = fact.read(captures[fact.name])
+            except ParseError as error:
+                notes.append(f"{fact.name} not used: {error}")
+    return kept
+
+
 def derive_facts(
     host: str, captures: dict[str, str], unavailable: dict[str, str] | None = None, probed_at: str = ""
 ) -> HostFacts:
@@ -371,6 +389,8 @@ def derive_facts(
     )
     gpus = _gpus(captures, topology, sources, notes)
     interfaces, rdma = _network(captures, interfaces, sources, notes)
+    gpu_nics = nic_distance.gpu_nic_links(gpus, rdma, captures.get(HWLOC), captures.get(GPU_TOPO), notes)
+    kept = kept_values(captures, notes)
     return HostFacts(
         host=host,
         hostname=hostname,
@@ -381,9 +401,10 @@ def derive_facts(
         openmpi=mpi,
         interfaces=interfaces,
         rdma=rdma,
-        gpu_nics=nic_distance.gpu_nic_links(gpus, rdma, captures.get(HWLOC), captures.get(GPU_TOPO), notes),
+        gpu_nics=gpu_nics,
         sources=sources,
         notes=tuple(notes),
         unavailable=dict(unavailable or {}),
         probed_at=probed_at,
+        kept=kept,
     )

@@ -23,7 +23,7 @@ from xml.etree.ElementTree import Element, TreeBuilder
 from xml.parsers import expat
 
 from provision.errors import ParseError
-from provision.facts.limits import MAX_GPUS, MAX_NUMA_NODES, check_count
+from provision.facts.bounds import MAX_GPUS, MAX_NUMA_NODES, check_count
 from provision.facts.model import Core, CpuTopology, Socket
 from provision.facts.registry import Fact
 from provision.text import shown_value

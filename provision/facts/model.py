@@ -1,8 +1,19 @@
-"""Typed facts about one host, as plain dataclasses that round-trip through JSON."""
+"""Typed facts about one host, as plain dataclasses that round-trip through JSON.
+
+:func:`from_json` rebuilds any of them from its JSON form by the declared field types, so a field
+added to a dataclass here is stored and read back with no other code:
+
+    >>> from_json(Gpu, {"index": 0, "name": "V100", "bus_id": "0000:04:00.0", "memory_mib": 16160,
+    ...                 "numa_node": 0, "socket": 0, "affinity_source": "nvidia-smi-topo"}).bus_id
+    '0000:04:00.0'
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import types
+import typing
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -214,6 +225,7 @@ class HostFacts:
     notes: tuple[str, ...] = ()  # disagreements between sources, fallbacks used
     unavailable: dict[str, str] = field(default_factory=dict)  # capture -> why it is missing
     probed_at: str = ""
+    kept: dict[str, Any] = field(default_factory=dict)  # fact name -> its parsed value (facts declared with a column)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (tuples become lists)."""
@@ -223,50 +235,65 @@ class HostFacts:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HostFacts:
-        """Rebuild facts from :meth:`to_dict` output; raises KeyError/TypeError/ValueError on bad data."""
+        """Rebuild facts from :meth:`to_dict` output (each field by its declared type, see
+        :func:`from_json`); raises KeyError/TypeError/ValueError on bad data."""
         if data.get("format") != FACTS_FORMAT:
             raise ValueError(f"unknown facts format {shown_value(data.get('format'))} (expected {FACTS_FORMAT})")
-        cpu = data["cpu"]
-        topology = CpuTopology(
-            sockets=tuple(
-                Socket(
-                    index=s["index"],
-                    physical_id=s["physical_id"],
-                    numa_nodes=tuple(s["numa_nodes"]),
-                    cores=tuple(Core(c["index"], c["core_id"], tuple(c["cpus"])) for c in s["cores"]),
-                )
-                for s in cpu["sockets"]
-            ),
-            threads_per_core=cpu["threads_per_core"],
-            source=cpu["source"],
-            offline_cores=cpu.get("offline_cores", 0),
-        )
-        return cls(
-            host=data["host"],
-            hostname=data["hostname"],
-            arch=data["arch"],
-            cpu=topology,
-            gpus=tuple(Gpu(**g) for g in data.get("gpus", [])),
-            memory_mib=data.get("memory_mib"),
-            openmpi=OpenMPI(**{**data["openmpi"], "packages": tuple(data["openmpi"]["packages"])}),
-            interfaces=tuple(NetInterface(**{**i, "addresses": tuple(i["addresses"])}) for i in data.get("interfaces", [])),
-            rdma=tuple(
-                RdmaDevice(
-                    d["name"],
-                    d["pci_address"],
-                    d["numa_node"],
-                    tuple(RdmaPort(**{**p, "gids": tuple(RdmaGid(**g) for g in p["gids"])}) for p in d["ports"]),
-                )
-                for d in data.get("rdma", [])
-            ),
-            gpu_nics=tuple(GpuNicLink(**link) for link in data.get("gpu_nics", [])),
-            sources=dict(data.get("sources", {})),
-            notes=tuple(data.get("notes", [])),
-            unavailable=dict(data.get("unavailable", {})),
-            probed_at=data.get("probed_at", ""),
-        )
+        return from_json(cls, {key: value for key, value in data.items() if key != "format"})
+
+    def mtu(self, interface: str) -> int | None:
+        """The MTU of ``interface`` (from sysfs-net), None when unknown or no such interface."""
+        return next((i.mtu for i in self.interfaces if i.name == interface), None)
+
+    def rdma_ports(self) -> tuple[tuple[str, RdmaPort], ...]:
+        """``(("mlx5_0/1", port), ...)``: every port of every RDMA device, named ``device/port``."""
+        return tuple((f"{device.name}/{port.number}", port) for device in self.rdma for port in device.ports)
 
     def signature(self) -> tuple:
         """What must match across hosts for one training job: arch, shape, GPU count and model."""
         gpu_models = tuple(sorted({gpu.name for gpu in self.gpus}))
         return (self.arch, self.cpu.shape(), len(self.gpus), gpu_models)
+
+
+_PLAIN = (str, int, float, bool)
+
+
+def from_json(kind: Any, value: Any, where: str = "facts") -> Any:
+    """``value`` (parsed JSON) as ``kind``: a dataclass from an object of its fields (a field left
+    out takes its default; an unknown key is refused), ``tuple[X, ...]`` from a list, ``dict[str, X]``,
+    ``X | None``, the plain types (a bool is no int here), ``Any`` as it is. TypeError/ValueError
+    naming ``where`` on anything else."""
+    if kind is Any:
+        return value
+    if dataclasses.is_dataclass(kind):
+        if not isinstance(value, dict):
+            raise TypeError(f"{where}: expected an object for {kind.__name__}")
+        hints = typing.get_type_hints(kind)
+        fields = {f.name: f for f in dataclasses.fields(kind) if f.init}
+        unknown = sorted(set(value) - set(fields))
+        if unknown:
+            raise TypeError(f"{where}: unknown field {shown_value(unknown[0])} in {kind.__name__}")
+        return kind(**{name: from_json(hints[name], item, f"{where}.{name}") for name, item in value.items()})
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        if len(options) == 1:
+            return from_json(options[0], value, where)
+        raise TypeError(f"{where}: cannot choose among {kind}")
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):  # a list from JSON, a tuple from to_dict itself
+            raise TypeError(f"{where}: expected a list")
+        return tuple(from_json(args[0], item, f"{where}[{index}]") for index, item in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise TypeError(f"{where}: expected an object")
+        return {from_json(args[0], key, where): from_json(args[1], item, f"{where}.{key}") for key, item in value.items()}
+    if kind in _PLAIN:
+        if isinstance(value, kind) and not (kind is not bool and isinstance(value, bool)):
+            return value
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        raise TypeError(f"{where}: expected {kind.__name__}, got {type(value).__name__}")
+    raise TypeError(f"{where}: no JSON form for {kind}")

@@ -17,7 +17,7 @@ import re
 from dataclasses import replace
 
 from provision.errors import ParseError
-from provision.facts.limits import MAX_RDMA_DEVICES
+from provision.facts.bounds import MAX_RDMA_DEVICES
 from provision.facts.model import NetInterface, RdmaDevice, RdmaGid, RdmaPort
 from provision.facts.registry import Fact
 from provision.text import shown_value
@@ -42,7 +42,7 @@ NET_SOURCE = Fact(
 )
 
 MAX_LINES = 200_000
-MAX_DEVICES = MAX_RDMA_DEVICES  # see provision.facts.limits
+MAX_DEVICES = MAX_RDMA_DEVICES  # see provision.facts.bounds
 MAX_PORTS = 64
 MAX_GID_INDEX = 4096
 _NAME = r"[A-Za-z0-9_.-]{1,64}"

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from provision.errors import ParseError
-from provision.facts.limits import MAX_NUMA_NODES, check_count
+from provision.facts.bounds import MAX_NUMA_NODES, check_count
 from provision.facts.registry import Fact
 from provision.text import shown_value
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from provision.errors import ParseError
-from provision.facts.limits import MAX_GPUS, MAX_NUMA_NODES, MAX_NVIDIA_FUNCTIONS, check_count
+from provision.facts.bounds import MAX_GPUS, MAX_NUMA_NODES, MAX_NVIDIA_FUNCTIONS, check_count
 from provision.facts.registry import Fact
 from provision.text import shown_value
 

@@ -66,8 +66,7 @@ def os_family(release: OsRelease | None) -> str:
     return "unknown"
 
 
-def _os_command(_arg: str) -> str:
-    return "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release 2>/dev/null; true"
+_OS_COMMAND = "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release 2>/dev/null; true"
 
 
 def _unquote(key: str, value: str) -> str:
@@ -85,7 +84,7 @@ def _unquote(key: str, value: str) -> str:
     return value
 
 
-def parse_os(_arg: str, text: str) -> OsRelease:
+def parse_os(text: str) -> OsRelease:
     """The fields of os-release(5) that choose package names; anything malformed is an error."""
     fields: dict[str, str] = {}
     for line in text.splitlines()[:_MAX_OS_LINES]:
@@ -107,7 +106,7 @@ def parse_os(_arg: str, text: str) -> OsRelease:
     return OsRelease(os_id, like, version)
 
 
-def _pkgindex_command(_arg: str) -> str:
+def _pkgindex_command() -> str:
     # The newest of: apt's partial/ (made and emptied by each apt-get update), apt's own update
     # stamp, the lists folder; only where a Packages list exists at all.
     apt = (
@@ -130,7 +129,7 @@ def _pkgindex_command(_arg: str) -> str:
     )
 
 
-def parse_pkgindex(_arg: str, text: str) -> PackageIndex:
+def parse_pkgindex(text: str) -> PackageIndex:
     """``apt 3600`` -> PackageIndex("apt", 3600); ``apt none`` -> no index; ``none``: no manager."""
     line = text.strip().splitlines()[0].strip() if text.strip() else ""
     if line == "none":
@@ -165,6 +164,6 @@ def parse_candidate(name: str, text: str) -> str | None:
     raise ParseError(f"candidate {name}", f"unexpected output {shown_value(line[:60])}")
 
 
-OS = Fact("os", (), _os_command, "/etc/os-release's ID, ID_LIKE and VERSION_ID", parse_os)
-PKGINDEX = Fact("pkgindex", (), _pkgindex_command, "how old the package index is", parse_pkgindex)
+OS = Fact("os", (), _OS_COMMAND, "/etc/os-release's ID, ID_LIKE and VERSION_ID", parse_os, stable=True)
+PKGINDEX = Fact("pkgindex", (), _pkgindex_command(), "how old the package index is", parse_pkgindex)
 CANDIDATE = Fact("candidate", (), _candidate_command, "the version the package manager would install", parse_candidate)

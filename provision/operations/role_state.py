@@ -38,7 +38,7 @@ def _parse_mount(path: str, text: str):
     return parts[0], parts[1]
 
 
-def _nfsd_command(_arg: str) -> str:
+def _nfsd_command() -> str:
     # The kernel server needs the nfsd module (or filesystem) AND the privilege to run it: a
     # container shares the host's kernel but, unprivileged, lacks CAP_SYS_ADMIN.
     return (
@@ -48,17 +48,17 @@ def _nfsd_command(_arg: str) -> str:
     )
 
 
-def _parse_word(kind: str, words: tuple[str, ...]):
-    def parse(_arg: str, text: str):
+def _parse_word(kind: str, words: tuple[str, ...], takes_arg: bool = True):
+    def parse_text(text: str):
         word = text.strip().splitlines()[0].strip() if text.strip() else ""
         if word not in words:
             raise ParseError(kind, f"unexpected output {shown_value(word[:40])}")
         return word
 
-    return parse
+    return (lambda _arg, text: parse_text(text)) if takes_arg else parse_text
 
 
-def _nfsmount_command(_arg: str) -> str:
+def _nfsmount_command() -> str:
     return (
         "grep -qw nfs4 /proc/filesystems 2>/dev/null || grep -qw nfs /proc/filesystems 2>/dev/null "
         "|| echo 'no kernel NFS client'; "
@@ -67,7 +67,7 @@ def _nfsmount_command(_arg: str) -> str:
     )
 
 
-def _parse_nfsmount(_arg: str, text: str) -> tuple[str, ...]:
+def _parse_nfsmount(text: str) -> tuple[str, ...]:
     missing = []
     for line in text.splitlines()[:10]:
         line = line.strip()
@@ -84,11 +84,10 @@ def _parse_nfsmount(_arg: str, text: str) -> tuple[str, ...]:
     return tuple(missing)
 
 
-def _listening_command(_arg: str) -> str:
-    return "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; true"
+_LISTENING_COMMAND = "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; true"
 
 
-def parse_listening(_arg: str, text: str) -> dict[int, int]:
+def parse_listening(text: str) -> dict[int, int]:
     """``{port: uid}`` of sockets in state LISTEN (0A) in /proc/net/tcp and tcp6 output."""
     ports: dict[int, int] = {}
     for line in text.splitlines()[:_MAX_LINES]:
@@ -121,9 +120,11 @@ def _pidfile_command(path: str) -> str:
 
 
 MOUNT = Fact("mount", (), _mount_command, "what is mounted on a path", _parse_mount)
-NFSD = Fact("nfsd", (), _nfsd_command, "whether the kernel NFS server can run", _parse_word("nfsd", ("kernel", "none")))
-NFSMOUNT = Fact("nfsmount", (), _nfsmount_command, "whether an NFS mount can be made", _parse_nfsmount)
-LISTENING = Fact("listening", (), _listening_command, "the TCP ports listening", parse_listening)
+NFSD = Fact(
+    "nfsd", (), _nfsd_command(), "whether the kernel NFS server can run", _parse_word("nfsd", ("kernel", "none"), takes_arg=False)
+)
+NFSMOUNT = Fact("nfsmount", (), _nfsmount_command(), "whether an NFS mount can be made", _parse_nfsmount)
+LISTENING = Fact("listening", (), _LISTENING_COMMAND, "the TCP ports listening", parse_listening)
 DF = Fact("df", (), _df_command, "free kilobytes on a path's file system", _parse_df)
 PIDFILE = Fact(
     "pidfile", (), _pidfile_command, "whether a pid file's process is alive", _parse_word("pidfile", ("alive", "dead"))

@@ -1,8 +1,10 @@
-"""Host state as operations need it: each :class:`StateKey` kind is a :class:`Fact` of one thing
-(a path, a user, a package), its shell and its pure parser declared together here or in the module
-of the operations that read it (:mod:`provision.operations.os_state`, :mod:`~.role_state`,
-:mod:`provision.facts.sysctl`). The output is treated as hostile: sizes are bounded and every field
-is checked before it is believed.
+"""Host state as operations need it: each :class:`StateKey` kind names a :class:`Fact` of the
+registry (:func:`provision.facts.registry.fact`), of one thing (a path, a user, a package: the
+key's ``arg``) or fixed (the package manager, a probe fact such as ``uname-m``: no ``arg``). The
+facts operations read are declared here, in :mod:`provision.operations.os_state` and
+:mod:`~.role_state` (their commands need this layer's checks), and in ``provision/facts/``
+(:mod:`provision.facts.sysctl`). The output is treated as hostile: sizes are bounded and every
+field is checked before it is believed.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import re
 from typing import Any
 
 from provision.errors import ParseError
-from provision.facts.registry import FACTS, Fact
+from provision.facts.registry import Fact, fact
 from provision.operations.base import (
     PACKAGE_NAME,
     SERVICE_NAME,
@@ -175,12 +177,16 @@ def _parse_group(name: str, text: str) -> GroupEntry | None:
     return GroupEntry(parts[0], int(parts[2]))
 
 
-def _parse_first_word(_arg: str, text: str) -> str | None:
+def _first_word(text: str) -> str | None:
     lines = text.splitlines()
     return lines[0].strip() if lines and lines[0].strip() else None
 
 
-def _parse_yes(_arg: str, text: str) -> bool:
+def _parse_first_word(_arg: str, text: str) -> str | None:
+    return _first_word(text)
+
+
+def _parse_yes(text: str) -> bool:
     lines = text.splitlines()
     return bool(lines) and lines[0] == "yes"
 
@@ -205,7 +211,7 @@ def _parse_service(_name: str, text: str) -> ServiceState:
     return ServiceState(active or "unknown", enabled or "unknown")
 
 
-def _parse_hostinfo(_arg: str, text: str) -> dict[str, Any]:
+def _parse_hostinfo(text: str) -> dict[str, Any]:
     info: dict[str, Any] = {"hostname": "", "fqdn": "", "addresses": [], "host_keys": []}
     for line in text.splitlines()[:200]:
         tag, _, value = line.partition(" ")
@@ -225,10 +231,6 @@ def _parse_hostinfo(_arg: str, text: str) -> dict[str, Any]:
     return info
 
 
-def _constant(command: str):
-    return lambda _arg: command
-
-
 FILE = Fact("file", (), _file_command, "a path's type, mode, owner and group; a file's sha256 and content", _parse_path("file"))
 STAT = Fact("stat", (), _stat_command, "a path's type, mode, owner and group (never its content)", _parse_path("stat"))
 USER = Fact("user", (), _user_command, "a user's passwd entry and groups", _parse_user)
@@ -238,40 +240,45 @@ GID = Fact("gid", (), _id_command("gid"), "the group name a gid has", _parse_fir
 PKGMGR = Fact(
     "pkgmgr",
     (),
-    _constant(
-        "if command -v apt-get >/dev/null; then echo apt; elif command -v dnf >/dev/null; then echo dnf; "
-        "elif command -v yum >/dev/null; then echo yum; fi"
-    ),
+    "if command -v apt-get >/dev/null; then echo apt; elif command -v dnf >/dev/null; then echo dnf; "
+    "elif command -v yum >/dev/null; then echo yum; fi",
     "the package manager: apt, dnf or yum",
-    _parse_first_word,
+    _first_word,
+    stable=True,
 )
 PACKAGE = Fact("package", (), _package_command, "an installed package's version", _parse_package)
 COMMAND = Fact(
     "command", (), lambda command: f"( {command}\n) >/dev/null 2>&1 </dev/null; echo $?", "a check's exit code", _parse_exit_code
 )
-SYSTEMD = Fact("systemd", (), _constant("[ -d /run/systemd/system ] && echo yes || echo no"), "whether systemd runs", _parse_yes)
+SYSTEMD = Fact("systemd", (), "[ -d /run/systemd/system ] && echo yes || echo no", "whether systemd runs", _parse_yes)
 SERVICE = Fact("service", (), _service_command, "a service's active and enabled state", _parse_service)
-HOSTINFO = Fact("hostinfo", (), _constant(_HOSTINFO), "host name, addresses, host keys and /home's file system", _parse_hostinfo)
+HOSTINFO = Fact(
+    "hostinfo", (), _HOSTINFO, "host name, addresses, host keys and /home's file system", _parse_hostinfo, stable=True
+)
 
 
 def state_fact(key: StateKey) -> Fact:
-    """The fact a :class:`StateKey` kind names (declared here or beside its operations)."""
-    fact = FACTS.get(key.kind)
-    if fact is None or not fact.takes_arg:
-        raise ValueError(f"unknown fact kind {key.kind!r}")
-    return fact
+    """The fact a :class:`StateKey` kind names, found by the registry whatever was imported before
+    (ValueError: none has that name, or an argument for a fixed fact)."""
+    try:
+        found = fact(key.kind)
+    except KeyError:
+        raise ValueError(f"unknown fact kind {key.kind!r}") from None
+    if key.arg and not found.takes_arg:
+        raise ValueError(f"fact {key.kind!r} is read without an argument (got {shown_value(key.arg[:60])})")
+    return found
 
 
 def state_command(key: StateKey) -> str:
     """The POSIX sh that prints ``key``'s raw state (values quoted; never raw)."""
-    return state_fact(key).command_for(key.arg)
+    return state_fact(key).state_command(key.arg)
 
 
 def parse_state(key: StateKey, text: str) -> Any:
     """Parse ``key``'s output (see :func:`state_command`); raises :class:`ParseError` when it is
     not what that command prints."""
     try:
-        fact = state_fact(key)
-    except ValueError:
-        raise ParseError(f"{key.kind} {key.arg}".strip(), "unknown fact kind") from None
-    return fact.read(text, key.arg)
+        found = state_fact(key)
+    except ValueError as error:
+        raise ParseError(f"{key.kind} {key.arg}".strip(), str(error)) from None
+    return found.read_state(text, key.arg)

@@ -11,7 +11,7 @@ healthy hosts, or not needed.
 >>> from provision.plans.dims import Dims
 >>> from provision.inventory.model import Rack
 >>> racks = [Rack("r1", ("a1", "a2", "a3")), Rack("r2", ("b1", "b2"))]
->>> pick = select_hosts(Dims(4, 2, 2), ["a1", "a2", "a3", "b1", "b2"], racks, {"a2": "perf: bad node"})
+>>> pick = fill_shape(Dims(4, 2, 2), ["a1", "a2", "a3", "b1", "b2"], racks, {"a2": "perf: bad node"})
 >>> pick.hosts, pick.left_out
 (('a1', 'a3', 'b1', 'b2'), (('a2', 'perf: bad node'),))
 """
@@ -40,7 +40,7 @@ def _reason_list(unhealthy: dict[str, str], names: Sequence[str]) -> str:
     return "; ".join(at_fault[:6]) + (f"; and {len(at_fault) - 6} more" if len(at_fault) > 6 else "")
 
 
-def select_hosts(dims: Dims, candidates: Sequence[str], racks: Sequence[Rack], unhealthy: dict[str, str]) -> Selection:
+def fill_shape(dims: Dims, candidates: Sequence[str], racks: Sequence[Rack], unhealthy: dict[str, str]) -> Selection:
     """The Y·Z hosts for ``dims`` among ``candidates`` without those in ``unhealthy`` (host -> why);
     :class:`PlanError`, one line naming what is missing and the hosts at fault, when they do not fill it."""
     rack_of = {name: rack.name for rack in racks for name in rack.hosts}

@@ -1,11 +1,11 @@
 """What `provision probe` runs on a host: one POSIX sh script, one round trip.
 
 Each step is a fixed command (no user value ever goes into it), declared next to its parser
-(:class:`provision.facts.registry.Fact`). The streamed output is framed with a random nonce per
-run (:mod:`provision.transport.frames`, the framing setup-cluster's round trips use too), so no
-honest command's output is mistaken for a frame. A hostile node can still learn the
-nonce (it runs the script): :func:`split_output` accepts only the known capture names, once
-each, so nothing it prints can name a file.
+(:class:`provision.facts.registry.Fact`): every fixed fact of ``provision/facts/`` is a step. The
+streamed output is framed with a random nonce per run (:mod:`provision.transport.frames`, the
+framing setup-cluster's round trips use too), so no honest command's output is mistaken for a
+frame. A hostile node can still learn the nonce (it runs the script): :func:`split_output`
+accepts only the known capture names, once each, so nothing it prints can name a file.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from provision import __version__
 from provision.errors import ParseError
-from provision.facts import hwloc, lscpu, nics, numactl, nvidia, openmpi, ppc64_cpu, sysfs_cpu, system
-from provision.facts.registry import Fact
+from provision.facts.registry import Fact, probe_facts
 from provision.resources import render
 from provision.text import shown_value
 from provision.transport.frames import frame_line, frame_setup, new_nonce, split_frames
@@ -40,26 +39,9 @@ STDERR_KEPT = 2000  # characters of a failed step's stderr kept (the first line 
 # stdin, followed by EOF; see templates/gather.sh.j2.
 REMOTE_COMMAND = "sh -s"
 
-# Each source is declared once, next to its parser; this is only the order they run in.
-STEPS: tuple[Fact, ...] = (
-    system.HOSTNAME,
-    system.UNAME_M,
-    numactl.SOURCE,
-    ppc64_cpu.SOURCE,
-    lscpu.SOURCE,
-    lscpu.SOURCE_P,
-    sysfs_cpu.SOURCE,
-    hwloc.SOURCE,
-    nvidia.SOURCE_QUERY,
-    nvidia.SOURCE_TOPO,
-    nvidia.SOURCE_SYSFS,
-    openmpi.SOURCE,
-    system.MEMINFO,
-    system.IP_ADDR,
-    system.IP_LINK,
-    nics.NET_SOURCE,
-    nics.RDMA_SOURCE,
-)
+# Every fixed fact of provision/facts/, each declared once beside its parser, in the registry's
+# order (by module, then as declared): adding a module there adds its step.
+STEPS: tuple[Fact, ...] = probe_facts()
 
 CAPTURE_NAMES = tuple(step.name for step in STEPS)
 if len(set(CAPTURE_NAMES)) != len(CAPTURE_NAMES):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from provision.facts.cpulist import format_ranges
 from provision.facts.model import HostFacts
+from provision.facts.registry import kept_facts
 from provision.probe.run import ProbeResult
 
 if TYPE_CHECKING:
@@ -61,6 +62,23 @@ def openmpi_summary(facts: HostFacts) -> str:
     return mpi.version + (" +cuda" if mpi.cuda_aware else "")
 
 
+FIXED_COLUMNS = ("arch", "S×C×T", "GPUs", "RDMA", "memory", "OpenMPI")  # then each kept fact's column
+
+
+def columns() -> tuple[str, ...]:
+    """The headings of a probed host's row (host name and status aside): the derived facts', then
+    each kept fact's ``column`` in registry order."""
+    return (*FIXED_COLUMNS, *(fact.column for fact in kept_facts()))
+
+
+def row_of(facts: HostFacts) -> tuple[str, ...]:
+    """The cells of a probed host's row under :func:`columns` (the table's and the summary's: one
+    definition); a kept fact not captured shows ``-``."""
+    memory = f"{facts.memory_mib / 1024:.0f} GiB" if facts.memory_mib else "-"
+    kept = (fact.shown(facts.kept[fact.name]) if fact.name in facts.kept else "-" for fact in kept_facts())
+    return (facts.arch, facts.cpu.shape(), gpu_summary(facts), nic_summary(facts), memory, openmpi_summary(facts), *kept)
+
+
 def heterogeneity(results: list[ProbeResult]) -> list[str]:
     """Lines naming the hosts whose topology differs from the majority (empty when uniform)."""
     ok = [r.facts for r in results if r.facts is not None]
@@ -104,30 +122,18 @@ def print_table(results: list[ProbeResult], console: Console) -> None:
         caption="S×C×T: sockets × usable cores per socket × threads per core",
         caption_justify="left",
     )
-    for column in ("host", "arch", "S×C×T", "GPUs", "RDMA", "memory", "OpenMPI", "status"):
+    headings = columns()
+    for column in ("host", *headings):
         table.add_column(column, overflow="fold")
+    table.add_column("status", no_wrap=True)  # one word: the other cells fold first on a narrow terminal
     for result in results:
         facts = result.facts
         if facts is None:
             # The kind only: the whole message is one line per host under the table (print_failures).
-            table.add_row(escape(result.host), "", "", "", "", "", "", f"[red]{escape(result.error_kind or 'failed')}[/red]")
+            blank = ("",) * len(headings)
+            table.add_row(escape(result.host), *blank, f"[red]{escape(result.error_kind or 'failed')}[/red]")
             continue
-        memory = f"{facts.memory_mib / 1024:.0f} GiB" if facts.memory_mib else "-"
-        table.add_row(
-            *(
-                escape(cell)
-                for cell in (
-                    facts.host,
-                    facts.arch,
-                    facts.cpu.shape(),
-                    gpu_summary(facts),
-                    nic_summary(facts),
-                    memory,
-                    openmpi_summary(facts),
-                )
-            ),
-            "[green]ok[/green]",
-        )
+        table.add_row(escape(facts.host), *(escape(cell) for cell in row_of(facts)), "[green]ok[/green]")
     console.print(table)
     for result in results:
         if result.facts is not None:

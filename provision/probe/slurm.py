@@ -14,8 +14,9 @@ stream for all nodes, so who wrote each byte must not depend on anything a node 
   under the same rules as the SSH probe: a node that learns the nonce can forge frames of its
   own output only, and those fail that node alone.
 - Task ``i`` is the ``i``-th node of the allocation (block distribution, one task per node);
-  the node list is printed by the submit host's script before srun starts (an unlabelled line
-  no task can print), and the names are checked as host names before they name a file.
+  the node list is printed by the submit host's script before srun starts (an unlabelled frame
+  of :mod:`provision.transport.frames` no task can print), and the names are checked as host
+  names before they name a file.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from provision.probe.run import ProbeResult, facts_from_captures
 from provision.resources import render
 from provision.text import shown_value
 from provision.transport.connection import run_command
+from provision.transport.frames import frame_line, frame_setup, split_frames
 from provision.transport.options import HostFailure, SshOptions
 
 __all__ = ["SlurmRequest", "SlurmProbeError", "probe_script", "probe_via_slurm", "results_from_output"]
@@ -84,7 +86,13 @@ class SlurmRequest:
 
 def probe_script(nonce: str) -> str:
     """The script the submit host runs on ``sh -s -- PARTITION NODELIST NODES WAIT``."""
-    return render("probe-slurm.sh.j2", nonce=nonce, gather=gather_script(nonce).rstrip("\n"))
+    return render(
+        "probe-slurm.sh.j2",
+        nonce=nonce,
+        gather=gather_script(nonce).rstrip("\n"),
+        frame_setup=frame_setup(nonce),
+        frame_line=frame_line("nodes"),
+    )
 
 
 def _by_task(text: str) -> tuple[dict[int, list[str]], list[str]]:
@@ -126,9 +134,9 @@ def results_from_output(stdout: str, stderr: str, code: int, nonce: str, submit:
     Raises :class:`SlurmProbeError` when no node list came back (the allocation failed)."""
     out_tasks, plain_out = _by_task(stdout)
     err_tasks, plain_err = _by_task(stderr)
-    marker = f"@@{nonce}@@ nodes"
-    listed = [line[len(marker) :].split() for line in plain_out if line.startswith(marker + " ")]
-    if len(listed) != 1:
+    frames = split_frames("\n".join(plain_out), nonce)
+    listed = [frame.body.partition("\n")[0].split() for frame in frames if frame.label == "nodes" and not frame.numbers]
+    if len(listed) != 1 or not listed[0]:
         raise _allocation_error(plain_err, code, submit)
     nodes = listed[0]
     said: dict[int, list[str]] = {}  # srun's own lines about a task ("srun: error: sn2: task 1: Killed")

@@ -44,6 +44,19 @@ def frame_line(label: str, *numbers: str | int, newline_before: bool = False, st
     return f"printf '{lead}%s {label}{fields}\\n' \"${VARIABLE}\"{words}" + (" >&2" if stderr else "")
 
 
+def frame_record(label: str, *numbers: str | int, body: str = "", words: tuple[str, ...] = ()) -> str:
+    """One ``printf`` that prints a frame and a one-line body (``body``: a printf format of the sh
+    ``words``) in one write, so that records printed at once by parallel writers on one pipe never
+    mix (a write under PIPE_BUF is whole)::
+
+        >>> print(frame_record("ssh", '"$rc"', body="%s %.300s", words=('"$1"', '"$w"')))
+        printf '%s ssh %s\\n%s %.300s\\n' "$PROVISION_FRAME" "$rc" "$1" "$w"
+    """
+    fields = "".join(" %s" for _ in numbers)
+    arguments = "".join(f" {word}" for word in (*numbers, *words))
+    return f"printf '%s {label}{fields}\\n{body}\\n' \"${VARIABLE}\"{arguments}"
+
+
 @dataclass(frozen=True)
 class Frame:
     """One frame: its ``label``, its ``numbers`` and the ``body`` printed after it (without the

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import capture_dir, run_cli
 from provision.errors import ParseError
-from provision.facts import limits
+from provision.facts import bounds
 from provision.facts.numactl import parse_numactl_hardware
 from provision.facts.nvidia import parse_gpu_query, parse_sysfs_gpu, parse_topo_matrix
 from provision.probe.gather import Capture
@@ -59,16 +59,16 @@ def captures(gpus: int, nics: int, topo: bool = True) -> dict[str, Capture]:
 
 
 def test_the_largest_plausible_host_is_accepted():
-    result = facts_from_captures("big", captures(limits.MAX_GPUS, 16))
+    result = facts_from_captures("big", captures(bounds.MAX_GPUS, 16))
     assert result.ok, result.error
-    assert len(result.facts.gpus) == limits.MAX_GPUS and len(result.facts.gpu_nics) == limits.MAX_GPUS * 16
+    assert len(result.facts.gpus) == bounds.MAX_GPUS and len(result.facts.gpu_nics) == bounds.MAX_GPUS * 16
 
 
 @pytest.mark.parametrize(
     ("parse", "text", "what"),
     [
-        (parse_gpu_query, gpu_query(limits.MAX_GPUS + 1), "more than 128 GPUs"),
-        (parse_topo_matrix, topo_matrix(limits.MAX_GPUS + 1, 0), "more than 128 GPUs"),
+        (parse_gpu_query, gpu_query(bounds.MAX_GPUS + 1), "more than 128 GPUs"),
+        (parse_topo_matrix, topo_matrix(bounds.MAX_GPUS + 1, 0), "more than 128 GPUs"),
         (parse_sysfs_gpu, "".join(f"0000:{i // 256:02x}:{i % 256:02x}.0 0\n" for i in range(257)), "more than 256 NVIDIA PCI"),
         (parse_numactl_hardware, "available: 1025 nodes (0-1024)\n", "more than 1024 NUMA nodes"),
     ],

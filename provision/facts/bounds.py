@@ -1,8 +1,9 @@
-"""How much of each thing a real machine can have: counts beyond these are refused at parse time.
+"""How much of each thing a real machine can have: counts beyond these bounds are refused at parse
+time. (Not a resource limit: those are doctor's, :mod:`provision.doctor.limits`.)
 
 A node's output is hostile input. A node that claims 5000 GPUs and 256 RDMA devices (279 KB of
 captures) would otherwise cost the controller 1.3 million GPU-NIC pairs, gigabytes of memory and
-minutes of CPU. Each limit is several times the largest real machine, so no honest host meets one,
+minutes of CPU. Each bound is several times the largest real machine, so no honest host meets one,
 and the parser that meets a count beyond it raises :class:`provision.errors.ParseError` for that
 host alone (one line; the other hosts go on).
 
