@@ -48,9 +48,18 @@ def test_typo_named_at_its_line_and_own_names_left_alone(tmp_path: Path):
 
 ENTRY_CASES = [
     # issue 34: her Jupyter would install into the shared prefix as root; her Jupyter would be skipped
-    ("    - {name: alice, uid: 2001, conda_clonee: true}\n", "hosts.yml:5: cluster_users[0] (alice): unknown key conda_clonee; did you mean conda_clone?"),
-    ("    - name: alice\n      uid: 2001\n      jupyter_prot: 8888\n", "hosts.yml:7: cluster_users[0] (alice): unknown key jupyter_prot; did you mean jupyter_port?"),
-    ("    - {name: alice, uid: 2001, colour: blue}\n", "hosts.yml:5: cluster_users[0] (alice): unknown key colour; known: conda_clone, "),
+    (
+        "    - {name: alice, uid: 2001, conda_clonee: true}\n",
+        "hosts.yml:5: cluster_users[0] (alice): unknown key conda_clonee; did you mean conda_clone?",
+    ),
+    (
+        "    - name: alice\n      uid: 2001\n      jupyter_prot: 8888\n",
+        "hosts.yml:7: cluster_users[0] (alice): unknown key jupyter_prot; did you mean jupyter_port?",
+    ),
+    (
+        "    - {name: alice, uid: 2001, colour: blue}\n",
+        "hosts.yml:5: cluster_users[0] (alice): unknown key colour; known: conda_clone, ",
+    ),
 ]
 
 
@@ -78,7 +87,8 @@ def test_unknown_keys_of_exports_and_anaconda_entries_also_in_group_vars(tmp_pat
 
 def test_a_field_the_users_own_playbook_reads_is_known(tmp_path: Path):
     (tmp_path / "site.yml").write_text(
-        "- hosts: all\n  tasks:\n    - name: mail\n      command: {cmd: \"echo {{ item.email }}\"}\n      loop: \"{{ cluster_users }}\"\n"
+        "- hosts: all\n  tasks:\n    - name: mail\n"
+        '      command: {cmd: "echo {{ item.email }}"}\n      loop: "{{ cluster_users }}"\n'
     )
     (tmp_path / "hosts.yml").write_text("hosts:\n  n1: {}\nvars:\n  cluster_users: [{name: alice, uid: 2001, email: a@b}]\n")
     inv = load_inventory(tmp_path / "hosts.yml")

@@ -114,7 +114,10 @@ def own_fields(plays: Iterable[Play], template_dirs: Iterable[Path]) -> set[str]
             continue
         for task in (*play.tasks, *play.handlers):
             whens = task.when if isinstance(task.when, list) else [task.when]
-            texts = [*_strings([task.args, task.loop, task.become_user]), *("{{ " + w + " }}" for w in whens if isinstance(w, str))]
+            texts = [
+                *_strings([task.args, task.loop, task.become_user]),
+                *("{{ " + w + " }}" for w in whens if isinstance(w, str)),
+            ]
             for text in texts:
                 names |= fields_in(text)
     for folder in template_dirs:
