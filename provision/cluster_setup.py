@@ -47,6 +47,7 @@ class SetupRequest:
     check: bool = False
     diff: bool = False
     verify: bool = True
+    again: str = "provision setup-cluster"  # this command as typed, less --limit: what a hint tells to run
 
 
 @dataclass
@@ -200,9 +201,7 @@ class ClusterSetup:
         summary for what this run did; every session is closed after."""
         runner, request = self.runner, self.request
         if request.limit and "ssh" in runner.tags_taken():
-            problem = new_hosts_problem(
-                self.inventory, list(runner.hosts), runner.cache, f"provision setup-cluster -i {request.inventory}"
-            )
+            problem = new_hosts_problem(self.inventory, list(runner.hosts), runner.cache, request.again)
             if problem:
                 raise ProvisionError(problem)
         report = runner.run()

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from provision.cli import command_table, options as opt
-from provision.cli.output import stderr, stdout, warn
+from provision.cli.output import command_again, stderr, stdout, warn
 
 commands = command_table()
 
@@ -198,6 +198,7 @@ def setup_cluster(
         check,
         diff,
         verify,
+        command_again(ctx, drop=("limit",)),
     )
     console = stdout()
     live = _Live([], console, quiet=as_json, verbosity=verbose, check=check)
