@@ -60,10 +60,17 @@ class SetupResult:
     summary: list = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)  # hosts outside the run left out of a cluster-wide file
+    stopped: dict[str, str] = field(default_factory=dict)  # hosts of the run that failed or were unreachable: why
 
     @property
     def bad_pairs(self) -> list:
-        return [pair for pair in self.pairs if not pair.ok]
+        """The pairs tried that did not connect."""
+        return [pair for pair in self.pairs if not pair.ok and pair.checked]
+
+    @property
+    def unchecked_pairs(self) -> list:
+        """The pairs not tried: a node of the pair stopped in the run."""
+        return [pair for pair in self.pairs if not pair.checked]
 
     @property
     def ok(self) -> bool:
@@ -77,6 +84,7 @@ class SetupResult:
             "verify": [vars(p) for p in self.pairs],
             "summary": [vars(line) for line in self.summary],
             "left_out": list(self.left_out),
+            "stopped": dict(self.stopped),
         }
 
 
@@ -219,18 +227,22 @@ class ClusterSetup:
         nfs_warning = self._nfs_clients_warning()
         if nfs_warning:
             done.warnings.append(nfs_warning)
+        done.stopped = {n: r.stop_reason() for n, r in report.runs.items() if r.failed or r.unreachable}
         password, forks = self.options.become_password, self.options.forks
         # the checks after the run: imported when there is one to do (--no-verify, --check: none)
         from provision.checks.roles import role_summary
-        from provision.checks.ssh_pairs import verify_pairs
+        from provision.checks.ssh_pairs import unchecked_pairs, verify_pairs
 
         try:
             selected = runner.tags_taken()  # the pair check and each role's summary only for what this run did
             if request.verify and not request.check and self.cluster.users and {"users", "ssh"} & selected:
                 healthy = {n: r for n, r in report.runs.items() if not r.failed and not r.unreachable}
                 names = {n: (r.facts_hostname() or n) for n, r in healthy.items()}
-                user_names = {n: [u["name"] for u in self.cluster.by_host.get(n, [])] for n in healthy}
-                done.pairs = verify_pairs({n: r.session for n, r in healthy.items()}, names, user_names, forks, password)
+                user_names = {n: [u["name"] for u in self.cluster.by_host.get(n, [])] for n in report.runs}
+                done.pairs = verify_pairs(
+                    {n: r.session for n, r in healthy.items()}, names, {n: user_names[n] for n in healthy}, forks, password
+                )
+                done.pairs += unchecked_pairs(user_names, done.stopped)
             if request.verify and not request.check:  # issue 8's roles: NFS same path/content, clone sizes, Jupyter access
                 variables = {n: runner.variables.for_host(h) for n, h in runner.hosts.items()}
                 done.summary = role_summary(report.runs, variables, forks, password, roles=selected)
@@ -239,6 +251,6 @@ class ClusterSetup:
                 run.session.close()
         report.count_failed_checks(
             [(p.source, f"BatchMode SSH {p.user}@{p.source} -> {p.target}") for p in done.bad_pairs]
-            + [(line.host, f"{line.role}: {line.text}") for line in done.summary if not line.ok]
+            + [(line.host, f"{line.role}: {line.text}") for line in done.summary if not line.ok and line.checked]
         )
         return done

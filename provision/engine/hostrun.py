@@ -36,7 +36,7 @@ from provision.errors import ParseError
 from provision.inventory.model import Host
 from provision.operations.base import StateKey, Write, mask_secrets
 from provision.operations.state import parse_state
-from provision.text import printable
+from provision.text import printable, shown_value
 from provision.transport.frames import new_nonce
 from provision.transport.options import HostFailure
 
@@ -162,6 +162,16 @@ class HostRun:
 
     step_timeout: float | None = None  # seconds each change may run (--command-timeout); None: no limit of its own
     command_timeout: float = defaults.COMMAND_TIMEOUT  # seconds a round trip may read facts (the session's command timeout)
+
+    def stop_reason(self) -> str:
+        """Why this host stopped, in a few words, for the lines that say what was not checked
+        after the run: ``unreachable (timeout: ...)``, ``failed at task 'NAME'`` or its error."""
+        if self.unreachable:
+            return f"unreachable ({self.unreachable[:160]})"
+        task = next((r.task for r in self.results if r.status == "failed"), None)
+        if task:
+            return f"failed at task {shown_value(task)}"
+        return f"failed ({(self.error or 'stopped')[:160]})"
 
     def facts_hostname(self) -> str | None:
         """The name this host calls itself (from its facts), if read."""
