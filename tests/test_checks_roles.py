@@ -56,7 +56,6 @@ def test_failed_nfs_server_is_said_not_hidden():
     from types import SimpleNamespace
 
     from provision.checks.roles import role_summary
-
     from provision.engine.hostrun import HostRun, TaskResult
     from provision.inventory.model import Host
 

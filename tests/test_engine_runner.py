@@ -513,3 +513,75 @@ def test_two_inventory_hosts_with_one_node_name_are_bad_input_before_any_host(tm
     with pytest.raises(BadInput, match=r"host n1\.b: NodeName 'n1' is also host n1\.a's"):
         make(tmp_path, SLURM_NODE_LINES.format(facts=folder), hosts=("n1.a", "n1.b"))
     assert list(tmp_path.glob("n1.*/*")) == []
+
+
+FORESEEN = """
+- name: preconditions after changes that may alter anything
+  hosts: all
+  tasks:
+    - name: a command that may change anything
+      command: {cmd: "echo x >> {{ root }}/log"}
+    - name: a file the task edits and never creates
+      line: {path: "{{ root }}/missing.conf", line: "wanted", create: false}
+    - name: never reached
+      file: {path: "{{ root }}/after", content: "after\\n"}
+"""
+
+NO_SYSTEMD = """
+- name: a service after changes that may alter anything
+  hosts: all
+  tasks:
+    - name: a command that may change anything
+      command: {cmd: "echo x >> {{ root }}/log"}
+    - name: the service
+      service: {name: provision-test-unit, state: started, enabled: true, daemon_reload: true}
+"""
+
+
+def outcome(report) -> list[tuple[str, str, str]]:
+    return [(r.task, r.status, r.message) for r in report.results]
+
+
+@pytest.mark.parametrize("playbook", [FORESEEN, NO_SYSTEMD], ids=["file-it-edits", "no-systemd"])
+def test_check_foresees_the_failure_the_real_run_has(tmp_path, playbook):
+    """Issue 34: after a change that may alter anything, --check predicted success (changed) for a
+    task whose precondition the host fails; the real run then failed. --check now reports the
+    failure it foresees, at the same task, with the same message, and the host stops there."""
+    import os
+
+    if playbook is NO_SYSTEMD and os.path.isdir("/run/systemd/system"):
+        pytest.skip("this machine runs systemd: the no-systemd case needs a host without it")
+    make(tmp_path, playbook, hosts=("h1",))
+    checked = make(tmp_path, playbook, hosts=("h1",), check=True).run()
+    real = make(tmp_path, playbook, hosts=("h1",)).run()
+    assert outcome(checked) == outcome(real), (outcome(checked), outcome(real))
+    failed = [r for r in checked.results if r.status == "failed"]
+    assert len(failed) == 1 and recap(checked)["h1"][2] == 1, outcome(checked)
+    assert (
+        "does not exist: this task edits an existing file" in failed[0].message or "systemd is not running" in failed[0].message
+    )
+    if playbook is FORESEEN:  # foreseen on the state read before the command (it may alter anything): said in -v
+        assert failed[0].detail.startswith("foreseen on the state read before the changes above"), failed[0].detail
+    assert not (tmp_path / "h1" / "after").exists()
+
+
+def test_check_reads_a_fact_never_read_rather_than_take_it_for_absent(tmp_path):
+    """A fact not read in the first round trip (its path known only while running) and altered
+    since: --check reads it (the state before the changes, which it predicts on), never takes it
+    for absent and foresees a failure that will not happen."""
+    playbook = """
+- name: p
+  hosts: all
+  tasks:
+    - name: where
+      command: {cmd: "true"}
+      register: where
+    - name: a command that may change anything
+      command: {cmd: "echo x >> {{ root }}/log"}
+    - name: a line in a file that exists, its path known only while running
+      line: {path: "{{ root }}/{{ 'existing' if where.changed else 'none' }}", line: "wanted", create: false}
+"""
+    make(tmp_path, playbook, hosts=("h1",))
+    (tmp_path / "h1" / "existing").write_text("first\n")
+    checked = make(tmp_path, playbook, hosts=("h1",), check=True).run()
+    assert recap(checked)["h1"][2] == 0 and [r.status for r in checked.results] == ["changed", "changed", "changed"]

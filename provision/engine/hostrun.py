@@ -204,8 +204,14 @@ class HostRun:
         as_root = as_root or self.root
         missing = self.cache.unknown(keys)
         again = [k for k in self.cache.unknown(self.wanted) if k not in missing and (as_root or not k.user)]
-        if self.check:  # the host shows the state before every planned change: only what none altered
-            missing, again = ([k for k in found if not self.cache.altered_since(k, 0)] for found in (missing, again))
+        if self.check:
+            # The host shows the state before every planned change: read what none altered, and what
+            # was never read (its value before the changes is the one --check predicts on: a fact
+            # never read is not known absent, so a precondition is never foreseen to fail on nothing).
+            missing, again = (
+                [k for k in found if not self.cache.altered_since(k, 0) or not self.cache.was_read(k)]
+                for found in (missing, again)
+            )
         if missing:
             self.round_trip(missing + again, as_root, apply=not self.check)
 

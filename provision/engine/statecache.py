@@ -27,9 +27,11 @@ from provision.operations.base import UNKNOWN, Run, StateKey, UserEntry, Write, 
 
 PATH_KINDS = ("file", "stat")  # facts about one path: a change that names its paths leaves others alone
 IDENTITY = StateKey("hostinfo")  # host name, addresses, host keys: read once, at the start of the run
-# What no change of a run alters: the host's identity, its OS family, its package manager. They stay
-# trusted after a change that may alter anything (in --check too, where nothing is read again).
-STABLE = (IDENTITY, StateKey("os"), StateKey("pkgmgr"))
+# What no change of a run alters: the host's identity, its OS family, its package manager, whether
+# systemd runs as PID 1 (installing a package never makes it the init). They stay trusted after a
+# change that may alter anything (in --check too, where nothing is read again): a precondition on
+# them is foreseen exactly by --check (issue 34: a service on a node without systemd).
+STABLE = (IDENTITY, StateKey("os"), StateKey("pkgmgr"), StateKey("systemd"))
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,10 @@ class StateCache:
     def value(self, key: StateKey) -> Any:
         """The trusted value (None when absent on the host), or UNKNOWN."""
         return self.entries[key][0] if self.known(key) else UNKNOWN
+
+    def was_read(self, key: StateKey) -> bool:
+        """Whether ``key`` has a value at all (read, or stated by a change), trusted or not."""
+        return key in self.entries
 
     def hint(self, key: StateKey) -> Any:
         """The last value read or stated, trusted or not (None when never read)."""

@@ -110,7 +110,10 @@ def _service_command(service: str) -> str:
     if not SERVICE_NAME.match(service):
         raise ValueError(f"service {shown_value(service)}")
     name = quote(service)
-    return f"systemctl is-active {name} 2>/dev/null || true; systemctl is-enabled {name} 2>/dev/null || echo unknown"
+    return (
+        f"systemctl is-active {name} 2>/dev/null || true; systemctl is-enabled {name} 2>/dev/null || echo unknown; "
+        f"systemctl show -p NeedDaemonReload --value {name} 2>/dev/null || echo no"
+    )
 
 
 _HOSTINFO = (
@@ -202,7 +205,8 @@ def _parse_service(_name: str, text: str) -> ServiceState:
     lines = text.splitlines()
     active = lines[0].strip() if lines else "unknown"
     enabled = lines[1].strip() if len(lines) > 1 else "unknown"
-    return ServiceState(active or "unknown", enabled or "unknown")
+    need_reload = len(lines) > 2 and lines[2].strip() == "yes"
+    return ServiceState(active or "unknown", enabled or "unknown", need_reload)
 
 
 def _parse_hostinfo(_arg: str, text: str) -> dict[str, Any]:
