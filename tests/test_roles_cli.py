@@ -6,6 +6,7 @@ import hashlib
 import pytest
 
 from conftest import run_cli
+from test_authorized_keys import ED
 
 INVENTORY = "hosts:\n  n1: {address: 127.0.0.1, port: 1}\n  n2: {address: 127.0.0.1, port: 1}\n"
 INSTALLER = b"#!/bin/bash\necho TEST installer\n"
@@ -122,6 +123,18 @@ CASES = [
         "anaconda-key-typo",
         f"  anaconda: [{{installer: installers/A.sh, sha256: '{SHA}', prefix: /opt/a3, min_free: 10}}]\n",
         "hosts.yml:5: anaconda[0]: unknown key min_free; did you mean min_free_mb?",
+    ),
+    (
+        "own-key-option-sshd-skips",
+        "  cluster_users:\n    - name: alice\n      uid: 2001\n      ssh_keys:\n"
+        f"        - 'forward-agent {ED}'\n",
+        "hosts.yml:9: cluster_users[0] (alice): ssh_keys[0]: not a public key line "
+        "(unknown key option 'forward-agent' (sshd skips such a line))",
+    ),
+    (
+        "own-keys-file-missing",
+        "  cluster_users: [{name: alice, uid: 2001, ssh_keys_file: keys/alice.pub}]\n",
+        "/keys/alice.pub: No such file or directory",
     ),
     (
         "exports-without-server",

@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from provision.operations.authorized_keys import own_keys, set_own_keys
 from provision.operations.base import (
     UNKNOWN,
     Arg,
@@ -110,6 +111,7 @@ def _auth_path(args: dict) -> str:
 
 
 def _auth_requests(args: dict) -> list[StateKey]:
+    own_keys(args["own_keys"], args["own_keys_file"], args["base_dir"])  # bad input before any host
     return [StateKey("user", check_user(args["user"])), StateKey("file", _auth_path(args))]
 
 
@@ -194,8 +196,9 @@ def _check_node_keys(value: Any) -> dict:
 def plan_authorized_key(args: dict, current: Mapping[StateKey, Any]) -> list:
     """Every key in ``keys`` in the user's authorized_keys once (never duplicated); with
     ``node_keys``, the lines provision manages per node made exactly those (see
-    :func:`set_node_keys`); other lines kept; 600. An absent user with nothing to add is
-    nothing to do (its keys were revoked with it)."""
+    :func:`set_node_keys`); with ``own_keys``/``own_keys_file``, her own marked lines made exactly
+    those (:func:`provision.operations.authorized_keys.set_own_keys`); other lines kept; 600. An
+    absent user with nothing to add is nothing to do (its keys were revoked with it)."""
     user, path = args["user"], _auth_path(args)
     keys = args["keys"] or []
     keys = [keys] if isinstance(keys, str) else [k for k in keys if k]
@@ -211,7 +214,9 @@ def plan_authorized_key(args: dict, current: Mapping[StateKey, Any]) -> list:
     if state is not None and (state.kind != "f" or state.content is None):
         raise OperationError(f"authorized_key: {path} is not a readable file")
     text = state.content.decode(errors="replace") if state else ""
-    new = set_node_keys(text, node_keys) if node_keys is not None else text
+    own = own_keys(args["own_keys"], args["own_keys_file"], args["base_dir"])
+    new = set_own_keys(text, own) if own is not None else text  # hers first: node lines stay last, as set_node_keys puts them
+    new = set_node_keys(new, node_keys) if node_keys is not None else new
     new = add_keys(new, keys)
     return content_changes(path, new.encode(), {"owner": user, "group": None, "mode": 0o600}, state)
 
@@ -297,6 +302,11 @@ OPERATIONS = {
             "keys": Arg((str, list), help="keys to add (kept when the user removes none)"),
             "node_keys": Arg((dict,), help="{inventory host: [keys] or null}: the lines provision manages per node"),
             "path": Arg((str,), help="the file (default ~USER/.ssh/authorized_keys)"),
+            "own_keys": Arg(
+                (list,), help="the person's own key lines (options allowed), marked provision-own-key: exactly these kept"
+            ),
+            "own_keys_file": Arg((str,), help="a controller file of her own key lines (authorized_keys format)"),
+            "base_dir": Arg((str,), help="folder a relative own_keys_file is read from (the inventory's)"),
         },
         _auth_requests,
         plan_authorized_key,
