@@ -4,9 +4,9 @@ unreachable, so touching one would give exit 1 instead); the password never prin
 import hashlib
 
 import pytest
+from test_authorized_keys import ED
 
 from conftest import run_cli
-from test_authorized_keys import ED
 
 INVENTORY = "hosts:\n  n1: {address: 127.0.0.1, port: 1}\n  n2: {address: 127.0.0.1, port: 1}\n"
 INSTALLER = b"#!/bin/bash\necho TEST installer\n"
@@ -126,8 +126,7 @@ CASES = [
     ),
     (
         "own-key-option-sshd-skips",
-        "  cluster_users:\n    - name: alice\n      uid: 2001\n      ssh_keys:\n"
-        f"        - 'forward-agent {ED}'\n",
+        f"  cluster_users:\n    - name: alice\n      uid: 2001\n      ssh_keys:\n        - 'forward-agent {ED}'\n",
         "hosts.yml:9: cluster_users[0] (alice): ssh_keys[0]: not a public key line "
         "(unknown key option 'forward-agent' (sshd skips such a line))",
     ),
