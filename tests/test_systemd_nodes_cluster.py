@@ -55,3 +55,19 @@ def test_the_compute_nodes_have_the_stand_in_gpus_device_files(nodes):
         assert results[node]["stdout"].split() == ["/dev/nvidia0", "/dev/nvidia1", "/usr/local/bin/nvidia-smi"], results[node]
     # a service stops and starts for real (what the roles will do with munge and slurmd)
     assert cluster.docker_exec("sn1", "sh", "-c", "systemctl restart ssh && systemctl is-active ssh").strip() == "active"
+
+
+def test_each_node_has_a_cgroup_namespace_of_its_own(nodes):
+    """init-cgroupns.sh: seen from the node, PID 1 is at the root of every hierarchy and the
+    mounted hierarchies are the node's own (only its units below), so what slurmd makes there
+    stays in the container's cgroup on the host, whatever the node is called."""
+    _, inventory, known = nodes
+    script = (
+        "sed 's/^[0-9]*:[^:]*://' /proc/1/cgroup | sort -u; "
+        "for d in /sys/fs/cgroup/*/; do [ -e \"$d\"docker ] && echo \"host hierarchy at $d\"; done; "
+        "{ test -d /sys/fs/cgroup/systemd/system.slice/ssh.service || "  # v1 (this host) or v2
+        "test -d /sys/fs/cgroup/system.slice/ssh.service; } && echo own"
+    )
+    results = _run(inventory, known, "--shell", script)
+    for node, result in results.items():
+        assert result["stdout"].split() == ["/", "/init.scope", "own"], (node, result)
