@@ -12,6 +12,7 @@ The command line reads options and prompts, and prints; this module decides. Exa
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from provision.engine.membership import new_hosts_problem
 from provision.engine.runner import BadInput, Runner, RunOptions
 from provision.engine.selection import split_tags
 from provision.errors import ProvisionError
+from provision.files import unignored_in_git
 from provision.inventory.model import open_inventory
 from provision.inventory.patterns import name_list
 from provision.operations.jupyter import checked_password
@@ -165,7 +167,25 @@ class ClusterSetup:
                     "host_vars/ or -e): no cluster user is made or checked there"
                 )
             self.cluster.check_rotation(self.rotate)
+            self.warnings += self._secrets_in_git()
         return self.cluster.users
+
+    def _secrets_in_git(self) -> list[str]:
+        """A warning for each password file (``jupyter_password_file``) that sits in a git work
+        tree and is not ignored there: one ``git add -A`` would publish it (issue 34)."""
+        base = self.inventory.path.parent if self.inventory.path else Path(".")
+        files = {str(u["jupyter_password_file"]) for u in self.cluster.users if isinstance(u.get("jupyter_password_file"), str)}
+        found = []
+        for name in sorted(files):
+            path = Path(name) if Path(name).is_absolute() else base / name
+            top = unignored_in_git(path)
+            if top is not None:
+                folder = shlex.quote(str(path.parent.resolve().relative_to(top.resolve())) + "/")
+                found.append(
+                    f"{path}: a password file inside the git work tree {top}, not ignored there: `git add -A` would "
+                    f"commit it; keep it outside, or ignore it (echo {folder} >> {shlex.quote(str(top / '.gitignore'))})"
+                )
+        return found
 
     def jupyter_users(self) -> list[str]:
         """The users whose Jupyter password must be asked (a port and no jupyter_password_file)."""
