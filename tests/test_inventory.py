@@ -138,3 +138,35 @@ def test_example_inventory_is_printed_from_the_installed_package(tmp_path):
     example = tmp_path / "hosts.yml"
     example.write_text(done.stdout)
     assert load_inventory(example).racks
+
+
+def test_show_vars_and_json_include_group_vars_and_host_vars_as_setup_cluster_reads_them(tmp_path):
+    """Issue 34: `inventory show --vars` and `--json` left out group_vars/ and host_vars/ (setup-cluster
+    reads them; `ansible-inventory --list` shows them): each host's variables merged as setup-cluster
+    merges them, and --vars names the file each comes from."""
+    import json
+
+    from conftest import run_cli
+
+    path = tmp_path / "hosts.yml"
+    path.write_text(
+        "hosts:\n  w1: {address: 10.0.0.1}\n  w2: {address: 10.0.0.2, vars: {shell_of: w2}}\n"
+        "groups:\n  gpu: [w1, w2]\nvars:\n  dataset_dir: /data\n  conda_path: profile\n"
+    )
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "gpu.yml").write_text("conda_path: module\nnfs_server: w1\n")
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "w2.yml").write_text("nfs_server: w2\n")
+    (tmp_path / "group_vars" / "cpu.yml").write_text("x: 1\n")  # names no group: said, applies to none
+    done = run_cli("inventory", "show", "-i", str(path), "--json")
+    assert done.returncode == 0, done.stderr
+    hostvars = json.loads(done.stdout)["_meta"]["hostvars"]
+    assert hostvars["w1"] == {"dataset_dir": "/data", "conda_path": "module", "nfs_server": "w1", "ansible_host": "10.0.0.1"}
+    assert (
+        hostvars["w2"]["nfs_server"] == "w2" and hostvars["w2"]["shell_of"] == "w2" and hostvars["w2"]["conda_path"] == "module"
+    )
+    assert "cpu.yml: no group 'cpu' in the inventory" in done.stderr
+    shown = run_cli("inventory", "show", "-i", str(path), "--vars").stdout
+    assert f'group gpu var conda_path = "module"  ({tmp_path / "group_vars" / "gpu.yml"})' in shown
+    assert f'host w2 var nfs_server = "w2"  ({tmp_path / "host_vars" / "w2.yml"})' in shown
+    assert 'var conda_path = "profile"' in shown and 'host w2 var shell_of = "w2"' in shown

@@ -139,6 +139,14 @@ class Variables:
                 return f"{where}:{lines[name]}" if lines.get(name) else where
         return None
 
+    def inventory_vars(self, host: Host) -> dict:
+        """What the inventory gives ``host`` (vars:, group_vars/, its own vars, host_vars/ merged in
+        that order), as ``ansible-inventory`` shows a host's variables: no play's, no ``-e``."""
+        merged: dict[str, Any] = {}
+        for _where, data in self.layers(host)[:-2]:
+            merged.update(data)
+        return merged
+
     def source(self, host: Host, name: str) -> str | None:
         """Where ``name`` of ``host`` comes from (the layer that wins), or None when unset."""
         return next((where for where, data in reversed(self.layers(host)) if name in data), None)
