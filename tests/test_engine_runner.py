@@ -585,3 +585,32 @@ def test_check_reads_a_fact_never_read_rather_than_take_it_for_absent(tmp_path):
     (tmp_path / "h1" / "existing").write_text("first\n")
     checked = make(tmp_path, playbook, hosts=("h1",), check=True).run()
     assert recap(checked)["h1"][2] == 0 and [r.status for r in checked.results] == ["changed", "changed", "changed"]
+
+
+def test_check_predicts_on_what_a_planned_change_would_set(tmp_path):
+    """Issue 34: on fresh nodes `--check` said `ssh_keypair: user alice does not exist` (failed) for
+    the key pair after the planned useradd: the user had been decided on stale facts (the group
+    change before it), so its effect was unknown and the key pair fell back to the user read before
+    (absent). What a change decided on stale facts would set is the hint later tasks predict on."""
+    import pwd
+
+    name = "provtest34"
+    try:
+        pwd.getpwnam(name)
+        pytest.skip(f"{name} exists on this machine")
+    except KeyError:
+        pass
+    playbook = f"""
+- name: p
+  hosts: all
+  tasks:
+    - {{name: group, group: {{name: {name}, gid: 63434}}}}
+    - {{name: user, user: {{name: {name}, uid: 63434, group: {name}}}}}
+    - {{name: key pair, ssh_keypair: {{user: {name}}}}}
+"""
+    checked = make(tmp_path, playbook, hosts=("h1",), check=True).run()
+    assert [(r.task, r.status) for r in checked.results] == [
+        ("group", "changed"),
+        ("user", "changed"),
+        ("key pair", "changed"),
+    ], [(r.task, r.status, r.message) for r in checked.results]

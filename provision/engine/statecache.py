@@ -41,6 +41,7 @@ class Scope:
 
     stated: tuple[tuple[StateKey, Any], ...] = ()
     paths: tuple[str, ...] | None = None
+    predicted: tuple[tuple[StateKey, Any], ...] = ()  # --check: what a change decided on stale facts would set
 
 
 ANYTHING = Scope()
@@ -54,7 +55,7 @@ def scope_of(change: Run | Write, exact: bool = True) -> Scope:
     else:
         paths = change.touches
     stated = tuple((key, value if exact else UNKNOWN) for key, value in change.effects)
-    return Scope(stated, paths)
+    return Scope(stated, paths, () if exact else tuple(change.effects))
 
 
 def _overlap(a: str, b: str) -> bool:
@@ -67,6 +68,9 @@ class StateCache:
 
     entries: dict[StateKey, tuple[Any, int]] = field(default_factory=dict)
     scopes: list[Scope] = field(default_factory=list)
+    # --check: the value a change decided on stale facts would give a fact (useradd's user): the
+    # hint later tasks predict on, rather than the value read before it (the user absent)
+    predicted: dict[StateKey, Any] = field(default_factory=dict)
 
     @property
     def epoch(self) -> int:
@@ -76,13 +80,22 @@ class StateCache:
     def store(self, key: StateKey, value: Any, epoch: int) -> None:
         """A value read from the host, true as of ``epoch`` (the changes applied before the read)."""
         self.entries[key] = (value, epoch)
+        if epoch >= len(self.scopes) or not self.altered_since(key, epoch):
+            self.predicted.pop(key, None)
 
     def plan(self, scope: Scope) -> None:
-        """A change was planned: what it states becomes the value from now on."""
+        """A change was planned: what it states becomes the value from now on (what it would set,
+        when decided on stale facts, the hint)."""
         self.scopes.append(scope)
         for key, value in scope.stated:
             if value is not UNKNOWN:
                 self.entries[key] = (value, self.epoch)
+                self.predicted.pop(key, None)
+        for key, value in scope.predicted:
+            if value is UNKNOWN:
+                self.predicted.pop(key, None)
+            else:
+                self.predicted[key] = value
 
     def known(self, key: StateKey) -> bool:
         """Whether ``key`` has a value no later change may have altered."""
@@ -102,7 +115,10 @@ class StateCache:
         return key in self.entries
 
     def hint(self, key: StateKey) -> Any:
-        """The last value read or stated, trusted or not (None when never read)."""
+        """The last value read or stated, trusted or not, or what a planned change would set
+        (--check); None when never read."""
+        if key in self.predicted:
+            return self.predicted[key]
         entry = self.entries.get(key)
         return None if entry is None or entry[0] is UNKNOWN else entry[0]
 
