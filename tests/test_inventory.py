@@ -84,6 +84,18 @@ def test_show_without_an_inventory_says_how_to_make_one(tmp_path):
     done = run_cli("inventory", "show", cwd=tmp_path)
     assert done.returncode == 2 and "no inventory" in done.stderr and "inventory example" in done.stderr
     assert done.stdout == ""
+    # Issue 34: the hint works when pasted, in a folder without inventory/ (the shell's > needs the folder).
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    hint = re.search(r"write one \(`([^`]+)`", done.stderr).group(1)
+    bin_dir = Path(sys.executable).parent  # the provision beside this interpreter
+    pasted = subprocess.run(
+        ["sh", "-c", hint], cwd=tmp_path, capture_output=True, text=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    )
+    assert pasted.returncode == 0 and "racks:" in (tmp_path / "inventory" / "hosts.yml").read_text(), pasted.stderr
 
 
 def test_show_json_is_ansible_inventory_list_and_vars_are_shown(tmp_path):

@@ -45,7 +45,7 @@ def show(
     if inv.path is None:
         raise fail(
             f"no inventory: {DEFAULT_INVENTORY} does not exist here and no -i FILE was given; "
-            "write one (`provision inventory example > inventory/hosts.yml`, then edit it) "
+            "write one (`mkdir -p inventory && provision inventory example > inventory/hosts.yml`, then edit it) "
             "or convert Ansible's (`provision inventory import /etc/ansible/hosts -o inventory/hosts.yml`)"
         )
     from provision.playbook.variables import Variables
@@ -102,7 +102,7 @@ def show(
                     show_var(f"host {host.name} ", name, value, str(path))
 
 
-@commands.command("example", epilog="Example:\n\n  provision inventory example > inventory/hosts.yml")
+@commands.command("example", epilog="Example:\n\n  mkdir -p inventory && provision inventory example > inventory/hosts.yml")
 def example() -> None:
     """Print the example inventory, every field explained (ships with the package)."""
     from provision.resources import resource_file
