@@ -144,24 +144,32 @@ def managed_line(key: str, node: str) -> str:
     return f"{MARK.sub('', key.strip())} provision-node={node}"
 
 
-def set_node_keys(text: str, node_keys: Mapping[str, list | None]) -> str:
+PENDING = "pending"  # node_keys: this run makes the node's key pair; its public key is not known yet (--check)
+
+
+def set_node_keys(text: str, node_keys: Mapping[str, list | str | None]) -> str:
     """Pure: the managed lines of ``text`` made ``node_keys`` ({node: keys}): a node's lines
     replaced by its keys, kept as they are when its keys are None (nothing known of it now),
     removed when the node is not in the mapping (it left the inventory). Lines without the
     mark are the user's and kept, except a plain copy of a managed key (adopted: marked now);
-    a key the user wrote with options (``from=...``) is not added again without them."""
+    a key the user wrote with options (``from=...``) is not added again without them. A node's
+    keys :data:`PENDING` (``--check``: made in this run, not known yet) keep its lines and add
+    a line that says so, so that the change is foreseen (and shown by ``--diff``)."""
     user_lines, kept = [], {}
     for line in text.splitlines():
         mark = MARK.search(line)
         if mark:
             node = mark.group("node")
-            if node in node_keys and node_keys[node] is None:
+            if node in node_keys and node_keys[node] in (None, PENDING):
                 kept.setdefault(node, []).append(line)
             continue
         user_lines.append(line)
+    for node, keys in node_keys.items():
+        if keys == PENDING:
+            kept.setdefault(node, []).append(f"# (the key pair made on {node} in this run: its public key) provision-node={node}")
     wanted = {}
     for node, keys in node_keys.items():
-        for key in keys or []:
+        for key in keys if isinstance(keys, list) else []:
             wanted.setdefault(parse_key(key), (node, key))
     lines = []
     for line in user_lines:
@@ -186,6 +194,8 @@ def _check_node_keys(value: Any) -> dict:
     for node, keys in value.items():
         if not isinstance(node, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", node):
             raise ArgumentError(f"authorized_key: {shown_value(node)} is not an inventory host name")
+        if keys == PENDING:
+            continue
         if keys is not None and (not isinstance(keys, list) or not all(isinstance(k, str) for k in keys)):
             raise ArgumentError(f"authorized_key: keys of {node} must be a list of key lines or null")
         for key in keys or []:
