@@ -64,7 +64,7 @@ def test_each_node_has_a_cgroup_namespace_of_its_own(nodes):
     _, inventory, known = nodes
     script = (
         "sed 's/^[0-9]*:[^:]*://' /proc/1/cgroup | sort -u; "
-        "for d in /sys/fs/cgroup/*/; do [ -e \"$d\"docker ] && echo \"host hierarchy at $d\"; done; "
+        'for d in /sys/fs/cgroup/*/; do [ -e "$d"docker ] && echo "host hierarchy at $d"; done; '
         "{ test -d /sys/fs/cgroup/systemd/system.slice/ssh.service || "  # v1 (this host) or v2
         "test -d /sys/fs/cgroup/system.slice/ssh.service; } && echo own"
     )
