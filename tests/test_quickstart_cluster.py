@@ -164,7 +164,10 @@ def test_the_readme_quick_start_converges_as_written(nodes, tmp_path):
         inventory = inventory.replace(f"address: {address}", f"address: {addresses[node]}")
     sha = hashlib.sha256(STANDIN.read_bytes()).hexdigest()
     inventory = re.sub(r'sha256: "<[^"]*>"', f'sha256: "{sha}"', inventory)
-    if not SLURM_FROM_ZERO:
+    slurm = [line for line in inventory.splitlines() if line.strip().startswith("slurm:")]
+    if SLURM_FROM_ZERO:  # the README's line must then name the controller Slurm is installed on
+        assert len(slurm) == 1 and "controller:" in slurm[0], f"the quick start's slurm line names no controller: {slurm}"
+    else:
         print("quick start: the `slurm:` line is left out until the Slurm role installs Slurm (issue 36)")
         inventory = "\n".join(line for line in inventory.splitlines() if not line.strip().startswith("slurm:")) + "\n"
     (folder / "inventory" / "hosts.yml").write_text(inventory)
