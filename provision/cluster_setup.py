@@ -12,6 +12,7 @@ The command line reads options and prompts, and prints; this module decides. Exa
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from provision.engine.membership import new_hosts_problem
 from provision.engine.runner import BadInput, Runner, RunOptions
 from provision.engine.selection import split_tags
 from provision.errors import ProvisionError
+from provision.files import unignored_in_git
 from provision.inventory.model import open_inventory
 from provision.inventory.patterns import name_list
 from provision.operations.jupyter import checked_password
@@ -47,6 +49,7 @@ class SetupRequest:
     check: bool = False
     diff: bool = False
     verify: bool = True
+    again: str = "provision setup-cluster"  # this command as typed, less --limit: what a hint tells to run
 
 
 @dataclass
@@ -59,10 +62,17 @@ class SetupResult:
     summary: list = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)  # hosts outside the run left out of a cluster-wide file
+    stopped: dict[str, str] = field(default_factory=dict)  # hosts of the run that failed or were unreachable: why
 
     @property
     def bad_pairs(self) -> list:
-        return [pair for pair in self.pairs if not pair.ok]
+        """The pairs tried that did not connect."""
+        return [pair for pair in self.pairs if not pair.ok and pair.checked]
+
+    @property
+    def unchecked_pairs(self) -> list:
+        """The pairs not tried: a node of the pair stopped in the run."""
+        return [pair for pair in self.pairs if not pair.checked]
 
     @property
     def ok(self) -> bool:
@@ -76,6 +86,7 @@ class SetupResult:
             "verify": [vars(p) for p in self.pairs],
             "summary": [vars(line) for line in self.summary],
             "left_out": list(self.left_out),
+            "stopped": dict(self.stopped),
         }
 
 
@@ -156,7 +167,25 @@ class ClusterSetup:
                     "host_vars/ or -e): no cluster user is made or checked there"
                 )
             self.cluster.check_rotation(self.rotate)
+            self.warnings += self._secrets_in_git()
         return self.cluster.users
+
+    def _secrets_in_git(self) -> list[str]:
+        """A warning for each password file (``jupyter_password_file``) that sits in a git work
+        tree and is not ignored there: one ``git add -A`` would publish it (issue 34)."""
+        base = self.inventory.path.parent if self.inventory.path else Path(".")
+        files = {str(u["jupyter_password_file"]) for u in self.cluster.users if isinstance(u.get("jupyter_password_file"), str)}
+        found = []
+        for name in sorted(files):
+            path = Path(name) if Path(name).is_absolute() else base / name
+            top = unignored_in_git(path)
+            if top is not None:
+                folder = shlex.quote(str(path.parent.resolve().relative_to(top.resolve())) + "/")
+                found.append(
+                    f"{path}: a password file inside the git work tree {top}, not ignored there: `git add -A` would "
+                    f"commit it; keep it outside, or ignore it (echo {folder} >> {shlex.quote(str(top / '.gitignore'))})"
+                )
+        return found
 
     def jupyter_users(self) -> list[str]:
         """The users whose Jupyter password must be asked (a port and no jupyter_password_file)."""
@@ -200,9 +229,7 @@ class ClusterSetup:
         summary for what this run did; every session is closed after."""
         runner, request = self.runner, self.request
         if request.limit and "ssh" in runner.tags_taken():
-            problem = new_hosts_problem(
-                self.inventory, list(runner.hosts), runner.cache, f"provision setup-cluster -i {request.inventory}"
-            )
+            problem = new_hosts_problem(self.inventory, list(runner.hosts), runner.cache, request.again)
             if problem:
                 raise ProvisionError(problem)
         report = runner.run()
@@ -220,18 +247,22 @@ class ClusterSetup:
         nfs_warning = self._nfs_clients_warning()
         if nfs_warning:
             done.warnings.append(nfs_warning)
+        done.stopped = {n: r.stop_reason() for n, r in report.runs.items() if r.failed or r.unreachable}
         password, forks = self.options.become_password, self.options.forks
         # the checks after the run: imported when there is one to do (--no-verify, --check: none)
         from provision.checks.roles import role_summary
-        from provision.checks.ssh_pairs import verify_pairs
+        from provision.checks.ssh_pairs import unchecked_pairs, verify_pairs
 
         try:
             selected = runner.tags_taken()  # the pair check and each role's summary only for what this run did
             if request.verify and not request.check and self.cluster.users and {"users", "ssh"} & selected:
                 healthy = {n: r for n, r in report.runs.items() if not r.failed and not r.unreachable}
                 names = {n: (r.facts_hostname() or n) for n, r in healthy.items()}
-                user_names = {n: [u["name"] for u in self.cluster.by_host.get(n, [])] for n in healthy}
-                done.pairs = verify_pairs({n: r.session for n, r in healthy.items()}, names, user_names, forks, password)
+                user_names = {n: [u["name"] for u in self.cluster.by_host.get(n, [])] for n in report.runs}
+                done.pairs = verify_pairs(
+                    {n: r.session for n, r in healthy.items()}, names, {n: user_names[n] for n in healthy}, forks, password
+                )
+                done.pairs += unchecked_pairs(user_names, done.stopped)
             if request.verify and not request.check:  # issue 8's roles: NFS same path/content, clone sizes, Jupyter access
                 variables = {n: runner.variables.for_host(h) for n, h in runner.hosts.items()}
                 done.summary = role_summary(report.runs, variables, forks, password, roles=selected)
@@ -240,6 +271,6 @@ class ClusterSetup:
                 run.session.close()
         report.count_failed_checks(
             [(p.source, f"BatchMode SSH {p.user}@{p.source} -> {p.target}") for p in done.bad_pairs]
-            + [(line.host, f"{line.role}: {line.text}") for line in done.summary if not line.ok]
+            + [(line.host, f"{line.role}: {line.text}") for line in done.summary if not line.ok and line.checked]
         )
         return done

@@ -284,3 +284,30 @@ def write_atomic(path: Path, text: str, *, backup: bool = True) -> Path | None:
     finally:
         os.close(folder)
     return backup_path
+
+
+def unignored_in_git(path: str | Path) -> Path | None:
+    """The top of the git work tree that holds ``path`` when git would take the file in (it is
+    inside a work tree and no .gitignore rule ignores it: one ``git add -A`` commits it), else
+    None (outside any work tree, ignored, or no ``git`` on this machine). For a secret beside an
+    inventory: a password file that a commit would publish is said, never silently kept there.
+    Git itself answers (``rev-parse``, ``check-ignore``): its ignore rules are not rewritten here."""
+    import shutil
+    import subprocess
+
+    path = Path(path)
+    if shutil.which("git") is None or not path.parent.is_dir():
+        return None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}  # the tree the file is in, not the caller's
+    try:
+        top = subprocess.run(
+            ["git", "-C", str(path.parent), "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=10, env=env
+        )
+        if top.returncode != 0 or not top.stdout.strip():
+            return None
+        ignored = subprocess.run(
+            ["git", "-C", str(path.parent), "check-ignore", "-q", "--", path.name], capture_output=True, timeout=10, env=env
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return Path(top.stdout.strip()) if ignored.returncode == 1 else None

@@ -81,3 +81,33 @@ def start_fresh_cluster(project: str, material: Path) -> Cluster:
 def stop_roles_cluster(project: str, material: Path, file: Path = ROLES_COMPOSE) -> None:
     """Remove the containers and the data volume (always called)."""
     compose(project, material, "down", "-v", "-t", "1", check=False, file=file)
+
+
+STANDIN = TESTS_DIR / "standins" / "anaconda" / "Anaconda-TEST-STAND-IN-Linux.sh"
+
+
+def write_role_inventory(cluster: Cluster, folder: Path, nodes, users: str) -> tuple[Path, Path]:
+    """An inventory beside its files (alice's Jupyter password in secrets/, the Anaconda TEST
+    STAND-IN in installers/) reaching ``nodes`` at their container addresses: ``users`` (the
+    ``cluster_users`` entries, YAML lines), s1 exporting /data/imagenet, Anaconda in /opt/anaconda3;
+    and its known_hosts."""
+    import hashlib
+    import shutil
+
+    (folder / "secrets").mkdir()
+    (folder / "secrets" / "alice.jupyter").write_text("fresh-node-pass\n")
+    (folder / "installers").mkdir()
+    shutil.copy(STANDIN, folder / "installers" / "Anaconda3-TEST-STAND-IN.sh")
+    sha = hashlib.sha256(STANDIN.read_bytes()).hexdigest()
+    hosts, known = direct_inventory(cluster, nodes)
+    (folder / "hosts.yml").write_text(
+        hosts
+        + "vars:\n  cluster_users:\n"
+        + users
+        + f"""  nfs_server: s1
+  nfs_exports: [{{path: /data/imagenet}}]
+  anaconda: [{{installer: installers/Anaconda3-TEST-STAND-IN.sh, sha256: "{sha}", prefix: /opt/anaconda3}}]
+"""
+    )
+    (folder / "known_hosts").write_text(known)
+    return folder / "hosts.yml", folder / "known_hosts"

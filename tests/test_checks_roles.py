@@ -61,12 +61,26 @@ def test_failed_nfs_server_is_said_not_hidden():
     from types import SimpleNamespace
 
     from provision.checks.roles import role_summary
+    from provision.engine.hostrun import HostRun, TaskResult
+    from provision.inventory.model import Host
 
-    runs = {"r1": SimpleNamespace(failed=True, unreachable=None), "r2": SimpleNamespace(failed=False, unreachable="timeout")}
+    # Issue 34: a Jupyter task failed on the NFS server; the line said "the NFS server failed or was
+    # unreachable" as a FAILED nfs check. It names why, as not checked; a stopped client has its line too.
+    r1 = HostRun(Host("r1"), None, failed=True)
+    r1.results.append(TaskResult("r1", "Jupyter for each user", "jupyter_server_config.py of each user", "", "failed"))
+    runs = {"r1": r1, "r2": HostRun(Host("r2"), None, unreachable="timeout: no SSH answer within 2s")}
     variables = {n: {"nfs_server": "r1", "nfs_exports": [{"path": "/data/x"}]} for n in runs}
-    [line] = role_summary(runs, variables, forks=2)
-    assert not line.ok and line.host == "r1" and "no node's dataset paths were verified" in line.text
+    server, client = role_summary(runs, variables, forks=2)
+    assert (server.role, server.host, server.ok, server.checked) == ("nfs", "r1", False, False)
+    assert server.text == (
+        "not checked: the NFS server failed at task 'jupyter_server_config.py of each user', "
+        "so no node's dataset paths were verified"
+    )
+    assert (client.host, client.ok, client.checked) == ("r2", False, False)
+    assert client.text == "not checked: its dataset paths (NFS): r2 unreachable (timeout: no SSH answer within 2s)"
     assert role_summary(runs, variables, forks=2, roles=frozenset({"jupyter"})) == []
+    runs["r1"] = SimpleNamespace(failed=True, unreachable=None)  # a run without its reason still gets the line
+    assert "no node's dataset paths" in role_summary(runs, variables, forks=2)[0].text
 
 
 def _server_run(session, kind="kernel"):

@@ -217,3 +217,37 @@ def test_encrypted_key_left_to_paramiko(tmp_path):
     )
     opened = open_connection(Host("a", address="10.9.9.9", key=str(key)), SshOptions(ssh_config=Path("/dev/null")))
     assert "pkey" not in opened.connect_kwargs and opened.connect_kwargs["key_filename"] == [str(key)]
+
+
+def test_invoke_s_missing_attribute_message_becomes_the_host_s_real_reason():
+    """Issue 34: at a load of 17, probe once failed with invoke's "No attribute or config key found
+    ..." listing every attribute of a Connection instead of the host's reason. A property of fabric's
+    Connection that fails inside comes out as that AttributeError; the error being handled then
+    (here a timeout) is the reason, else one line that the connection was lost."""
+
+    import fabric
+
+    from provision.transport.connection import describe_failure
+    from provision.transport.options import SshOptions
+
+    def missing_attribute_while(handling: BaseException | None) -> AttributeError:
+        try:
+            try:
+                if handling is not None:
+                    raise handling
+                raise LookupError("nothing")
+            except (OSError, LookupError):
+                fabric.Connection("h").gone_transport  # noqa: B018 - what a failing property does
+        except AttributeError as error:
+            return error
+        raise AssertionError("no AttributeError")
+
+    plain = missing_attribute_while(None)
+    assert "Valid real attributes" in str(plain)  # invoke's message, as the issue saw it
+    failure = describe_failure(missing_attribute_while(TimeoutError("timed out")), SshOptions(connect_timeout=2))
+    assert (failure.kind, str(failure)) == ("timeout", "no SSH answer within 2s")
+    failure = describe_failure(missing_attribute_while(ConnectionResetError(104, "Connection reset by peer")), SshOptions())
+    assert (failure.kind, str(failure)) == ("unreachable", "Connection reset by peer")
+    lost = describe_failure(plain, SshOptions())
+    assert lost.kind == "unreachable" and str(lost).startswith("the SSH connection was lost while it was being set up")
+    assert "Valid" not in str(lost) and len(str(lost)) < 120

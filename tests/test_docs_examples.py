@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from test_authorized_keys import ED
+
 from conftest import run_cli
 from provision.inventory.model import load_inventory
 from provision.operations import OPERATIONS
@@ -19,7 +21,7 @@ EXAMPLE = ROOT / "docs" / "examples" / "site.yml"
 def quick_start_inventory() -> str:
     """The ``yaml`` block of the README's quick start (the one inventory that sets every role)."""
     text = (ROOT / "README.md").read_text()
-    return re.search(r"\*\*One inventory\*\*.*?```yaml\n(.*?)```", text, re.DOTALL).group(1)
+    return re.search(r"One inventory\*\*.*?```yaml\n(.*?)```", text, re.DOTALL).group(1)
 
 
 def test_the_quick_start_inventory_sets_every_role(tmp_path):
@@ -48,6 +50,8 @@ def test_the_own_playbook_example_passes_the_syntax_check_on_the_quick_start_inv
     path = tmp_path / "inventory" / "hosts.yml"
     path.parent.mkdir()
     path.write_text(quick_start_inventory())
+    (tmp_path / "inventory" / "keys").mkdir()  # the quick start's step 2 puts alice's public key there
+    (tmp_path / "inventory" / "keys" / "alice.pub").write_text(ED + " alice@laptop\n")
     done = run_cli("setup-cluster", "-i", str(path), "--playbook", str(EXAMPLE), "--syntax-check", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"playbook: {EXAMPLE}: syntax OK (1 plays, 4 tasks checked for 3 hosts)" in done.stdout, done.stdout

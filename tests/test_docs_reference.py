@@ -83,6 +83,21 @@ def test_every_command_and_option_is_in_the_cli_reference(site):
                 assert has_word(found[anchor], name), f"{path}: {name} missing from the CLI reference"
 
 
+def test_every_command_s_help_reads_in_the_page_as_in_the_terminal(site):
+    """Issue 34: the page lost text a browser takes for HTML (``group_vars/<group>.yml`` showed as
+    ``group_vars/.yml``); every paragraph of every command's help is on its page as ``--help`` says
+    it, read from the built HTML as a browser shows it (tags dropped, entities decoded)."""
+    found = sections(site / "reference" / "cli" / "index.html")
+    checked = 0
+    for path, command in commands():
+        section = " ".join(found[path.replace(" ", "-")].split())
+        for paragraph in re.split(r"\n\s*\n", (command.help or "").strip()):
+            text = " ".join(paragraph.replace("`", "").split())
+            assert text in section, f"{path}: the page shows its help otherwise: {text[:120]}"
+            checked += "<" in text
+    assert checked, "no help holds a '<' any more: the check would not catch the lost text"
+
+
 def test_every_operation_and_argument_is_in_the_operations_reference(site):
     found = sections(site / "reference" / "operations" / "index.html")
     names = operation_names()

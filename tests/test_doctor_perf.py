@@ -189,3 +189,13 @@ def test_bidir_only_when_both_ends_have_iperf3_3_7():
         ("a", "b"), 1, 5.0
     )
     assert "iperf3 -c" in sessions["a"].commands[0] and "--bidir" not in sessions["a"].commands[0]
+
+
+def test_a_hint_shared_by_several_nodes_is_said_once():
+    """Issue 34: `doctor --perf` repeated the same iperf3 install hint once per node."""
+    from provision.doctor.perf import INSTALL_HINT, Coverage, PerfRun
+
+    why = f"no iperf3 on PATH: {INSTALL_HINT}"
+    run = PerfRun([], Coverage(0, 0, 0, 0, None), {"n1": why, "n2": "not reached", "n3": why}, "eth0", 1.0)
+    [nodes] = [r for r in run.results(3) if r.name == "perf nodes"]
+    assert nodes.detail == f"not tested: n1, n3: {why}; n2: not reached" and nodes.detail.count(INSTALL_HINT) == 1

@@ -541,3 +541,104 @@ def test_whole_cluster_filters_are_derived_once_per_play(tmp_path, monkeypatch):
     running = [args for args in scans if isinstance(args[0], dict)]  # before the run hostvars is not known yet (Undefined)
     assert len(running) == 2 and all(isinstance(args[0], filters.HostVars) for args in running)
     assert running[0][0] is not running[1][0]  # each play its own snapshot
+
+
+FORESEEN = """
+- name: preconditions after changes that may alter anything
+  hosts: all
+  tasks:
+    - name: a command that may change anything
+      command: {cmd: "echo x >> {{ root }}/log"}
+    - name: a file the task edits and never creates
+      line: {path: "{{ root }}/missing.conf", line: "wanted", create: false}
+    - name: never reached
+      file: {path: "{{ root }}/after", content: "after\\n"}
+"""
+
+NO_SYSTEMD = """
+- name: a service after changes that may alter anything
+  hosts: all
+  tasks:
+    - name: a command that may change anything
+      command: {cmd: "echo x >> {{ root }}/log"}
+    - name: the service
+      service: {name: provision-test-unit, state: started, enabled: true, daemon_reload: true}
+"""
+
+
+def outcome(report) -> list[tuple[str, str, str]]:
+    return [(r.task, r.status, r.message) for r in report.results]
+
+
+@pytest.mark.parametrize("playbook", [FORESEEN, NO_SYSTEMD], ids=["file-it-edits", "no-systemd"])
+def test_check_foresees_the_failure_the_real_run_has(tmp_path, playbook):
+    """Issue 34: after a change that may alter anything, --check predicted success (changed) for a
+    task whose precondition the host fails; the real run then failed. --check now reports the
+    failure it foresees, at the same task, with the same message, and the host stops there."""
+    import os
+
+    if playbook is NO_SYSTEMD and os.path.isdir("/run/systemd/system"):
+        pytest.skip("this machine runs systemd: the no-systemd case needs a host without it")
+    make(tmp_path, playbook, hosts=("h1",))
+    checked = make(tmp_path, playbook, hosts=("h1",), check=True).run()
+    real = make(tmp_path, playbook, hosts=("h1",)).run()
+    assert outcome(checked) == outcome(real), (outcome(checked), outcome(real))
+    failed = [r for r in checked.results if r.status == "failed"]
+    assert len(failed) == 1 and recap(checked)["h1"][2] == 1, outcome(checked)
+    assert (
+        "does not exist: this task edits an existing file" in failed[0].message or "systemd is not running" in failed[0].message
+    )
+    if playbook is FORESEEN:  # foreseen on the state read before the command (it may alter anything): said in -v
+        assert failed[0].detail.startswith("foreseen on the state read before the changes above"), failed[0].detail
+    assert not (tmp_path / "h1" / "after").exists()
+
+
+def test_check_reads_a_fact_never_read_rather_than_take_it_for_absent(tmp_path):
+    """A fact not read in the first round trip (its path known only while running) and altered
+    since: --check reads it (the state before the changes, which it predicts on), never takes it
+    for absent and foresees a failure that will not happen."""
+    playbook = """
+- name: p
+  hosts: all
+  tasks:
+    - name: where
+      command: {cmd: "true"}
+      register: where
+    - name: a command that may change anything
+      command: {cmd: "echo x >> {{ root }}/log"}
+    - name: a line in a file that exists, its path known only while running
+      line: {path: "{{ root }}/{{ 'existing' if where.changed else 'none' }}", line: "wanted", create: false}
+"""
+    make(tmp_path, playbook, hosts=("h1",))
+    (tmp_path / "h1" / "existing").write_text("first\n")
+    checked = make(tmp_path, playbook, hosts=("h1",), check=True).run()
+    assert recap(checked)["h1"][2] == 0 and [r.status for r in checked.results] == ["changed", "changed", "changed"]
+
+
+def test_check_predicts_on_what_a_planned_change_would_set(tmp_path):
+    """Issue 34: on fresh nodes `--check` said `ssh_keypair: user alice does not exist` (failed) for
+    the key pair after the planned useradd: the user had been decided on stale facts (the group
+    change before it), so its effect was unknown and the key pair fell back to the user read before
+    (absent). What a change decided on stale facts would set is the hint later tasks predict on."""
+    import pwd
+
+    name = "provtest34"
+    try:
+        pwd.getpwnam(name)
+        pytest.skip(f"{name} exists on this machine")
+    except KeyError:
+        pass
+    playbook = f"""
+- name: p
+  hosts: all
+  tasks:
+    - {{name: group, group: {{name: {name}, gid: 63434}}}}
+    - {{name: user, user: {{name: {name}, uid: 63434, group: {name}}}}}
+    - {{name: key pair, ssh_keypair: {{user: {name}}}}}
+"""
+    checked = make(tmp_path, playbook, hosts=("h1",), check=True).run()
+    assert [(r.task, r.status) for r in checked.results] == [
+        ("group", "changed"),
+        ("user", "changed"),
+        ("key pair", "changed"),
+    ], [(r.task, r.status, r.message) for r in checked.results]

@@ -8,20 +8,16 @@ the kernel has no NFS here). The run's time is printed (the issue's figure)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import time
 
 import pytest
-from roles_support import FRESH_COMPOSE, FRESH_NODES, direct_inventory, start_fresh_cluster, stop_roles_cluster
+from roles_support import FRESH_COMPOSE, FRESH_NODES, start_fresh_cluster, stop_roles_cluster, write_role_inventory
 
 from conftest import run_cli
 
 pytestmark = pytest.mark.cluster
-
-STANDIN = os.path.join(os.path.dirname(__file__), "standins", "anaconda", "Anaconda-TEST-STAND-IN-Linux.sh")
 
 
 @pytest.fixture(scope="module")
@@ -37,26 +33,10 @@ def fresh_cluster(tmp_path_factory):
 
 
 def write_inventory(cluster, folder) -> tuple:
-    (folder / "secrets").mkdir()
-    (folder / "secrets" / "alice.jupyter").write_text("fresh-node-pass\n")
-    (folder / "installers").mkdir()
-    shutil.copy(STANDIN, folder / "installers" / "Anaconda3-TEST-STAND-IN.sh")
-    sha = hashlib.sha256(open(STANDIN, "rb").read()).hexdigest()  # noqa: SIM115
-    # reached at their container addresses, as a real cluster's nodes: the default NFS export list is
-    # the addresses the controller reached (behind the published 127.0.0.1 ports every node is 127.0.0.1)
-    hosts, known = direct_inventory(cluster, FRESH_NODES)
-    (folder / "hosts.yml").write_text(
-        hosts
-        + f"""vars:
-  cluster_users:
-    - {{name: alice, uid: 2001, conda_clone: true, jupyter_port: 8888, jupyter_password_file: secrets/alice.jupyter}}
-  nfs_server: s1
-  nfs_exports: [{{path: /data/imagenet}}]
-  anaconda: [{{installer: installers/Anaconda3-TEST-STAND-IN.sh, sha256: "{sha}", prefix: /opt/anaconda3}}]
-"""
+    users = (
+        "    - {name: alice, uid: 2001, conda_clone: true, jupyter_port: 8888, jupyter_password_file: secrets/alice.jupyter}\n"
     )
-    (folder / "known_hosts").write_text(known)
-    return folder / "hosts.yml", folder / "known_hosts"
+    return write_role_inventory(cluster, folder, FRESH_NODES, users)
 
 
 def installed(cluster, node, package) -> bool:

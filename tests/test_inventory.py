@@ -84,6 +84,18 @@ def test_show_without_an_inventory_says_how_to_make_one(tmp_path):
     done = run_cli("inventory", "show", cwd=tmp_path)
     assert done.returncode == 2 and "no inventory" in done.stderr and "inventory example" in done.stderr
     assert done.stdout == ""
+    # Issue 34: the hint works when pasted, in a folder without inventory/ (the shell's > needs the folder).
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    hint = re.search(r"write one \(`([^`]+)`", done.stderr).group(1)
+    bin_dir = Path(sys.executable).parent  # the provision beside this interpreter
+    pasted = subprocess.run(
+        ["sh", "-c", hint], cwd=tmp_path, capture_output=True, text=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    )
+    assert pasted.returncode == 0 and "racks:" in (tmp_path / "inventory" / "hosts.yml").read_text(), pasted.stderr
 
 
 def test_show_json_is_ansible_inventory_list_and_vars_are_shown(tmp_path):
@@ -138,3 +150,35 @@ def test_example_inventory_is_printed_from_the_installed_package(tmp_path):
     example = tmp_path / "hosts.yml"
     example.write_text(done.stdout)
     assert load_inventory(example).racks
+
+
+def test_show_vars_and_json_include_group_vars_and_host_vars_as_setup_cluster_reads_them(tmp_path):
+    """Issue 34: `inventory show --vars` and `--json` left out group_vars/ and host_vars/ (setup-cluster
+    reads them; `ansible-inventory --list` shows them): each host's variables merged as setup-cluster
+    merges them, and --vars names the file each comes from."""
+    import json
+
+    from conftest import run_cli
+
+    path = tmp_path / "hosts.yml"
+    path.write_text(
+        "hosts:\n  w1: {address: 10.0.0.1}\n  w2: {address: 10.0.0.2, vars: {shell_of: w2}}\n"
+        "groups:\n  gpu: [w1, w2]\nvars:\n  dataset_dir: /data\n  conda_path: profile\n"
+    )
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "gpu.yml").write_text("conda_path: module\nnfs_server: w1\n")
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "w2.yml").write_text("nfs_server: w2\n")
+    (tmp_path / "group_vars" / "cpu.yml").write_text("x: 1\n")  # names no group: said, applies to none
+    done = run_cli("inventory", "show", "-i", str(path), "--json")
+    assert done.returncode == 0, done.stderr
+    hostvars = json.loads(done.stdout)["_meta"]["hostvars"]
+    assert hostvars["w1"] == {"dataset_dir": "/data", "conda_path": "module", "nfs_server": "w1", "ansible_host": "10.0.0.1"}
+    assert (
+        hostvars["w2"]["nfs_server"] == "w2" and hostvars["w2"]["shell_of"] == "w2" and hostvars["w2"]["conda_path"] == "module"
+    )
+    assert "cpu.yml: no group 'cpu' in the inventory" in done.stderr
+    shown = run_cli("inventory", "show", "-i", str(path), "--vars").stdout
+    assert f'group gpu var conda_path = "module"  ({tmp_path / "group_vars" / "gpu.yml"})' in shown
+    assert f'host w2 var nfs_server = "w2"  ({tmp_path / "host_vars" / "w2.yml"})' in shown
+    assert 'var conda_path = "profile"' in shown and 'host w2 var shell_of = "w2"' in shown

@@ -168,7 +168,7 @@ def test_directory_over_a_file_is_a_host_error():
 
 
 def test_line_in_missing_file_without_create():
-    with pytest.raises(OperationError, match="create: true"):
+    with pytest.raises(OperationError, match="/a does not exist: this task edits an existing file and never creates it"):
         plan("line", {"path": "/a", "line": "x"}, {FK("/a"): None})
 
 

@@ -119,7 +119,9 @@ def test_dataset_missing_is_refused_unless_create():
 def test_server_kind(nfsd, asked, expected):
     operation = OPERATIONS["nfs_server_kind"]
     args = operation.check_args({"server": asked, "clients": ["10.0.0.1"]})
-    assert operation.result(args, {StateKey("nfsd"): nfsd}) == {"server": expected, "clients": ["10.0.0.1"]}
+    assert operation.result(args, {StateKey("nfsd"): nfsd}) == {"server": expected, "clients": ["10.0.0.1"], "systemd": False}
+    # under systemd the package's nfs-ganesha service serves the exports (the role reads it registered)
+    assert operation.result(args, {StateKey("nfsd"): nfsd, StateKey("systemd"): True})["systemd"] is True
 
 
 # (nfs_clients entry, the refusal) as exports(5) reads a client: an address, a network with its

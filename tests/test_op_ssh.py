@@ -200,3 +200,30 @@ def test_known_hosts_per_node_left_unknown_and_replaced():
         f"# mine\n# BEGIN provision known hosts\nnode1,10.0.0.1 {kind} {blob3}\nnode2,10.0.0.2 {kind} {blob2}\n"
         "# END provision known hosts\n"
     )
+
+
+def test_a_key_pair_made_in_this_run_is_foreseen_in_authorized_keys():
+    """Issue 34: on fresh nodes --check did not foresee the change to mpi's authorized_keys (the
+    node keys made in the same run were unknown, so its lines were kept as they are); a node whose
+    key pair this run makes (its public key not read yet) is pending: the file is foreseen to
+    change, and --diff says with which line."""
+    from provision.templating.filters import node_keys
+
+    hostvars = {
+        "n1": {"user_keys": {"results": [{"user": "mpi", "changed": True, "public_key": None}]}},
+        "n2": {"user_keys": {"results": [{"user": "mpi", "changed": False, "public_key": K2}]}},
+        "n3": {"user_keys": {"results": [{"user": "mpi", "changed": True, "public_key": None, "error": "not one line"}]}},
+    }
+    keys = node_keys(hostvars, "user_keys", "mpi")
+    assert keys == {"n1": "pending", "n2": [K2], "n3": None}
+    mpi = UserEntry("mpi", 1000, 1000, "/home/mpi", "/bin/bash")
+    auth = StateKey("file", "~mpi/.ssh/authorized_keys")
+    [write] = plan(
+        "authorized_key",
+        {"user": "mpi", "node_keys": keys},
+        {StateKey("user", "mpi"): mpi, auth: text_file("ssh-ed25519 AAAAC3Nza mine\n")},
+    )
+    assert write.content.decode() == (
+        "ssh-ed25519 AAAAC3Nza mine\n# (the key pair made on n1 in this run: its public key) provision-node=n1\n"
+        f"{K2} provision-node=n2\n"
+    )

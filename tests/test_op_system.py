@@ -5,6 +5,7 @@ import pytest
 from provision.operations import OPERATIONS
 from provision.operations.base import ArgumentError, OperationError, ServiceState, StateKey
 from provision.operations.os_state import OsRelease, PackageIndex
+from provision.operations.system import plan_service
 
 
 def plan(op, args, facts):
@@ -282,3 +283,25 @@ def test_a_command_display_masks_secrets():
     operation = OPERATIONS["command"]
     (change,) = operation.plan(operation.check_args({"cmd": cmd}), {})
     assert "hunter2" not in change.describe and change.describe.startswith("run set-db --password=********")
+
+
+def test_daemon_reload_only_when_systemd_holds_an_older_unit_file():
+    """Issue 34: the Jupyter role's `systemctl daemon-reload` was a command (`systemctl: not found`
+    on a node without systemd, foreseen by no --check); it is the service operation's now."""
+    args = {"name": "provision-jupyter-alice", "state": "started", "enabled": True, "daemon_reload": True}
+    stale = ServiceState("inactive", "disabled", need_reload=True)
+    [change] = plan_service(args, {StateKey("systemd"): True, StateKey("service", args["name"]): stale})
+    assert change.command == (
+        "systemctl daemon-reload && systemctl start provision-jupyter-alice && systemctl enable provision-jupyter-alice"
+    )
+    fresh = ServiceState("active", "enabled", need_reload=False)
+    assert plan_service(args, {StateKey("systemd"): True, StateKey("service", args["name"]): fresh}) == []
+    with pytest.raises(OperationError, match="systemd is not running on this host"):
+        plan_service(args, {StateKey("systemd"): False, StateKey("service", args["name"]): stale})
+
+
+def test_the_service_fact_reads_need_daemon_reload():
+    from provision.operations.state import parse_state
+
+    assert parse_state(StateKey("service", "x"), "inactive\ndisabled\nyes\n") == ServiceState("inactive", "disabled", True)
+    assert parse_state(StateKey("service", "x"), "active\nenabled\n") == ServiceState("active", "enabled", False)

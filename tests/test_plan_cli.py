@@ -324,3 +324,22 @@ def test_facts_are_found_beside_the_inventory_from_any_directory(tmp_path):
     (site / "facts" / "minsky.json").unlink()
     missing = run_cli("rankfile", "2x1x1", "-i", str(inventory), "--hosts", "minsky", "--allow-no-gpu", cwd=elsewhere)
     assert missing.returncode != 0 and f"looked for {site / 'facts' / 'minsky.json'}" in missing.stderr, missing.stderr
+
+
+def test_the_probe_hint_of_missing_facts_names_the_inventory_and_runs_when_pasted(tmp_path):
+    """Issue 34: a hint is a command that works when pasted; with -i, probe must read the same
+    inventory (the host's address is there) and write where rankfile reads."""
+    import re
+    import shlex
+
+    folder = tmp_path / "my cluster"
+    folder.mkdir()
+    (folder / "hosts.yml").write_text("hosts:\n  n1: {address: 127.0.0.1, port: 1}\nracks:\n  - {name: r1, hosts: [n1]}\n")
+    done = run_cli("rankfile", "1x1x1", "-i", str(folder / "hosts.yml"), "--allow-no-gpu")
+    assert done.returncode == 2, done.stdout + done.stderr
+    hint = re.search(r"run `([^`]+)` first", done.stderr)
+    assert hint, done.stderr
+    words = shlex.split(hint.group(1))
+    assert words == ["provision", "probe", "n1", "-i", str(folder / "hosts.yml"), "--facts-dir", str(folder / "facts")]
+    pasted = run_cli(*words[1:], "--connect-timeout", "2")  # reaches n1 as the inventory says (closed port here)
+    assert pasted.returncode == 1 and "127.0.0.1" in pasted.stdout + pasted.stderr, pasted.stdout + pasted.stderr

@@ -4,6 +4,7 @@ unreachable, so touching one would give exit 1 instead); the password never prin
 import hashlib
 
 import pytest
+from test_authorized_keys import ED
 
 from conftest import run_cli
 
@@ -107,6 +108,38 @@ CASES = [
         "exports-typo",
         "  nfs_server: n1\n  nfs_export: [{path: /data/x}]\n",
         "hosts.yml:6: variable nfs_export is read by no task of the playbook; did you mean nfs_exports?",
+    ),
+    # Issue 34: a typo inside an entry was taken silently (exit 0); now named at its line.
+    (
+        "cluster-user-key-typo",
+        "  cluster_users: [{name: alice, uid: 2001, conda_clonee: true}]\n",
+        "hosts.yml:5: cluster_users[0] (alice): unknown key conda_clonee; did you mean conda_clone?",
+    ),
+    (
+        "cluster-user-port-typo",
+        "  cluster_users:\n    - name: alice\n      uid: 2001\n      jupyter_prot: 8888\n",
+        "hosts.yml:8: cluster_users[0] (alice): unknown key jupyter_prot; did you mean jupyter_port?",
+    ),
+    (
+        "export-key-typo",
+        "  nfs_server: n1\n  nfs_exports: [{path: /data/x, mdoe: rw}]\n",
+        "hosts.yml:6: nfs_exports[0]: unknown key mdoe; did you mean mode?",
+    ),
+    (
+        "anaconda-key-typo",
+        f"  anaconda: [{{installer: installers/A.sh, sha256: '{SHA}', prefix: /opt/a3, min_free: 10}}]\n",
+        "hosts.yml:5: anaconda[0]: unknown key min_free; did you mean min_free_mb?",
+    ),
+    (
+        "own-key-option-sshd-skips",
+        f"  cluster_users:\n    - name: alice\n      uid: 2001\n      ssh_keys:\n        - 'forward-agent {ED}'\n",
+        "hosts.yml:9: cluster_users[0] (alice): ssh_keys[0]: not a public key line "
+        "(unknown key option 'forward-agent' (sshd skips such a line))",
+    ),
+    (
+        "own-keys-file-missing",
+        "  cluster_users: [{name: alice, uid: 2001, ssh_keys_file: keys/alice.pub}]\n",
+        "/keys/alice.pub: No such file or directory",
     ),
     (
         "exports-without-server",

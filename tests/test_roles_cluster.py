@@ -464,7 +464,10 @@ def test_switching_conda_path_removes_what_the_other_form_wrote(roles_cluster, t
     prefix's modulefile; --check reports the removal and changes nothing; the second run changes
     nothing in one round trip; an admin's own file under provision's name is left alone."""
     cluster = roles_cluster
-    profile_d, modulefiles = "/etc/profile.d/provision-conda.sh", ("/etc/modulefiles/anaconda3", "/etc/modulefiles/anaconda2")
+    # Issue 34: the modulefiles go where the node's module command looks; these Debian nodes have
+    # none, so environment-modules is installed and its folder taken (not /etc/modulefiles).
+    profile_d = "/etc/profile.d/provision-conda.sh"
+    modulefiles = ("/etc/environment-modules/modules/anaconda3", "/etc/environment-modules/modules/anaconda2")
 
     def present(node, *paths) -> list[str]:
         return cluster.docker_exec(node, "sh", "-c", 'for p; do [ -e "$p" ] && echo "$p"; done; true', "sh", *paths).split()

@@ -243,3 +243,29 @@ def test_live_view_of_many_hosts_is_one_line_of_counts_and_the_hosts_at_work():
     out = io.StringIO()
     Console(file=out, width=100).print(few)
     assert [line.split() for line in out.getvalue().splitlines()] == [["a", "waiting"], ["b", "done"]]
+
+
+@pytest.mark.parametrize("with_inventory", [False, True])
+def test_the_limit_hint_is_the_command_as_typed_less_limit_and_it_runs_when_pasted(tmp_path, with_inventory):
+    """Issue 34: `setup-cluster --limit nw4` (the default inventory) suggested `provision
+    setup-cluster -i None`; the hint is now the typed command less --limit, pasted as it is."""
+    import re
+    import shlex
+
+    (tmp_path / "inventory").mkdir()
+    (tmp_path / "inventory" / "hosts.yml").write_text(INVENTORY + "vars:\n  cluster_users: [{name: alice, uid: 2001}]\n")
+    given = ["-i", "inventory/hosts.yml"] if with_inventory else []
+    known = ["--known-hosts", str(tmp_path / "kh file")]
+    done = run_cli(
+        "setup-cluster", *given, "--limit", "n1", *known, "--tags", "users,ssh", "--connect-timeout", "2", cwd=tmp_path
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    hint = re.search(r"run `([^`]+)` without --limit", done.stderr)
+    assert hint, done.stderr
+    words = shlex.split(hint.group(1))
+    expected = ["provision", "setup-cluster", *(["--inventory", "inventory/hosts.yml"] if with_inventory else [])]
+    expected += ["--tags", "users,ssh", "--connect-timeout", "2", "--known-hosts", str(tmp_path / "kh file")]
+    assert sorted(words) == sorted(expected) and words[:2] == ["provision", "setup-cluster"], words
+    assert "None" not in done.stderr and "--limit" not in hint.group(1)
+    pasted = run_cli(*words[1:], cwd=tmp_path)  # reaches the hosts (unreachable here: exit 1), no usage error
+    assert pasted.returncode == 1 and "n1" in pasted.stdout and "n2" in pasted.stdout, pasted.stdout + pasted.stderr

@@ -42,6 +42,13 @@ def cell(text: str) -> str:
     return "".join(out)
 
 
+def prose(text: str) -> str:
+    """A help text as Markdown paragraphs, each escaped as :func:`cell` escapes (``<group>`` would
+    otherwise be an HTML tag a browser drops: ``group_vars/<group>.yml`` read as
+    ``group_vars/.yml``, issue 34)."""
+    return "\n\n".join(cell(paragraph) for paragraph in re.split(r"\n\s*\n", text.strip()) if paragraph.strip())
+
+
 def code(text: str) -> str:
     """``text`` as inline code inside a table cell."""
     return cell(f"`{text}`") if text else ""
@@ -101,7 +108,7 @@ def cli_markdown() -> str:
     for sub, command in walk_commands(group, ctx):
         path = sub.command_path
         lines += [f"## {path}", "", "```text", command.get_usage(sub).strip(), "```", ""]
-        lines += [(command.help or "").strip(), ""]
+        lines += [prose(command.help or ""), ""]
         if command.epilog:
             lines += ["```text", _epilog(command.epilog).strip(), "```", ""]
         arguments = [p for p in command.params if p.param_type_name == "argument"]
@@ -131,7 +138,7 @@ def operations_markdown() -> str:
 
     lines = []
     for name in operation_names():
-        lines += [f"## {name}", "", operation_doc(name).strip() + ".", ""]
+        lines += [f"## {name}", "", prose(operation_doc(name).strip() + "."), ""]
         lines += ["| argument | type | required | default | what it is |", "| --- | --- | --- | --- | --- |"]
         for arg, spec in operation_args(name).items():
             default = "" if spec.required or spec.default is None else repr(spec.default)
@@ -148,7 +155,12 @@ def role_variables_markdown() -> str:
     lines = []
     for role in load_roles().values():
         tags = ", ".join(f"`{tag}`" for tag in role.tags)
-        lines += [f"## {role.name}", "", f"{role.summary}. Playbook `{role.playbook}`; runs alone with `--tags` {tags}.", ""]
+        lines += [
+            f"## {role.name}",
+            "",
+            prose(f"{role.summary}. Playbook `{role.playbook}`; runs alone with `--tags` ") + f" {tags}.",
+            "",
+        ]
         lines += ["| variable | type | default | example | what changes on the node |", "| --- | --- | --- | --- | --- |"]
         for var in role.variables.values():
             lines.append(

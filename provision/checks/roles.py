@@ -42,6 +42,7 @@ class SummaryLine:
     host: str
     text: str
     ok: bool = True
+    checked: bool = True  # False: not tried, the host (or the NFS server) stopped in the run; ``text`` says why
 
 
 def _q(value: str) -> str:
@@ -186,6 +187,31 @@ def made_markers(stdout: str, exports: list[str], marker_name: str) -> list[str]
     return [f"{path}/{marker_name}" for index, path in enumerate(exports) if index in indexes]
 
 
+def _users(ctx: dict) -> list[dict]:
+    return [u for u in (ctx.get("cluster_users") or []) if isinstance(u, dict) and u.get("state", "present") != "absent"]
+
+
+def _not_checked(runs: dict, healthy: dict, variables: dict, exports: list, server: Any, wanted) -> list[SummaryLine]:
+    """One line per host of the run that stopped, naming the checks it would have had and why
+    they were not made (a failed node is never silently left out of the summary)."""
+    lines = []
+    for name, run in runs.items():
+        if name in healthy or name not in variables:
+            continue
+        ctx, users = variables[name], _users(variables[name])
+        checks = []
+        if exports and wanted("nfs") and name != server:
+            checks.append("its dataset paths (NFS)")
+        if wanted("anaconda") and ctx.get("anaconda") and any(u.get("conda_clone") for u in users):
+            checks.append("the conda clones")
+        if wanted("jupyter") and any(u.get("jupyter_port") is not None for u in users):
+            checks.append("Jupyter access")
+        if checks:
+            why = run.stop_reason() if hasattr(run, "stop_reason") else "failed"
+            lines.append(SummaryLine("verify", name, f"not checked: {', '.join(checks)}: {name} {why}", False, False))
+    return lines
+
+
 def role_summary(
     runs: dict[str, Any], variables: dict[str, dict], forks: int, password: str | None = None, roles: frozenset | None = None
 ) -> list[SummaryLine]:
@@ -204,9 +230,13 @@ def role_summary(
     made: list[str] = []
     lines: list[SummaryLine] = []
     if exports and wanted("nfs") and server in runs and server not in healthy:
+        why = runs[server].stop_reason() if hasattr(runs[server], "stop_reason") else "failed"
         lines.append(
-            SummaryLine("nfs", server, "the NFS server failed or was unreachable: no node's dataset paths were verified", False)
+            SummaryLine(
+                "nfs", server, f"not checked: the NFS server {why}, so no node's dataset paths were verified", False, False
+            )
         )
+    lines += _not_checked(runs, healthy, variables, exports, server, wanted)
     if not healthy:
         return lines
     server_address = None

@@ -27,6 +27,7 @@ class PairResult:
     target: str
     ok: bool
     message: str = ""
+    checked: bool = True  # False: a node of the pair failed in the run, so it was not tried (``message`` says why)
 
 
 def verify_script(users: list[str], peers: dict[str, str], timeout: int = 10, pairs: set[tuple[str, str]] | None = None) -> str:
@@ -92,3 +93,23 @@ def verify_pairs(
 
     results = fan_out(list(sessions), one, forks, workers=1)  # the sessions are this process's
     return [pair for per_node in results for pair in per_node]
+
+
+def unchecked_pairs(users: dict[str, list[str]], stopped: dict[str, str]) -> list[PairResult]:
+    """The ordered pairs of the run's nodes (``users``: node -> its cluster users) that were not
+    tried because a node of the pair stopped (``stopped``: node -> why), each saying so: a failed
+    node is never silently left out of the count.
+
+    >>> [(p.source, p.target, p.message) for p in unchecked_pairs({"a": ["u"], "b": ["u"]}, {"b": "failed at task 'x'"})]
+    [('a', 'b', "not checked: b failed at task 'x'"), ('b', 'a', "not checked: b failed at task 'x'")]
+    """
+    out = []
+    for source, names in users.items():
+        for target, theirs in users.items():
+            if target == source or (source not in stopped and target not in stopped):
+                continue
+            why = source if source in stopped else target
+            for user in names:
+                if user in theirs:
+                    out.append(PairResult(source, user, target, False, f"not checked: {why} {stopped[why]}", checked=False))
+    return out

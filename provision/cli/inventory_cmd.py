@@ -22,9 +22,17 @@ commands = command_table(help="Show or import inventories.", no_args_is_help=Tru
 def show(
     *,
     inventory: opt.Inventory,
-    with_vars: Annotated[bool, typer.Option("--vars", help="Also print the variables: vars: and each host's own.")] = False,
+    with_vars: Annotated[
+        bool,
+        typer.Option(
+            "--vars", help="Also print the variables: vars:, group_vars/, each host's own and host_vars/, each with its file."
+        ),
+    ] = False,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print ansible-inventory --list's JSON (groups, _meta.hostvars).")
+        bool,
+        typer.Option(
+            "--json", help="Print ansible-inventory --list's JSON (groups, _meta.hostvars with group_vars/ and host_vars/)."
+        ),
     ] = False,
 ) -> None:
     """Print hosts (how they are reached), racks in order, and groups."""
@@ -37,11 +45,17 @@ def show(
     if inv.path is None:
         raise fail(
             f"no inventory: {DEFAULT_INVENTORY} does not exist here and no -i FILE was given; "
-            "write one (`provision inventory example > inventory/hosts.yml`, then edit it) "
+            "write one (`mkdir -p inventory && provision inventory example > inventory/hosts.yml`, then edit it) "
             "or convert Ansible's (`provision inventory import /etc/ansible/hosts -o inventory/hosts.yml`)"
         )
+    from provision.playbook.variables import Variables
+
+    variables = Variables(inv)  # group_vars/ and host_vars/ beside the inventory, as setup-cluster reads them
+    for warning in variables.warnings:
+        warn(warning)
     if as_json:
-        typer.echo(json.dumps(ansible_list(inv), indent=2, default=str))
+        merged = {host.name: variables.inventory_vars(host) for host in inv.hosts.values()}
+        typer.echo(json.dumps(ansible_list(inv, merged), indent=2, default=str))
         return
     console = stdout()
     table = Table(title=escape(f"hosts ({inv.path or 'no inventory file'})"), title_justify="left")
@@ -68,18 +82,27 @@ def show(
     for group, members in inv.groups.items():
         console.print(f"group [bold]{escape(group)}[/bold]: {escape(', '.join(members))}", highlight=False)
     if with_vars:
+
+        def show_var(who: str, name: str, value, where: str = "") -> None:
+            source = f"  ({where})" if where else ""
+            line = f"{who}var {name} = {json.dumps(value, default=str)}{source}"
+            console.print(escape(line), highlight=False, soft_wrap=True)
+
         for name, value in inv.vars.items():
-            console.print(f"var {escape(name)} = {escape(json.dumps(value, default=str))}", highlight=False, soft_wrap=True)
+            show_var("", name, value)
+        for group, files in variables.group_files.items():
+            for path, data in files:
+                for name, value in data.items():
+                    show_var(f"group {group} ", name, value, str(path))
         for host in inv.hosts.values():
             for name, value in host.vars.items():
-                console.print(
-                    f"host {escape(host.name)} var {escape(name)} = {escape(json.dumps(value, default=str))}",
-                    highlight=False,
-                    soft_wrap=True,
-                )
+                show_var(f"host {host.name} ", name, value)
+            for path, data in variables.host_files.get(host.name, ()):
+                for name, value in data.items():
+                    show_var(f"host {host.name} ", name, value, str(path))
 
 
-@commands.command("example", epilog="Example:\n\n  provision inventory example > inventory/hosts.yml")
+@commands.command("example", epilog="Example:\n\n  mkdir -p inventory && provision inventory example > inventory/hosts.yml")
 def example() -> None:
     """Print the example inventory, every field explained (ships with the package)."""
     from provision.resources import resource_file

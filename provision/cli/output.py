@@ -87,3 +87,41 @@ def write_or_print(text: str, output: Path | None, what: str = "") -> None:
     from provision.files import write_atomic
 
     wrote(what or "file", output, write_atomic(output, text))
+
+
+def command_again(ctx: typer.Context, drop: tuple[str, ...] = ()) -> str:
+    """The command the user typed, as a line to paste: ``provision`` + the command + every option
+    given on the command line (not from the environment, a config file or a default), each value
+    shell-quoted, less the parameters named in ``drop`` (``("limit",)`` for a hint to run without
+    --limit). Example: ``provision setup-cluster -i inv/hosts.yml --known-hosts kh --tags ssh``."""
+    import shlex
+
+    def text(value) -> str:  # 2.0 typed as 2 reads as typed
+        return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+    words = ctx.command_path.split()
+    arguments = []
+    for param in ctx.command.params:
+        if param.name in drop or param.name is None:
+            continue
+        source = ctx.get_parameter_source(param.name)
+        if source is None or source.name != "COMMANDLINE":
+            continue
+        value = ctx.params.get(param.name)
+        if param.param_type_name == "argument":
+            arguments += [str(v) for v in (value if isinstance(value, (list, tuple)) else [value]) if v is not None]
+            continue
+        flag = max(param.opts, key=len)  # the long form reads best in a hint
+        if getattr(param, "count", False):
+            words += [flag] * int(value or 0)
+        elif getattr(param, "is_flag", False):
+            if param.secondary_opts and not value:
+                words.append(max(param.secondary_opts, key=len))
+            elif value:
+                words.append(flag)
+        elif getattr(param, "multiple", False):
+            for item in value or ():
+                words += [flag, text(item)]
+        elif value is not None:
+            words += [flag, text(value)]
+    return " ".join(shlex.quote(word) for word in [*words, *arguments])

@@ -79,7 +79,7 @@ def rankfile(
     if check is not None:
         from provision.plans.rankcheck import check_rankfile_file
 
-        problems, ranks, unreadable = check_rankfile_file(check, facts_dir)
+        problems, ranks, unreadable = check_rankfile_file(check, facts_dir, inventory)
         for problem in unreadable:
             warn(problem)
         for problem in problems:
@@ -311,7 +311,7 @@ def facts_of(patterns: list[str] | None, inventory: Path | None, facts_dir: Path
     found, errors = [], []
     for name in fact_host_names(patterns, inventory, facts_dir):
         try:
-            found.append(load_host(facts_dir, name))
+            found.append(load_host(facts_dir, name, inventory))
         except FactsError as problem:
             errors.append(str(problem))
     return found, errors

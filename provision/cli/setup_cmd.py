@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from provision.cli import command_table, options as opt
-from provision.cli.output import stderr, stdout, warn
+from provision.cli.output import command_again, stderr, stdout, warn
 
 commands = command_table()
 
@@ -225,6 +225,7 @@ def setup_cluster(
         check,
         diff,
         verify,
+        command_again(ctx, drop=("limit",)),
     )
     console = stdout()
     live = _Live([], console, quiet=as_json, verbosity=verbose, check=check)
@@ -281,14 +282,20 @@ def _print_recap(console, done) -> None:
         if recap.message:
             console.print(f"  {recap.message}", highlight=False, markup=False, soft_wrap=True)
     if pairs:
-        console.print(f"BatchMode SSH: {len(pairs) - len(bad_pairs)}/{len(pairs)} ordered pairs connect", highlight=False)
+        unchecked = done.unchecked_pairs
+        tried = len(pairs) - len(unchecked)
+        line = f"BatchMode SSH: {tried - len(bad_pairs)}/{tried} ordered pairs connect"
+        if unchecked:
+            why = "; ".join(f"{host} {reason}" for host, reason in done.stopped.items())
+            line += f"; {len(unchecked)} of the {len(pairs)} not checked: {why}"
+        console.print(line, highlight=False, markup=False, style="red" if unchecked or bad_pairs else None)
         for pair in bad_pairs:
             console.print(
                 f"  FAILED {pair.user}@{pair.source} -> {pair.target}: {pair.message}", style="red", highlight=False, markup=False
             )
     for line in done.summary:
-        style = None if line.ok else "red"
-        text = ("" if line.ok else "FAILED ") + f"{line.role} {line.host}: {line.text}"
+        style = None if line.ok else ("red" if line.checked else "yellow")
+        text = ("" if line.ok or not line.checked else "FAILED ") + f"{line.role} {line.host}: {line.text}"
         console.print(text, style=style, highlight=False, markup=False, soft_wrap=True)
 
 

@@ -51,6 +51,19 @@ PORT = defaults.PERF_PORT  # a high port, the same on every node (--perf-port)
 INSTALL_HINT = "install iperf3 (Debian/Ubuntu: apt-get install iperf3; RHEL/Rocky: dnf install iperf3)"
 
 
+def reasons_once(why_by_host: dict[str, str]) -> dict[str, list[str]]:
+    """Each reason once, with the hosts it holds for (one hint for every node without iperf3,
+    not one per node).
+
+    >>> reasons_once({"a": "no iperf3", "b": "not reached", "c": "no iperf3"})
+    {'no iperf3': ['a', 'c'], 'not reached': ['b']}
+    """
+    grouped: dict[str, list[str]] = {}
+    for host, why in why_by_host.items():
+        grouped.setdefault(why, []).append(host)
+    return grouped
+
+
 @dataclass(frozen=True)
 class PerfSettings:
     """What to test: the rounds (None: every pair), the budget in seconds (None: none), the test length."""
@@ -160,7 +173,7 @@ class PerfRun:
             tcp = replace(tcp, detail=f"{tcp.detail}; {NO_PORT}" if tcp.detail else NO_PORT)
         results = [tcp, *(self.rdma.results() if self.rdma is not None else []), *([self.nccl] if self.nccl else [])]
         if self.left_out:
-            detail = "; ".join(f"{host}: {why}" for host, why in self.left_out.items())
+            detail = "; ".join(f"{', '.join(h)}: {why}" for why, h in reasons_once(self.left_out).items())  # issue 34
             nodes = {host: f"not tested: {why}" for host, why in self.left_out.items()}
             results.append(CheckResult("perf nodes", FAIL, tuple(self.left_out), f"not tested: {detail}"[:2000], nodes=nodes))
         return results

@@ -36,7 +36,7 @@ from provision.errors import ParseError
 from provision.inventory.model import Host
 from provision.operations.base import StateKey, Write, mask_secrets
 from provision.operations.state import parse_state
-from provision.text import printable
+from provision.text import printable, shown_value
 from provision.transport.frames import new_nonce
 from provision.transport.options import HostFailure
 
@@ -163,6 +163,16 @@ class HostRun:
     step_timeout: float | None = None  # seconds each change may run (--command-timeout); None: no limit of its own
     command_timeout: float = defaults.COMMAND_TIMEOUT  # seconds a round trip may read facts (the session's command timeout)
 
+    def stop_reason(self) -> str:
+        """Why this host stopped, in a few words, for the lines that say what was not checked
+        after the run: ``unreachable (timeout: ...)``, ``failed at task 'NAME'`` or its error."""
+        if self.unreachable:
+            return f"unreachable ({self.unreachable[:160]})"
+        task = next((r.task for r in self.results if r.status == "failed"), None)
+        if task:
+            return f"failed at task {shown_value(task)}"
+        return f"failed ({(self.error or 'stopped')[:160]})"
+
     def facts_hostname(self) -> str | None:
         """The name this host calls itself (from its facts), if read."""
         return self.identity().get("hostname") or None
@@ -194,8 +204,14 @@ class HostRun:
         as_root = as_root or self.root
         missing = self.cache.unknown(keys)
         again = [k for k in self.cache.unknown(self.wanted) if k not in missing and (as_root or not k.user)]
-        if self.check:  # the host shows the state before every planned change: only what none altered
-            missing, again = ([k for k in found if not self.cache.altered_since(k, 0)] for found in (missing, again))
+        if self.check:
+            # The host shows the state before every planned change: read what none altered, and what
+            # was never read (its value before the changes is the one --check predicts on: a fact
+            # never read is not known absent, so a precondition is never foreseen to fail on nothing).
+            missing, again = (
+                [k for k in found if not self.cache.altered_since(k, 0) or not self.cache.was_read(k)]
+                for found in (missing, again)
+            )
         if missing:
             self.round_trip(missing + again, as_root, apply=not self.check)
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from provision import defaults
 from provision.engine.hostrun import HOSTINFO, HostFailed, HostRun, TaskResult
 from provision.engine.membership import HostCache, cache_folder, fill_hostvars, save_records, verified_key_problem
-from provision.engine.names import check_near_misses, read_names
+from provision.engine.names import check_entry_keys, check_near_misses, own_fields, read_names
 from provision.engine.recap import RunReport, report_of
 from provision.engine.selection import BadInput, check_tags, outline, tag_selected, tasks_before
 from provision.engine.task import Render, becomes, names_in, perform, predict
@@ -155,6 +155,7 @@ class Runner:
         folders = [*self.options.template_dirs, *(play.base / "templates" for play in self.plays), resource_dir("templates")]
         try:
             check_near_misses(self.variables, self.hosts.values(), read_names(self.plays, folders))
+            check_entry_keys(self.variables, self.hosts.values(), own_fields(self.plays, folders))
         except ProvisionError as error:
             raise BadInput(str(error)) from None
         with noting_faults() as left_out:

@@ -32,8 +32,9 @@ IDENTITY = StateKey("hostinfo")  # host name, addresses, host keys: read once, a
 
 def stable(key: StateKey) -> bool:
     """Whether no change of a run alters ``key``'s fact (declared ``stable``: the host's identity,
-    its OS family, its package manager): it stays trusted after a change that may alter anything
-    (in --check too, where nothing is read again)."""
+    its OS family, its package manager, whether systemd runs as PID 1): it stays trusted after a
+    change that may alter anything (in --check too, where nothing is read again), so a precondition
+    on it is foreseen exactly by --check (issue 34: a service on a node without systemd)."""
     try:
         return not key.arg and fact(key.kind).stable
     except KeyError:  # no such fact: nothing says it is stable
@@ -47,6 +48,7 @@ class Scope:
 
     stated: tuple[tuple[StateKey, Any], ...] = ()
     paths: tuple[str, ...] | None = None
+    predicted: tuple[tuple[StateKey, Any], ...] = ()  # --check: what a change decided on stale facts would set
 
 
 ANYTHING = Scope()
@@ -60,7 +62,7 @@ def scope_of(change: Run | Write, exact: bool = True) -> Scope:
     else:
         paths = change.touches
     stated = tuple((key, value if exact else UNKNOWN) for key, value in change.effects)
-    return Scope(stated, paths)
+    return Scope(stated, paths, () if exact else tuple(change.effects))
 
 
 def _overlap(a: str, b: str) -> bool:
@@ -73,6 +75,9 @@ class StateCache:
 
     entries: dict[StateKey, tuple[Any, int]] = field(default_factory=dict)
     scopes: list[Scope] = field(default_factory=list)
+    # --check: the value a change decided on stale facts would give a fact (useradd's user): the
+    # hint later tasks predict on, rather than the value read before it (the user absent)
+    predicted: dict[StateKey, Any] = field(default_factory=dict)
 
     @property
     def epoch(self) -> int:
@@ -82,13 +87,22 @@ class StateCache:
     def store(self, key: StateKey, value: Any, epoch: int) -> None:
         """A value read from the host, true as of ``epoch`` (the changes applied before the read)."""
         self.entries[key] = (value, epoch)
+        if epoch >= len(self.scopes) or not self.altered_since(key, epoch):
+            self.predicted.pop(key, None)
 
     def plan(self, scope: Scope) -> None:
-        """A change was planned: what it states becomes the value from now on."""
+        """A change was planned: what it states becomes the value from now on (what it would set,
+        when decided on stale facts, the hint)."""
         self.scopes.append(scope)
         for key, value in scope.stated:
             if value is not UNKNOWN:
                 self.entries[key] = (value, self.epoch)
+                self.predicted.pop(key, None)
+        for key, value in scope.predicted:
+            if value is UNKNOWN:
+                self.predicted.pop(key, None)
+            else:
+                self.predicted[key] = value
 
     def known(self, key: StateKey) -> bool:
         """Whether ``key`` has a value no later change may have altered."""
@@ -103,8 +117,15 @@ class StateCache:
         """The trusted value (None when absent on the host), or UNKNOWN."""
         return self.entries[key][0] if self.known(key) else UNKNOWN
 
+    def was_read(self, key: StateKey) -> bool:
+        """Whether ``key`` has a value at all (read, or stated by a change), trusted or not."""
+        return key in self.entries
+
     def hint(self, key: StateKey) -> Any:
-        """The last value read or stated, trusted or not (None when never read)."""
+        """The last value read or stated, trusted or not, or what a planned change would set
+        (--check); None when never read."""
+        if key in self.predicted:
+            return self.predicted[key]
         entry = self.entries.get(key)
         return None if entry is None or entry[0] is UNKNOWN else entry[0]
 

@@ -35,7 +35,7 @@ from provision.engine.verbosity import ran_text
 from provision.errors import NodeFault, ProvisionError, TemplateError
 from provision.inventory.model import Host
 from provision.operations import OPERATIONS
-from provision.operations.base import UNKNOWN, ArgumentError, StateKey, Write, check_path, check_user
+from provision.operations.base import UNKNOWN, ArgumentError, OperationError, StateKey, Write, check_path, check_user
 from provision.playbook.model import Play, Task
 from provision.playbook.variables import Variables
 from provision.resources import resource_dir
@@ -239,6 +239,12 @@ def decide(run: HostRun, operation, args: dict, reader: str, as_root: bool, resu
     where = ", ".join(f"{key.kind} {key.arg}".strip()[:60] for key in unknown[:3])
     try:
         changes = operation.decide(args, current)
+    except OperationError:
+        # A precondition the state as read fails (a path that must exist, a file the task edits,
+        # systemd for a service): the real run fails there too unless a change above makes it
+        # true, so --check reports the failure it foresees (issue 34), never a success.
+        result.detail = f"foreseen on the state read before the changes above ({where})"
+        raise
     except Exception as error:  # noqa: BLE001 - on stale facts the real run may well succeed
         run.plan_unknown()
         result.status = "changed"

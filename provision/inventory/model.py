@@ -269,10 +269,11 @@ _ANSIBLE_CONNECTION_VARS = (
 )
 
 
-def ansible_list(inventory: Inventory) -> dict[str, Any]:
+def ansible_list(inventory: Inventory, merged_vars: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The inventory as ``ansible-inventory --list`` prints it: each group with its ``hosts``,
-    ``all`` with its ``children``, and ``_meta.hostvars`` (vars: merged under each host's own, and
-    how each host is reached as ansible_host/user/port/ssh_private_key_file). Racks are groups."""
+    ``all`` with its ``children``, and ``_meta.hostvars`` (each host's variables as merged for it,
+    ``merged_vars``: with group_vars/ and host_vars/, else vars: under its own; and how each host
+    is reached as ansible_host/user/port/ssh_private_key_file). Racks are groups."""
     groups: dict[str, tuple[str, ...]] = dict(inventory.groups)
     for rack in inventory.racks:
         groups.setdefault(rack.name, rack.hosts)
@@ -280,7 +281,7 @@ def ansible_list(inventory: Inventory) -> dict[str, Any]:
     ungrouped = [name for name in inventory.hosts if name not in grouped]
     hostvars: dict[str, dict[str, Any]] = {}
     for host in inventory.hosts.values():
-        merged = {**inventory.vars, **host.vars}
+        merged = dict(merged_vars[host.name]) if merged_vars is not None else {**inventory.vars, **host.vars}
         for field_name, ansible_name in _ANSIBLE_CONNECTION_VARS:
             value = getattr(host, field_name)
             if value is not None:

@@ -95,10 +95,12 @@ class GroupEntry:
 
 @dataclass(frozen=True)
 class ServiceState:
-    """``systemctl is-active`` / ``is-enabled`` of a unit (``unknown`` when it does not exist)."""
+    """``systemctl is-active`` / ``is-enabled`` of a unit (``unknown`` when it does not exist), and
+    whether systemd holds an older copy of its unit file (``NeedDaemonReload``)."""
 
     active: str
     enabled: str
+    need_reload: bool = False
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,9 @@ def plan_file(args: dict, current: Mapping[StateKey, Any]) -> list:
 def _current_text(path: str, state: FileState | None, create: bool) -> str:
     if state is None:
         if not create:
-            raise OperationError(f"{path} does not exist (set create: true to create it)")
+            # Issue 34: a role's user cannot set the task's create (the Slurm role's message told her
+            # to "set create: true", an option she has nowhere): say what the task needs instead.
+            raise OperationError(f"{path} does not exist: this task edits an existing file and never creates it")
         return ""
     if state.kind != "f":
         raise OperationError(f"{path} is not a regular file")

@@ -150,7 +150,7 @@ def _kind_requests(args: dict) -> list[StateKey]:
         raise ArgumentError(f"nfs_server_kind: server must be auto, kernel or ganesha, not {shown_value(args['server'])}")
     if args.get("clients") is not None:  # None while the engine pre-reads the facts of a task not yet rendered
         check_clients(args["clients"])
-    return [StateKey("nfsd")]
+    return [StateKey("nfsd"), StateKey("systemd")]
 
 
 def chosen_server(args: dict, current: Mapping[StateKey, Any]) -> str:
@@ -173,8 +173,14 @@ def plan_kind(args: dict, current: Mapping[StateKey, Any]) -> list:
 
 
 def result_kind(args: dict, current: Mapping[StateKey, Any]) -> dict:
-    """``{"server": "kernel"|"ganesha", "clients": [...]}`` for the next tasks (the templates)."""
-    return {"server": chosen_server(args, current), "clients": check_clients(args["clients"])}
+    """``{"server": "kernel"|"ganesha", "clients": [...], "systemd": bool}`` for the next tasks
+    (the templates; under systemd, nfs-ganesha runs as the package's service, which its install
+    starts on the NFS port, not as a daemon of provision's own)."""
+    return {
+        "server": chosen_server(args, current),
+        "clients": check_clients(args["clients"]),
+        "systemd": bool(current.get(StateKey("systemd"))),
+    }
 
 
 def _dataset_requests(args: dict) -> list[StateKey]:

@@ -39,12 +39,17 @@ def _parse_mount(path: str, text: str):
 
 
 def _nfsd_command() -> str:
-    # The kernel server needs the nfsd module (or filesystem) AND the privilege to run it: a
-    # container shares the host's kernel but, unprivileged, lacks CAP_SYS_ADMIN.
+    # The kernel server needs the nfsd file system (registered, or a module this system can load)
+    # AND the privilege to run it: a container shares the host's kernel but, unprivileged, lacks
+    # CAP_SYS_ADMIN; one with CAP_SYS_ADMIN (for systemd) still has /proc/fs read-only, where
+    # nfs-server.service must mount nfsd ("A dependency job for nfs-server.service failed", issue
+    # 34's quick start on systemd nodes). An empty /proc/fs/nfsd folder says nothing: it is there
+    # without the file system.
     return (
-        "k=none; if grep -qw nfsd /proc/filesystems 2>/dev/null || modinfo nfsd >/dev/null 2>&1 || [ -d /proc/fs/nfsd ]; "
+        "k=none; if grep -qw nfsd /proc/filesystems 2>/dev/null || modinfo nfsd >/dev/null 2>&1; "
         "then c=$(awk '/^CapEff:/ {print $2}' /proc/self/status); "
-        f"[ $(( 0x${{c:-0}} >> {_CAP_SYS_ADMIN} & 1 )) -eq 1 ] && k=kernel; fi; echo $k"
+        f"[ $(( 0x${{c:-0}} >> {_CAP_SYS_ADMIN} & 1 )) -eq 1 ] && k=kernel; "
+        "awk '$5 == \"/proc/fs\" && $6 ~ /(^|,)ro(,|$)/ { f = 1 } END { exit !f }' /proc/self/mountinfo && k=none; fi; echo $k"
     )
 
 

@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from provision.operations.authorized_keys import own_keys, set_own_keys
 from provision.operations.base import (
     UNKNOWN,
     Arg,
@@ -110,6 +111,7 @@ def _auth_path(args: dict) -> str:
 
 
 def _auth_requests(args: dict) -> list[StateKey]:
+    own_keys(args["own_keys"], args["own_keys_file"], args["base_dir"])  # bad input before any host
     return [StateKey("user", check_user(args["user"])), StateKey("file", _auth_path(args))]
 
 
@@ -142,24 +144,32 @@ def managed_line(key: str, node: str) -> str:
     return f"{MARK.sub('', key.strip())} provision-node={node}"
 
 
-def set_node_keys(text: str, node_keys: Mapping[str, list | None]) -> str:
+PENDING = "pending"  # node_keys: this run makes the node's key pair; its public key is not known yet (--check)
+
+
+def set_node_keys(text: str, node_keys: Mapping[str, list | str | None]) -> str:
     """Pure: the managed lines of ``text`` made ``node_keys`` ({node: keys}): a node's lines
     replaced by its keys, kept as they are when its keys are None (nothing known of it now),
     removed when the node is not in the mapping (it left the inventory). Lines without the
     mark are the user's and kept, except a plain copy of a managed key (adopted: marked now);
-    a key the user wrote with options (``from=...``) is not added again without them."""
+    a key the user wrote with options (``from=...``) is not added again without them. A node's
+    keys :data:`PENDING` (``--check``: made in this run, not known yet) keep its lines and add
+    a line that says so, so that the change is foreseen (and shown by ``--diff``)."""
     user_lines, kept = [], {}
     for line in text.splitlines():
         mark = MARK.search(line)
         if mark:
             node = mark.group("node")
-            if node in node_keys and node_keys[node] is None:
+            if node in node_keys and node_keys[node] in (None, PENDING):
                 kept.setdefault(node, []).append(line)
             continue
         user_lines.append(line)
+    for node, keys in node_keys.items():
+        if keys == PENDING:
+            kept.setdefault(node, []).append(f"# (the key pair made on {node} in this run: its public key) provision-node={node}")
     wanted = {}
     for node, keys in node_keys.items():
-        for key in keys or []:
+        for key in keys if isinstance(keys, list) else []:
             wanted.setdefault(parse_key(key), (node, key))
     lines = []
     for line in user_lines:
@@ -184,6 +194,8 @@ def _check_node_keys(value: Any) -> dict:
     for node, keys in value.items():
         if not isinstance(node, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", node):
             raise ArgumentError(f"authorized_key: {shown_value(node)} is not an inventory host name")
+        if keys == PENDING:
+            continue
         if keys is not None and (not isinstance(keys, list) or not all(isinstance(k, str) for k in keys)):
             raise ArgumentError(f"authorized_key: keys of {node} must be a list of key lines or null")
         for key in keys or []:
@@ -194,8 +206,9 @@ def _check_node_keys(value: Any) -> dict:
 def plan_authorized_key(args: dict, current: Mapping[StateKey, Any]) -> list:
     """Every key in ``keys`` in the user's authorized_keys once (never duplicated); with
     ``node_keys``, the lines provision manages per node made exactly those (see
-    :func:`set_node_keys`); other lines kept; 600. An absent user with nothing to add is
-    nothing to do (its keys were revoked with it)."""
+    :func:`set_node_keys`); with ``own_keys``/``own_keys_file``, her own marked lines made exactly
+    those (:func:`provision.operations.authorized_keys.set_own_keys`); other lines kept; 600. An
+    absent user with nothing to add is nothing to do (its keys were revoked with it)."""
     user, path = args["user"], _auth_path(args)
     keys = args["keys"] or []
     keys = [keys] if isinstance(keys, str) else [k for k in keys if k]
@@ -211,7 +224,9 @@ def plan_authorized_key(args: dict, current: Mapping[StateKey, Any]) -> list:
     if state is not None and (state.kind != "f" or state.content is None):
         raise OperationError(f"authorized_key: {path} is not a readable file")
     text = state.content.decode(errors="replace") if state else ""
-    new = set_node_keys(text, node_keys) if node_keys is not None else text
+    own = own_keys(args["own_keys"], args["own_keys_file"], args["base_dir"])
+    new = set_own_keys(text, own) if own is not None else text  # hers first: node lines stay last, as set_node_keys puts them
+    new = set_node_keys(new, node_keys) if node_keys is not None else new
     new = add_keys(new, keys)
     return content_changes(path, new.encode(), {"owner": user, "group": None, "mode": 0o600}, state)
 
@@ -297,6 +312,11 @@ OPERATIONS = {
             "keys": Arg((str, list), help="keys to add (kept when the user removes none)"),
             "node_keys": Arg((dict,), help="{inventory host: [keys] or null}: the lines provision manages per node"),
             "path": Arg((str,), help="the file (default ~USER/.ssh/authorized_keys)"),
+            "own_keys": Arg(
+                (list,), help="the person's own key lines (options allowed), marked provision-own-key: exactly these kept"
+            ),
+            "own_keys_file": Arg((str,), help="a controller file of her own key lines (authorized_keys format)"),
+            "base_dir": Arg((str,), help="folder a relative own_keys_file is read from (the inventory's)"),
         },
         _auth_requests,
         plan_authorized_key,

@@ -112,7 +112,10 @@ def _service_command(service: str) -> str:
     if not SERVICE_NAME.match(service):
         raise ValueError(f"service {shown_value(service)}")
     name = quote(service)
-    return f"systemctl is-active {name} 2>/dev/null || true; systemctl is-enabled {name} 2>/dev/null || echo unknown"
+    return (
+        f"systemctl is-active {name} 2>/dev/null || true; systemctl is-enabled {name} 2>/dev/null || echo unknown; "
+        f"systemctl show -p NeedDaemonReload --value {name} 2>/dev/null || echo no"
+    )
 
 
 _HOSTINFO = (
@@ -208,7 +211,8 @@ def _parse_service(_name: str, text: str) -> ServiceState:
     lines = text.splitlines()
     active = lines[0].strip() if lines else "unknown"
     enabled = lines[1].strip() if len(lines) > 1 else "unknown"
-    return ServiceState(active or "unknown", enabled or "unknown")
+    need_reload = len(lines) > 2 and lines[2].strip() == "yes"
+    return ServiceState(active or "unknown", enabled or "unknown", need_reload)
 
 
 def _parse_hostinfo(text: str) -> dict[str, Any]:
@@ -250,7 +254,14 @@ PACKAGE = Fact("package", (), _package_command, "an installed package's version"
 COMMAND = Fact(
     "command", (), lambda command: f"( {command}\n) >/dev/null 2>&1 </dev/null; echo $?", "a check's exit code", _parse_exit_code
 )
-SYSTEMD = Fact("systemd", (), "[ -d /run/systemd/system ] && echo yes || echo no", "whether systemd runs", _parse_yes)
+SYSTEMD = Fact(
+    "systemd",
+    (),
+    "[ -d /run/systemd/system ] && echo yes || echo no",
+    "whether systemd runs",
+    _parse_yes,
+    stable=True,  # installing a package never makes systemd the init
+)
 SERVICE = Fact("service", (), _service_command, "a service's active and enabled state", _parse_service)
 HOSTINFO = Fact(
     "hostinfo", (), _HOSTINFO, "host name, addresses, host keys and /home's file system", _parse_hostinfo, stable=True

@@ -171,6 +171,8 @@ def plan_service(args: dict, current: Mapping[StateKey, Any]) -> list:
         )
     state: ServiceState = current.get(StateKey("service", name)) or ServiceState("unknown", "unknown")
     commands, active, enabled = [], state.active, state.enabled
+    if args["daemon_reload"] and state.need_reload:  # systemd reads the changed unit file first
+        commands.append("systemctl daemon-reload")
     wanted = args["state"]
     if wanted == "started" and state.active != "active":
         commands.append(f"systemctl start {quote(name)}")
@@ -225,6 +227,9 @@ OPERATIONS = {
             "name": Arg((str, dict), True, help="a unit, or one per OS family"),
             "state": Arg((str,), default="started", help="started, stopped, restarted or reloaded"),
             "enabled": Arg((bool,), help="enabled at boot (unset: left as it is)"),
+            "daemon_reload": Arg(
+                (bool,), default=False, help="systemctl daemon-reload first when systemd holds an older copy of the unit file"
+            ),
         },
         _service_requests,
         plan_service,

@@ -25,6 +25,11 @@ from provision.operations.base import (
 )
 from provision.text import shown_value
 
+# The files the shadow tools (groupadd, useradd, usermod, userdel) rewrite: with the user or group
+# they state, all such a change may alter (its scope; see provision.engine.statecache), so a path
+# elsewhere stays known after it (in --check too: a dataset folder is still known absent).
+ACCOUNT_FILES = ("/etc/passwd", "/etc/shadow", "/etc/group", "/etc/gshadow", "/etc/subuid", "/etc/subgid")
+
 
 def _gid(args: dict) -> int:
     gid = args["gid"]
@@ -53,7 +58,7 @@ def plan_group(args: dict, current: Mapping[StateKey, Any]) -> list:
         if entry is None or entry.gid != gid:
             return []
         effects = ((StateKey("group", name), None), (StateKey("gid", str(gid)), None))
-        return [Run(f"groupdel {quote(name)}", f"remove group {name} ({gid})", effects)]
+        return [Run(f"groupdel {quote(name)}", f"remove group {name} ({gid})", effects, ACCOUNT_FILES)]
     if entry is not None:
         if entry.gid != gid:
             raise OperationError(f"group {name} exists with gid {entry.gid}, wanted {gid}: not changed")
@@ -62,7 +67,7 @@ def plan_group(args: dict, current: Mapping[StateKey, Any]) -> list:
     if holder is not None and holder != name:
         raise OperationError(f"gid {gid} already belongs to group {holder}")
     effects = ((StateKey("group", name), GroupEntry(name, gid)), (StateKey("gid", str(gid)), name))
-    return [Run(f"groupadd -g {gid} {quote(name)}", f"create group {name} ({gid})", effects)]
+    return [Run(f"groupadd -g {gid} {quote(name)}", f"create group {name} ({gid})", effects, ACCOUNT_FILES)]
 
 
 def _user_args(args: dict) -> dict:
@@ -99,7 +104,8 @@ def _remove_user(args: dict, entry: UserEntry | None) -> list:
     # userdel may remove the primary group too: it is read again before the group task decides.
     effects = ((StateKey("user", name), None), (StateKey("uid", str(uid)), None), (StateKey("group", args["group"]), UNKNOWN))
     home = f" and its home {entry.home}" if args["remove_home"] else f" (home {entry.home} kept)"
-    return [Run(command, f"remove user {name} ({uid}){home}", effects)]
+    touches = (*ACCOUNT_FILES, f"/var/mail/{name}", *((entry.home,) if args["remove_home"] else ()))
+    return [Run(command, f"remove user {name} ({uid}){home}", effects, touches)]
 
 
 def plan_user(args: dict, current: Mapping[StateKey, Any]) -> list:
@@ -125,7 +131,7 @@ def plan_user(args: dict, current: Mapping[StateKey, Any]) -> list:
         command += f" {quote(name)}"
         new = UserEntry(name, uid, gid, args["home"], args["shell"], tuple(args["groups"]))
         effects = ((StateKey("user", name), new), (StateKey("uid", str(uid)), name))
-        return [Run(command, f"create user {name} ({uid})", effects)]
+        return [Run(command, f"create user {name} ({uid})", effects, (*ACCOUNT_FILES, args["home"], f"/var/mail/{name}"))]
     if entry.uid != uid:
         raise OperationError(f"user {name} exists with uid {entry.uid}, wanted {uid}: not changed")
     changes = []
@@ -137,6 +143,7 @@ def plan_user(args: dict, current: Mapping[StateKey, Any]) -> list:
                 f"usermod -a -G {quote(','.join(missing))} {quote(name)}",
                 f"add {name} to {', '.join(missing)}",
                 ((StateKey("user", name), new),),
+                ACCOUNT_FILES,
             )
         )
         entry = new
@@ -147,6 +154,7 @@ def plan_user(args: dict, current: Mapping[StateKey, Any]) -> list:
                 f"usermod -s {quote(args['shell'])} {quote(name)}",
                 f"shell of {name}: {args['shell']}",
                 ((StateKey("user", name), new),),
+                ACCOUNT_FILES,
             )
         )
     return changes

@@ -7,6 +7,7 @@ skipped). A syntax error names its line; so does every reference to a missing ho
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,14 +64,20 @@ def parse_rankfile(text: str, path: str = "rankfile") -> list[RankLine]:
     return lines
 
 
-def check_rankfile(lines: list[RankLine], facts_by_host: dict[str, HostFacts], path: str = "rankfile") -> list[str]:
-    """Problems, one per offending line (empty when every host, socket and core exists)."""
+def check_rankfile(
+    lines: list[RankLine],
+    facts_by_host: dict[str, HostFacts],
+    path: str = "rankfile",
+    probe_hint: Callable[[str], str] = lambda host: f"provision probe {host}",
+) -> list[str]:
+    """Problems, one per offending line (empty when every host, socket and core exists);
+    ``probe_hint(host)``: the command that probes a host without facts."""
     problems = []
     for entry in lines:
         facts = facts_by_host.get(entry.host)
         where = f"{path}:{entry.line}: {entry.text}"
         if facts is None:
-            problems.append(f"{where}: no facts for host {entry.host} (run `provision probe {entry.host}`)")
+            problems.append(f"{where}: no facts for host {entry.host} (run `{probe_hint(entry.host)}`)")
             continue
         sockets = facts.cpu.sockets
         if entry.socket >= len(sockets):
@@ -88,13 +95,13 @@ def check_rankfile(lines: list[RankLine], facts_by_host: dict[str, HostFacts], p
     return problems
 
 
-def check_rankfile_file(path: Path, facts_dir: Path) -> tuple[list[str], int, list[str]]:
+def check_rankfile_file(path: Path, facts_dir: Path, inventory: Path | None = None) -> tuple[list[str], int, list[str]]:
     """``rankfile --check FILE``: the problems of the rank file at ``path`` against the facts in
     ``facts_dir`` (one line each), its rank count, and one line per host whose facts file is there
     but unusable (an absent one is a problem of each line that names it). A file that cannot be
     read raises :class:`ProvisionError` naming it."""
     from provision.errors import FactsError, ProvisionError
-    from provision.probe.store import load_host
+    from provision.probe.store import load_host, probe_command
 
     try:
         text = path.read_text()
@@ -104,8 +111,9 @@ def check_rankfile_file(path: Path, facts_dir: Path) -> tuple[list[str], int, li
     facts, unusable = {}, []
     for name in sorted({line.host for line in lines}):
         try:
-            facts[name] = load_host(facts_dir, name)
+            facts[name] = load_host(facts_dir, name, inventory)
         except FactsError as error:
             if (facts_dir / f"{name}.json").exists():  # corrupt: say so once; absent: per line
                 unusable.append(str(error))
-    return check_rankfile(lines, facts, str(path)), len(lines), unusable
+    hint = lambda host: probe_command(host, facts_dir, inventory)  # noqa: E731
+    return check_rankfile(lines, facts, str(path), hint), len(lines), unusable

@@ -9,6 +9,7 @@ summary) reads variables through :class:`Variables`: one source of truth."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,14 @@ class Variables:
                 return f"{where}:{lines[name]}" if lines.get(name) else where
         return None
 
+    def inventory_vars(self, host: Host) -> dict:
+        """What the inventory gives ``host`` (vars:, group_vars/, its own vars, host_vars/ merged in
+        that order), as ``ansible-inventory`` shows a host's variables: no play's, no ``-e``."""
+        merged: dict[str, Any] = {}
+        for _where, data in self.layers(host)[:-2]:
+            merged.update(data)
+        return merged
+
     def source(self, host: Host, name: str) -> str | None:
         """Where ``name`` of ``host`` comes from (the layer that wins), or None when unset."""
         return next((where for where, data in reversed(self.layers(host)) if name in data), None)
@@ -167,6 +176,7 @@ def cluster_users_by_host(variables: Variables, hosts: list[Host]) -> dict[str, 
             users = check_cluster_users(variables.for_host(host).get("cluster_users"))
         except VariableError as error:
             raise VariableError(f"{where} (host {host.name}): {error}") from None
+        check_own_keys(users, variables.origin(host, "cluster_users"), variables.inventory.path)
         for user in users:
             name, uid, gid = user["name"], user["uid"], user.get("gid", user["uid"])
             seen = first.setdefault(name, (host.name, uid, gid))
@@ -215,3 +225,30 @@ def check_cluster_users(users: Any) -> list[dict]:
             raise VariableError(f"{where}: uid {uid} of {name} is already the uid of {seen_uids[uid]}")
         seen_names[name], seen_uids[uid] = index, name
     return users
+
+
+def check_own_keys(users: list[dict], origin: str | None, inventory: Path | None) -> None:
+    """Each cluster user's own keys (``ssh_keys``, ``ssh_keys_file`` relative to the inventory's
+    folder) checked as sshd reads them, before any host is touched: an error names the line that
+    holds the key (``hosts.yml:14: cluster_users[1] (alice): ssh_keys[0]: not a public key line
+    (...)``) or the keys file's own ``file:line``."""
+    from provision.operations.authorized_keys import own_keys
+    from provision.operations.base import ArgumentError
+
+    source = origin.rsplit(":", 1)[0] if origin and origin.rsplit(":", 1)[-1].isdigit() else origin
+    base = str(inventory.parent) if inventory is not None else None
+    for index, user in enumerate(users):
+        keys, keys_file = user.get("ssh_keys"), user.get("ssh_keys_file")
+        if keys_file is not None and (not isinstance(keys_file, str) or not keys_file):
+            raise VariableError(f"{origin}: cluster_users[{index}] ({user['name']}): ssh_keys_file must be a file name")
+        try:
+            own_keys(keys, keys_file, base)
+        except ArgumentError as error:
+            text, line = str(error), None
+            inline = re.match(r"ssh_keys(?:\[(\d+)\])?[: ]", text)
+            if inline:  # a key written in the inventory: its own line; a keys file's error names file:line itself
+                lines = getattr(keys, "item_lines", None)
+                line = lines[int(inline.group(1))] if inline.group(1) and lines else None
+                line = line or getattr(user, "key_lines", {}).get("ssh_keys")
+            at = f"{source}:{line}" if source and line else (origin or "-e")
+            raise VariableError(f"{at}: cluster_users[{index}] ({user['name']}): {text}") from None

@@ -42,7 +42,8 @@ def plan_facts(
     failed; then :class:`ProbeFailed` names each failed host with its error kind and message.
     """
     if probe is None:
-        return [load_host(facts_dir, name) for name in names]
+        path = inventory.path if isinstance(inventory, Inventory) else inventory
+        return [load_host(facts_dir, name, path) for name in names]
     inv = inventory if isinstance(inventory, Inventory) else open_inventory(inventory)
     results = probe_hosts(inv.resolve(names), probe.ssh, probe.forks, workers=probe.workers)
     problems = save_hosts(facts_dir, [(r.facts, r.captures) for r in results if r.facts is not None])

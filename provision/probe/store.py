@@ -118,28 +118,43 @@ def _stage_host(staged: StagedFiles, top: int, facts_dir: Path, facts: HostFacts
     staged.add(top, f"{facts.host}.json", text.encode(), 0o644)
 
 
-def load_host(facts_dir: Path, host: str) -> HostFacts:
-    """Read ``<facts_dir>/<host>.json``; missing or corrupt files raise :class:`FactsError`."""
+def probe_command(host: str, facts_dir: Path, inventory: Path | None = None) -> str:
+    """The ``provision probe`` line that writes ``host``'s facts into ``facts_dir``, to paste:
+    ``-i`` when the inventory is not the default one (the host is reached as it says), and
+    ``--facts-dir`` (quoted) always, as the folder was named.
+
+    >>> probe_command("node01", Path("inventory/facts"))
+    'provision probe node01 --facts-dir inventory/facts'
+    >>> probe_command("n1", Path("/srv/my cluster/facts"), Path("/srv/my cluster/hosts.yml"))
+    "provision probe n1 -i '/srv/my cluster/hosts.yml' --facts-dir '/srv/my cluster/facts'"
+    """
+    from provision.inventory.model import DEFAULT_INVENTORY
+
+    named = f" -i {shlex.quote(str(inventory))}" if inventory is not None and Path(inventory) != DEFAULT_INVENTORY else ""
+    return f"provision probe {host}{named} --facts-dir {shlex.quote(str(facts_dir))}"
+
+
+def load_host(facts_dir: Path, host: str, inventory: Path | None = None) -> HostFacts:
+    """Read ``<facts_dir>/<host>.json``; missing or corrupt files raise :class:`FactsError`, whose
+    hint is the probe command to run (``inventory``: the one the caller reads hosts from)."""
     if not HOST_NAME.match(host):  # the name becomes a file path
         raise FactsError(f"{shown_value(host)} is not a host name (letters, digits, '.', '_', '-')")
     path = facts_dir / f"{host}.json"
+    again = probe_command(host, facts_dir, inventory)
     try:
         raw = read_regular(path)
     except FileNotFoundError:
         raise FactsError(
-            f"no facts for host {host}: looked for {path.absolute()} "
-            f"(run `provision probe {host} --facts-dir {shlex.quote(str(facts_dir))}` first: it writes them there)"
+            f"no facts for host {host}: looked for {path.absolute()} (run `{again}` first: it writes them there)"
         ) from None
     try:
         data = json.loads(raw)
         problem = _text_problem(data, host)
         if problem:
-            raise FactsError(f"{path}: {problem}; run `provision probe {host}` again")
+            raise FactsError(f"{path}: {problem}; run `{again}` again")
         return HostFacts.from_dict(data)
     except (ValueError, KeyError, TypeError) as error:
-        raise FactsError(
-            f"{path}: corrupt facts file ({type(error).__name__}: {error}); run `provision probe {host}` again"
-        ) from None
+        raise FactsError(f"{path}: corrupt facts file ({type(error).__name__}: {error}); run `{again}` again") from None
 
 
 # Line breaks (every one str.splitlines() honours) may be in no field: facts end up in rank files,

@@ -63,6 +63,22 @@ def variables_in(text: str) -> frozenset[str]:
 
 
 @lru_cache(maxsize=4096)
+def fields_in(text: str) -> frozenset[str]:
+    """The attribute and key names a template string reads of some value (``item.conda_clone``,
+    ``item['name']``, ``selectattr('jupyter_port')``, ``map(attribute='prefix')``): every
+    attribute name and every constant string in it, a superset of the fields it reads."""
+    from jinja2 import nodes
+
+    try:
+        tree = ENV.parse(text)
+    except jinja2.TemplateSyntaxError:
+        return frozenset()
+    names = {node.attr for node in tree.find_all(nodes.Getattr)}
+    names |= {node.value for node in tree.find_all(nodes.Const) if isinstance(node.value, str)}
+    return frozenset(names)
+
+
+@lru_cache(maxsize=4096)
 def _compiled(text: str, shell: bool) -> jinja2.Template:
     return (SHELL_ENV if shell else ENV).from_string(text)
 

@@ -123,12 +123,16 @@ def host_key_entries(hostvars: Any, host: Any = None) -> list:
 def node_keys(hostvars: Any, name: str, user: str) -> dict:
     """``hostvars | node_keys('user_keys', 'alice')``: {inventory host: [alice's public keys it
     registered under ``name``]} for every host; None for a host that registered none (unknown:
-    its present lines are kept)."""
-    out: dict[str, list | None] = {}
+    its present lines are kept); ``"pending"`` for a host whose key pair this run makes and
+    whose public key is not known yet (``--check`` only: the file will change, issue 34)."""
+    out: dict[str, list | str | None] = {}
     for host in sorted(hostvars or {}):
         results = registered({host: hostvars[host]}, name)
-        keys = [r["public_key"] for r in results if r.get("user") == user and r.get("public_key")]
-        out[host] = keys or None
+        mine = [r for r in results if r.get("user") == user]
+        keys = [r["public_key"] for r in mine if r.get("public_key")]
+        # made in this run and not read (--check: a real run reads it once made, or fails there)
+        made = any(r.get("changed") and not r.get("public_key") and not r.get("error") for r in mine)
+        out[host] = keys or ("pending" if made else None)
     return out
 
 

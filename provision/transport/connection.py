@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -207,11 +208,30 @@ def auth_detail(connection: fabric.Connection | None) -> str:
     return f" as user {user} (keys tried: {tried}); is the matching public key in ~{user}/.ssh/authorized_keys?"
 
 
+def _lost_attribute(error: AttributeError, options: SshOptions, connection) -> HostFailure:
+    """Issue 34: a property of fabric's Connection that fails inside (its SSH client or transport
+    gone while a loaded machine set the connection up) surfaces as invoke's "No attribute or config
+    key found for 'X'" with every attribute of a Connection listed. The reason is the error that
+    was being handled then (a timeout, a lost socket), when there is one; else one line that says
+    the connection was lost, never the list."""
+    seen, cause = set(), error.__cause__ or error.__context__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, (OSError, EOFError, paramiko.SSHException, HostFailure, CommandTimeout, ChannelFailure)):
+            return describe_failure(cause, options, connection)  # invoke's own lookups (KeyError) are passed over
+        cause = cause.__cause__ or cause.__context__
+    name = re.search(r"found for '([^']{1,60})'", str(error))
+    what = f" (its {name.group(1)} was gone)" if name else ""
+    return HostFailure("unreachable", f"the SSH connection was lost while it was being set up{what}")
+
+
 def describe_failure(error: BaseException, options: SshOptions, connection: fabric.Connection | None = None) -> HostFailure:
     """Turn any connection or command error into a :class:`HostFailure` with a kind and one line
     (an authentication failure names ``connection``'s user and the keys tried)."""
     if isinstance(error, HostFailure):
         return error
+    if isinstance(error, AttributeError) and "No attribute or config key found" in str(error):
+        return _lost_attribute(error, options, connection)
     if isinstance(error, CommandTimeout):
         return _command_timed_out(options)
     if isinstance(error, ChannelFailure):
