@@ -23,9 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from provision.operations.base import UNKNOWN, Run, StateKey, UserEntry, Write, split_home
+from provision.operations.base import PATH_KINDS, UNKNOWN, Run, StateKey, UserEntry, Write, split_home
 
-PATH_KINDS = ("file", "stat")  # facts about one path: a change that names its paths leaves others alone
 IDENTITY = StateKey("hostinfo")  # host name, addresses, host keys: read once, at the start of the run
 # What no change of a run alters: the host's identity, its OS family, its package manager. They stay
 # trusted after a change that may alter anything (in --check too, where nothing is read again).
@@ -109,7 +108,7 @@ class StateCache:
             return False
         if any(stated == key for stated, _ in scope.stated):
             return True
-        if scope.paths is None or key.kind not in PATH_KINDS:
+        if scope.paths is None or key.kind not in PATH_KINDS:  # a change that names its paths leaves other paths alone
             return True
         return any(self._paths_overlap(key.arg, path) for path in scope.paths)
 
