@@ -9,9 +9,9 @@ as ``clush -b`` / ``dshbak -c``):
 The command runs through the same become wrapper as setup-cluster's round trips
 (:func:`provision.engine.script.remote_command`): ``sudo -n`` without a password, the password
 (``-K``) on stdin, never on a command line. The user's command gets ``/dev/null`` as stdin (the
-script travels on the real one). A copy is written as setup-cluster writes a file: a temporary
-file in the same folder, its mode set, then an atomic rename; a folder at the destination is
-refused unless the destination ends with ``/`` (then the file keeps its name).
+script travels on the real one). A copy is written as setup-cluster writes a file, under the same
+rules for paths a user controls (:func:`copy_script`); a folder at the destination is refused
+unless the destination ends with ``/`` (then the file keeps its name).
 """
 
 from __future__ import annotations
