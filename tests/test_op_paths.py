@@ -132,3 +132,15 @@ def test_exists_counts_a_link_and_never_follows_it(tmp_path):
 def test_a_home_path_of_a_missing_user_is_absent():
     out = subprocess.run([SH, "-c", path_command("file", "~nosuchuser9/.ssh/x")], capture_output=True, text=True).stdout
     assert out == "absent\n"
+
+
+def test_a_stat_that_says_nothing_refuses_never_reads_as_missing(tmp_path):
+    """A name that is there but that stat did not report (an argument list too long, a stat that
+    failed) is never taken for a missing folder (which would be safe to make): the path is refused."""
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    (shims / "stat").write_text("#!/bin/sh\nexit 1\n")
+    (shims / "stat").chmod(0o755)
+    env = {**os.environ, "PATH": f"{shims}:{os.environ['PATH']}"}
+    (v,) = verdicts(["/etc/ssh/sshd_config"], env)
+    assert v.startswith("below|") and v.endswith("\n/")

@@ -39,7 +39,8 @@ from __future__ import annotations
 from provision.operations.base import check_path, home_var, shell_path, split_home
 
 # The walk's sh functions (dash-compatible, no process but stat/readlink). C caches each name's
-# lstat as "\nNAME\tMODEHEX UID GID" ("-": missing), L each link's text as "\nNAME\tTEXT"; Q queues
+# lstat as "\nNAME\tMODEHEX UID GID" ("-": missing; "?": there, but stat said nothing of it: refused,
+# never taken for missing), L each link's text as "\nNAME\tTEXT"; Q queues
 # names for the next stat. Names never hold a newline or a tab (checked paths; a link's text with
 # one is refused), so a name is found exactly by its "\nNAME\t".
 WALK_LIB = r"""NL='
@@ -50,9 +51,11 @@ case $qc in ''|.) continue;; ..) return;; esac; qb=$qb/$qc
 case "$NL$Q$C$NL" in *"$NL$qb$NL"*|*"$NL$qb$T"*) ;; *) Q=$Q$qb$NL;; esac; done; }
 pst() { [ -n "$Q" ] || return 0; IFS=$NL; set -f
 for ql in $(stat -c '%f %u %g|%n' -- $Q 2>/dev/null); do C=$C$NL${ql#*|}$T${ql%%|*}; done
-for ql in $Q; do case "$C$NL" in *"$NL$ql$T"*) ;; *) C=$C$NL$ql$T-;; esac; done; unset IFS; set +f; Q=; }
-look() { case "$C$NL" in *"$NL$1$T"*) r=${C#*"$NL$1$T"}; r=${r%%"$NL"*};; *) Q=$Q$1$NL; pst; look "$1";; esac; }
-at() { look "$1"; set -f; set -- $r; set +f; fm=$((0x$1)) fu=$2 fg=$3; }
+for ql in $Q; do case "$C$NL" in *"$NL$ql$T"*) ;; *) if [ -e "$ql" ] || [ -L "$ql" ]; then C=$C$NL$ql$T?
+else C=$C$NL$ql$T-; fi;; esac; done; unset IFS; set +f; Q=; }
+look() { case "$C$NL" in *"$NL$1$T"*) ;; *) Q=$Q$1$NL; pst;; esac
+case "$C$NL" in *"$NL$1$T"*) r=${C#*"$NL$1$T"}; r=${r%%"$NL"*};; *) r='?';; esac; }
+at() { look "$1"; case $r in -|'?') r='2 -1 -1';; esac; set -f; set -- $r; set +f; fm=$((0x$1)) fu=$2 fg=$3; }
 ow() { { [ "$fu" -ne 0 ] && [ "$fu" -ne "$ru" ]; } || [ $((fm & 2)) -ne 0 ] ||
 { [ $((fm & 16)) -ne 0 ] && [ "$fg" -ne "$rg" ]; }; }
 kept() { [ $((fm & 512)) -ne 0 ] && { [ "$fu" -eq 0 ] || [ "$fu" -eq "$ru" ]; }; }
@@ -60,10 +63,11 @@ vd() { o=$(stat -c '%U|%G' -- "$2" 2>/dev/null) || o="$fu|$fg"; m=$((fm & 4095))
 V="$1|$(((m >> 9 & 7) * 1000 + (m >> 6 & 7) * 100 + (m >> 3 & 7) * 10 + (m & 7)))|$o|0$NL$2"
 [ $((fm & 18)) -ne 0 ] || [ "$fu" -eq 0 ] || W=$fu; }
 pw() { V= W= ru=$2 rg=$3 cur=/ k=0 s=${1%/*}; s=${s#/}; at /
+case $1 in *"$NL"*|*"$T"*) V="below|0|?|?|0$NL/"; return 0;; esac
 while [ -n "$s" ]; do c=${s%%/*}; case $s in */*) s=${s#*/};; *) s=;; esac
 case $c in ''|.) continue;; ..) cur=${cur%/*}; cur=${cur:-/}; at "$cur"; continue;; esac
 n=${cur%/}/$c; look "$n"
-if [ "$r" = - ]; then ow && vd below "$cur"; return 0; fi
+case $r in -) ow && vd below "$cur"; return 0;; '?') vd below "$cur"; W=; return 0;; esac
 set -f; set -- $r; set +f
 if ow && ! { kept && { [ "$2" -eq 0 ] || [ "$2" -eq "$ru" ]; }; }; then vd below "$cur"
 { kept && [ $((fm & 18)) -ne 0 ]; } && W=$2; return 0; fi
