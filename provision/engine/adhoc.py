@@ -98,12 +98,13 @@ def copy_script(source: Path, dest: str, become: bool = False) -> str:
     )
     as_owner = (  # below a folder one user owns: as her, when the path is then safe for her
         'if [ -n "$B" ] && [ -n "$W" ]; then IFS=: read -r A x u g x <<PROVISION_OWNER\n$(getent passwd "$W")\nPROVISION_OWNER\n'
-        'if [ -n "$A" ]; then pw "$p" "$u" "$g"; case $V in "") ;; sticky*) S=1 F=${V#*"$NL"};; *) A=;; esac; fi; fi\n'
+        'if [ -n "$A" ]; then _pw "$p" "$u" "$g"; case $V in "") ;; sticky*) S=1 F=${V#*"$NL"};; *) A=;; esac; fi; fi\n'
     )
     hint = "" if become else "; with --become it is written as that folder's owner where one user owns it"
     return (
         f"p={shlex.quote(path)}; {folder_check}\n{walk_prelude([(0, path, '')], True if become else None)}"
-        'A= B= S= F=${V_0#*"$NL"}; case $V_0 in sticky*) S=1;; below*) B=1;; esac\n'
+        'A= B= S= F=${V_0#*"$NL"}; case $V_0 in "") ;; sticky*) S=1;; below*) B=1;; '
+        '*) echo "refused: $p could not be checked: $F changed while it was read (run again)" >&2; exit 1;; esac\n'
         + (as_owner if become else "")
         + 'if [ -n "$B" ] && [ -z "$A" ]; then m=${V_0#*|}; o=${m#*|}; '
         + 'echo "refused: $p is below $F, a folder another user can write (owner ${o%%|*}, mode ${m%%|*})'

@@ -57,7 +57,8 @@ class FileState:
     folder another user can write (``below`` names that folder; owner/group/mode are its), ``s``
     a name in a sticky folder every user can write (``/tmp``-like; ``below`` names it, ``entry``
     is the name's own state or None when absent, ``mine`` whether it is absent or the reader's
-    own): only operations that say so act there (:func:`refuse_unsafe_paths`)."""
+    own): only operations that say so act there (:func:`refuse_unsafe_paths`); ``r`` a path whose
+    walk met a name that kept changing while it was read (``below`` names it)."""
 
     kind: str
     mode: int = 0o644
@@ -76,6 +77,13 @@ REFUSED_KINDS = {
     "h": "is a hard link to a file its user does not own",
     "u": "is below a folder another user can write",
     "s": "is in a folder every user can write",
+    "r": "could not be checked",
+}
+# Why a path could not be walked (a FileState "r"'s owner field, as the node's walk says it).
+UNWALKED = {
+    "changed": "a name on its way changed while it was read, run again",
+    "links": "it leads through more than 40 links, or a link with a control character",
+    "long": "it leads through more than 64 names, or a name over 1024 bytes",
 }
 PATH_KINDS = ("file", "stat", "exists")  # the facts of one path (the walk of its folders decides its kind)
 
@@ -251,6 +259,8 @@ def refuse_unsafe_paths(current: Mapping[StateKey, Any], sticky: str | None = No
             given[key] = state.entry
             continue
         why = REFUSED_KINDS[state.kind]
+        if state.kind == "r":
+            why += f": {UNWALKED.get(state.owner, 'the walk of its folders failed')} ({printable(state.below or '?', 200)})"
         if state.kind in "us":
             folder = printable(state.below or "?", 200)
             sticky_bit = ", sticky" if state.kind == "s" else ""
@@ -258,6 +268,8 @@ def refuse_unsafe_paths(current: Mapping[StateKey, Any], sticky: str | None = No
         if state.kind == "s" and not state.mine:
             owner = getattr(state.entry, "owner", None)
             whose = f"{printable(owner, 40)}'s" if owner else "another user's"
+            if getattr(state.entry, "kind", "") in ("h", "l"):  # a name there anyone may have made
+                whose = "a link" if state.entry.kind == "l" else "a file with other names (a hard link)"
             why += f" and is {whose}, not the reader's own"
         raise OperationError(f"{key.arg} {why}: refused")
     return given
@@ -316,6 +328,9 @@ def check_path(path: Any) -> str:
     parts = [part for part in path.split("/") if part not in ("", ".")]
     if ".." in parts:
         raise ArgumentError(f"path {shown_value(path)} may not contain '..'")
+    if len(path.encode()) > 4095 or any(len(part.encode()) > 255 for part in parts):  # PATH_MAX, NAME_MAX
+        shown_path = shown_value(path if len(path) <= 80 else path[:80] + "...")
+        raise ArgumentError(f"path {shown_path} is longer than a path (4095 bytes) or one of its names (255) can be")
     normal = "/".join(parts)
     return normal if path.startswith("~") else "/" + normal
 

@@ -24,13 +24,18 @@ control character in it, more than 40 links. ``fs.protected_symlinks`` is never 
   (:func:`provision.operations.base.refuse_unsafe_paths`);
 - otherwise: ``below`` (refused).
 
+A path that cannot be walked is ``changing|0|WHY`` (refused, never taken for missing): a name on
+the way changed while it was read (``changed``: there, then gone; a link, then none), more than 40
+links or a link whose text holds a newline or tab (``links``), more than 64 names or one over 1024
+bytes (``long``: what a user's link can make of an admin's path is bounded, so is the walk's time).
+
 The shell sets ``V_<n>`` for the n-th path (exported, so a read as a user sees it): empty, or
 ``below|MODE|OWNER|GROUP|0`` / ``sticky|...`` and the folder on the next line, or ``absent`` (a
 ``~user`` path whose user does not exist). All paths of a round trip are queued first and their
 folders read by one ``stat``; only a link on the way costs a ``readlink`` (and a ``stat`` of what
 it leads to).
 
->>> "pw " in walk_prelude([(0, "/etc/ssh/ssh_known_hosts")], as_root=True)
+>>> "_pw " in walk_prelude([(0, "/etc/ssh/ssh_known_hosts")], as_root=True)
 True
 """
 
@@ -39,46 +44,50 @@ from __future__ import annotations
 from provision.operations.base import check_path, home_var, shell_path, split_home
 
 # The walk's sh functions (dash-compatible, no process but stat/readlink). C caches each name's
-# lstat as "\nNAME\tMODEHEX UID GID" ("-": missing; "?": there, but stat said nothing of it: refused,
-# never taken for missing), L each link's text as "\nNAME\tTEXT"; Q queues
-# names for the next stat. Names never hold a newline or a tab (checked paths; a link's text with
-# one is refused), so a name is found exactly by its "\nNAME\t".
+# lstat as lines "MODEHEX UID GID\tNAME" ("-": missing; a name there that stat did not report, made
+# meanwhile or an argument list too long, is stat-ed again alone, and "?" if it still says nothing:
+# refused, never taken for missing), L each link's text as lines "TEXT\tNAME"; Q queues names for
+# the next stat. Names never hold a newline or a tab (checked paths; a link's text with one is
+# refused), so a line is found exactly by its "\tNAME" end. Lookups go line by line and cut at the
+# first tab: dash's ${x#*pattern} is quadratic in the length of x, never used on the caches.
 WALK_LIB = r"""NL='
 ' T='	' C= Q= L=
-pq() { qb= qs=${1#/}
+_pq() { qb= qs=${1#/} qn=0
 while [ -n "$qs" ]; do qc=${qs%%/*}; case $qs in */*) qs=${qs#*/};; *) qs=;; esac
-case $qc in ''|.) continue;; ..) return;; esac; qb=$qb/$qc
-case "$NL$Q$C$NL" in *"$NL$qb$NL"*|*"$NL$qb$T"*) ;; *) Q=$Q$qb$NL;; esac; done; }
-pst() { [ -n "$Q" ] || return 0; IFS=$NL; set -f
-for ql in $(stat -c '%f %u %g|%n' -- $Q 2>/dev/null); do C=$C$NL${ql#*|}$T${ql%%|*}; done
-for ql in $Q; do case "$C$NL" in *"$NL$ql$T"*) ;; *) if [ -e "$ql" ] || [ -L "$ql" ]; then C=$C$NL$ql$T?
-else C=$C$NL$ql$T-; fi;; esac; done; unset IFS; set +f; Q=; }
-look() { case "$C$NL" in *"$NL$1$T"*) ;; *) Q=$Q$1$NL; pst;; esac
-case "$C$NL" in *"$NL$1$T"*) r=${C#*"$NL$1$T"}; r=${r%%"$NL"*};; *) r='?';; esac; }
-at() { look "$1"; case $r in -|'?') r='2 -1 -1';; esac; set -f; set -- $r; set +f; fm=$((0x$1)) fu=$2 fg=$3; }
-ow() { { [ "$fu" -ne 0 ] && [ "$fu" -ne "$ru" ]; } || [ $((fm & 2)) -ne 0 ] ||
+case $qc in ''|.) continue;; ..) return;; esac; qb=$qb/$qc qn=$((qn + 1)); [ $qn -le 64 ] && [ ${#qb} -le 1024 ] || return
+case "$NL$Q$NL$C" in *"$NL$qb$NL"*|*"$T$qb$NL"*) ;; *) Q=$Q$qb$NL;; esac; done; }
+_pst() { [ -n "$Q" ] || return 0; IFS=$NL; set -f
+for ql in $(stat -c '%f %u %g|%n' -- $Q 2>/dev/null); do qf=${ql%%|*}; C=$C$qf$T${ql#"$qf|"}$NL; done
+for ql in $Q; do case "$NL$C" in *"$T$ql$NL"*) continue;; esac; qs=-
+if [ -e "$ql" ] || [ -L "$ql" ]; then qs=$(stat -c '%f %u %g' -- "$ql" 2>/dev/null) || qs='?'; fi; C=$C$qs$T$ql$NL
+done; unset IFS; set +f; Q=; }
+_find() { r=; IFS=$NL; set -f; for e in $2; do case $e in *"$T$1") r=${e%%"$T"*}; break;; esac; done; unset IFS; set +f; }
+_look() { case "$NL$C" in *"$T$1$NL"*) ;; *) Q=$Q$1$NL; _pst;; esac; _find "$1" "$C"; [ -n "$r" ] || r='?'; }
+_at() { _look "$1"; case $r in -|'?') r='2 -1 -1';; esac; set -f; set -- $r; set +f; fm=$((0x$1)) fu=$2 fg=$3; }
+_ow() { { [ "$fu" -ne 0 ] && [ "$fu" -ne "$ru" ]; } || [ $((fm & 2)) -ne 0 ] ||
 { [ $((fm & 16)) -ne 0 ] && [ "$fg" -ne "$rg" ]; }; }
-kept() { [ $((fm & 512)) -ne 0 ] && { [ "$fu" -eq 0 ] || [ "$fu" -eq "$ru" ]; }; }
-vd() { o=$(stat -c '%U|%G' -- "$2" 2>/dev/null) || o="$fu|$fg"; m=$((fm & 4095))
+_kept() { [ $((fm & 512)) -ne 0 ] && { [ "$fu" -eq 0 ] || [ "$fu" -eq "$ru" ]; }; }
+_vd() { o=$(stat -c '%U|%G' -- "$2" 2>/dev/null) || o="$fu|$fg"; m=$((fm & 4095))
 V="$1|$(((m >> 9 & 7) * 1000 + (m >> 6 & 7) * 100 + (m >> 3 & 7) * 10 + (m & 7)))|$o|0$NL$2"
 [ $((fm & 18)) -ne 0 ] || [ "$fu" -eq 0 ] || W=$fu; }
-pw() { V= W= ru=$2 rg=$3 cur=/ k=0 s=${1%/*}; s=${s#/}; at /
-case $1 in *"$NL"*|*"$T"*) V="below|0|?|?|0$NL/"; return 0;; esac
-while [ -n "$s" ]; do c=${s%%/*}; case $s in */*) s=${s#*/};; *) s=;; esac
-case $c in ''|.) continue;; ..) cur=${cur%/*}; cur=${cur:-/}; at "$cur"; continue;; esac
-n=${cur%/}/$c; look "$n"
-case $r in -) ow && vd below "$cur"; return 0;; '?') vd below "$cur"; W=; return 0;; esac
+_pw() { V= W= ru=$2 rg=$3 cur=/ k=0 j=0 s=${1%/*}; s=${s#/}; _at /
+case $1 in *"$NL"*|*"$T"*) V="changing|0|links|?|0$NL/"; return 0;; esac
+while [ -n "$s" ]; do c=${s%%/*}; case $s in */*) s=${s#*/};; *) s=;; esac; j=$((j + 1))
+case $c in ''|.) continue;; ..) cur=${cur%/*}; cur=${cur:-/}; _at "$cur"; continue;; esac
+n=${cur%/}/$c; [ $j -le 64 ] && [ ${#n} -le 1024 ] || { V="changing|0|long|?|0$NL$n"; return 0; }; _look "$n"
+case $r in -) _ow && _vd below "$cur"; return 0;; '?') V="changing|0|changed|?|0$NL$n"; return 0;; esac
 set -f; set -- $r; set +f
-if ow && ! { kept && { [ "$2" -eq 0 ] || [ "$2" -eq "$ru" ]; }; }; then vd below "$cur"
-{ kept && [ $((fm & 18)) -ne 0 ]; } && W=$2; return 0; fi
+if _ow && ! { _kept && { [ "$2" -eq 0 ] || [ "$2" -eq "$ru" ]; }; }; then _vd below "$cur"
+{ _kept && [ $((fm & 18)) -ne 0 ]; } && W=$2; return 0; fi
 case $((0x$1 & 61440)) in
-40960) k=$((k + 1)); case "$L$NL" in *"$NL$n$T"*) t=${L#*"$NL$n$T"}; t=${t%%"$NL"*};;
-*) t=$(readlink -- "$n"; echo .); t=${t%?}; t=${t%"$NL"}; case $t in ''|*"$NL"*|*"$T"*) k=41;; *) L=$L$NL$n$T$t;; esac;; esac
-[ $k -le 40 ] || { vd below "$cur"; W=; return 0; }
-case $t in /*) cur=/; at /; s=${t#/}${s:+/$s};; *) s=$t${s:+/$s};; esac; pq "$cur/$s"; pst;;
+40960) k=$((k + 1)); case "$NL$L" in *"$T$n$NL"*) _find "$n" "$L"; t=$r;;
+*) t=$(readlink -- "$n"; echo .); t=${t%?}; t=${t%"$NL"}; case $t in ''|*"$NL"*|*"$T"*) k=41;; *) L=$L$t$T$n$NL;; esac;; esac
+[ -n "$t" ] || { V="changing|0|changed|?|0$NL$n"; return 0; }
+[ $k -le 40 ] || { V="changing|0|links|?|0$NL$n"; return 0; }
+case $t in /*) cur=/; _at /; s=${t#/}${s:+/$s};; *) s=$t${s:+/$s};; esac; _pq "$cur/$s"; _pst;;
 16384) cur=$n fm=$((0x$1)) fu=$2 fg=$3;;
 *) return 0;; esac; done
-if ow; then if kept; then vd sticky "$cur"; W=; else vd below "$cur"; fi; fi; }
+if _ow; then if _kept; then _vd sticky "$cur"; W=; else _vd below "$cur"; fi; fi; }
 """
 
 
@@ -131,9 +140,9 @@ def walk_prelude(entries: list[tuple[int, str, str]], as_root: bool | None) -> s
     lines = [WALK_LIB.rstrip("\n"), homes_prelude(_users(entries)).rstrip("\n")]
     if as_root is not True:
         lines.append("RU=$(id -u) RG=$(id -g)")
-    lines.append("Q=/$NL; " + "; ".join(f"pq {shell_path(path)}" for _n, path, _reader in entries) + "; pst")
+    lines.append("Q=/$NL; " + "; ".join(f"_pq {shell_path(path)}" for _n, path, _reader in entries) + "; _pst")
     for n, path, reader in entries:
-        walk = f"pw {shell_path(path)} {_reader_ids(path, reader, as_root)}; V_{n}=$V"
+        walk = f"_pw {shell_path(path)} {_reader_ids(path, reader, as_root)}; V_{n}=$V"
         needed = [user for user in (split_home(path)[0],) if user]
         needed += [reader] if as_root and reader not in ("", "root", LOGIN_USER, *needed) else []
         if needed:  # a user that does not exist: the path is absent
@@ -158,7 +167,7 @@ _ENTRY = (
     'if [ -L "$p" ]; then [ -z "$S" ] || echo other; stat -c \'%F|%a|%U|%G|%s\' -- "$p"; exit 0; fi; '
     "l=$(stat -c '%F|%a|%U|%G|%s|%h' -- \"$p\" 2>/dev/null) || {{ echo absent; exit 0; }}; h=${{l##*|}}; l=${{l%|*}}; "
     'if [ -n "$S" ]; then if [ -O "$p" ] && {{ [ -d "$p" ] || [ "$h" -eq 1 ]; }}; then echo own; else echo other; S=2; fi; fi; '
-    'if [ "$h" -gt 1 ] && [ -f "$p" ] && [ ! -O "$p" ]; then echo "hard link|${{l#*|}}"; exit 0; fi; '
+    'if [ "$h" -gt 1 ] && [ -f "$p" ] && {{ [ ! -O "$p" ] || [ "$S" = 2 ]; }}; then echo "hard link|${{l#*|}}"; exit 0; fi; '
     "printf '%s\\n' \"$l\"; "
 )
 _CONTENT = (

@@ -101,11 +101,11 @@ def _parse_path(kind: str):
         lines = text.splitlines()
         if not lines or lines[0] == "absent":
             return None
-        if lines[0].startswith(("below|", "sticky|")):  # the walk: a folder above the path others can write
+        if lines[0].startswith(("below|", "sticky|", "changing|")):  # the walk: a folder above the path others can write
             fields = _fields(kind, path, lines[0])
             folder = lines[1] if len(lines) > 1 else "?"
-            if fields[0] == "below":
-                return FileState("u", int(fields[1], 8), fields[2], fields[3], below=folder)
+            if fields[0] in ("below", "changing"):
+                return FileState("u" if fields[0] == "below" else "r", int(fields[1], 8), fields[2], fields[3], below=folder)
             rest = lines[2:]  # sticky: the name itself: absent, the reader's own ("own") or another's ("other")
             if not rest or rest[0] == "absent":
                 return FileState("s", int(fields[1], 8), fields[2], fields[3], below=folder, mine=True)
