@@ -167,3 +167,12 @@ def test_an_identical_copy_is_unchanged_and_leaves_no_backup(tmp_path, keys):
     keys.chmod(0o644)  # the same bytes with another mode: written (the old one kept)
     assert copy(keys, f"{out}/", become=False).stdout.startswith("copied 23 bytes")
     assert sorted(p.name for p in out.iterdir()) == ["alice_keys", "alice_keys.provision~"]
+
+
+def test_a_fifo_at_the_destination_is_replaced_never_waited_on(tmp_path, keys):
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / "alice_keys")
+    done = subprocess.run(["sh", "-s"], input=copy_script(keys, f"{out}/"), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and (out / "alice_keys").read_text() == keys.read_text()
+    assert not (out / "alice_keys.provision~").exists()  # a FIFO is not a file to keep

@@ -162,3 +162,18 @@ def test_a_users_deep_link_costs_the_walk_a_bounded_time(tree):
     script = WALK_LIB + f'Q=/$NL; _pq {t}/theirs/deep/far/f; _pst; _pw {t}/theirs/deep/far/f {NOBODY} {NOBODY}; printf "%s" "$V"'
     done = subprocess.run([SH, "-c", script], capture_output=True, text=True, check=True, timeout=60)
     assert done.stdout.startswith("changing|0|long|?|0\n")
+
+
+@root_only
+def test_a_fifo_or_a_shared_inode_is_never_read_nor_waited_on(tree):
+    """A FIFO at the path (or swapped in after the stat) is never opened waiting for a writer;
+    root's own file with another name, in a sticky folder, is not root's own name there."""
+    t = str(tree)
+    os.mkfifo(tree / "safe/fifo")
+    out = subprocess.run([SH, "-c", path_command("file", f"{t}/safe/fifo")], capture_output=True, text=True, timeout=30)
+    assert out.stdout.startswith("fifo|")
+    other = tree / "safe/original"
+    other.write_text("root's\n")
+    os.link(other, tree / "sticky/shared")  # as a user may link a file of root's she can write
+    out = subprocess.run([SH, "-c", path_command("file", f"{t}/sticky/shared")], capture_output=True, text=True).stdout
+    assert out.splitlines()[2:] == ["other", "hard link|644|root|root|7"]
