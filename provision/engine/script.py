@@ -53,8 +53,8 @@ def write_command(change: Write) -> str:
     payload = base64.b64encode(change.content).decode()
     lines = [
         f'p={word}; d=${{p%/*}}; [ -n "$d" ] || d=/; n=${{p##*/}}',
-        '[ -d "$d" ] || { w="folder $d does not exist"; [ "$(id -u)" -eq 0 ] || w="$w, or $(id -un) cannot reach it"; '
-        'echo "$w" >&2; exit 1; }',
+        '[ -d "$d" ] || { e="folder $d does not exist"; [ "$(id -u)" -eq 0 ] || e="$e, or $(id -un) cannot reach it"; '
+        'echo "$e" >&2; exit 1; }',
         'for s in "$d/.$n.provision-tmp."*; do if [ -O "$s" ] && [ ! -L "$s" ]; then rm -rf -- "$s"; fi; done',
         'w=$(mktemp -d "$d/.$n.provision-tmp.XXXXXX") || exit 1',
         "trap 'rm -rf -- \"$w\"' EXIT",
@@ -149,10 +149,10 @@ def build_script(steps: list[Step], keys: list[StateKey], nonce: str, as_root: b
 
 def read_as(command: str, user: str, as_root: bool, delimiter: str) -> str:
     """``command`` (a fact read) run as its reader: for a ``command`` fact (``unless``) or an
-    ``exists`` fact (``creates``) the task's user (``user``: "" the script's own, root, the login user, or a become_user); for
-    any other fact the one user whose home it reads (:func:`acting_user`), so a link a user planted
-    there leads only where that user could go. Another user's command travels on stdin
-    (:func:`run_as`), never in argv."""
+    ``exists`` fact (``creates``) the task's user (``user``: "" the script's own, root, the login
+    user, or a become_user); for any other fact the one user whose home it reads
+    (:func:`acting_user`), so a link a user planted there leads only where that user could go.
+    Another user's command travels on stdin (:func:`run_as`), never in argv."""
     if user:
         if user in ("", "root") or (user == LOGIN_USER and not as_root):
             if user == "root" and not as_root:

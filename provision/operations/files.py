@@ -86,7 +86,7 @@ def plan_directory(args: dict, current: Mapping[StateKey, Any]) -> list:
     has is fixed as that owner (``runuser``: she may swap her own name for a link; root never
     acts on it).
 
-    >>> plan_directory({"path": "/scratch/alice", "owner": "alice", "mode": "0700"},
+    >>> plan_directory({"path": "/scratch/alice", "owner": "alice", "group": None, "mode": "0700"},
     ...                {StateKey("file", "/scratch/alice"): FileState("s", 0o1777, below="/scratch", mine=True)})[0].command
     'mkdir -m 0700 -- /scratch/alice && chown -h alice /scratch/alice'
     """

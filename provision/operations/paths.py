@@ -35,7 +35,7 @@ The shell sets ``V_<n>`` for the n-th path (exported, so a read as a user sees i
 folders read by one ``stat``; only a link on the way costs a ``readlink`` (and a ``stat`` of what
 it leads to).
 
->>> "_pw " in walk_prelude([(0, "/etc/ssh/ssh_known_hosts")], as_root=True)
+>>> "_pw /etc/ssh/ssh_known_hosts 0 0" in walk_prelude([(0, "/etc/ssh/ssh_known_hosts", "")], as_root=True)
 True
 """
 

@@ -111,7 +111,12 @@ def _parse_path(kind: str):
                 return FileState("s", int(fields[1], 8), fields[2], fields[3], below=folder, mine=True)
             if rest[0] not in ("own", "other") or len(rest) < 2:
                 raise ParseError(f"{kind} {path}", f"unexpected line {shown_value(rest[0][:80])}")
-            entry = parse(path, "\n".join(rest[1:]))
+            if kind == "exists":
+                if rest[1] != "present":
+                    raise ParseError(f"{kind} {path}", f"unexpected line {shown_value(rest[1][:80])}")
+                entry: Any = True
+            else:
+                entry = _entry(kind, path, rest[1:])
             return FileState("s", int(fields[1], 8), fields[2], fields[3], below=folder, entry=entry, mine=rest[0] == "own")
         if kind == "exists":
             if lines[0] != "present":
