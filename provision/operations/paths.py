@@ -113,7 +113,7 @@ def _reader_ids(path: str, reader: str, as_root: bool | None) -> str:
     return "0 0" if as_root else '"$RU" "$RG"'
 
 
-def homes_prelude(users: list[str]) -> str:
+def _homes(users: list[str]) -> str:
     """One ``getent`` for every user named: ``H_<hex>`` (their home, exported for the reads done
     as them), ``U_<hex>`` and ``G_<hex>`` (uid and primary gid)."""
     if not users:
@@ -137,7 +137,7 @@ def walk_prelude(entries: list[tuple[int, str, str]], as_root: bool | None) -> s
     for that user, as it is read as that user); False: as the login user; None: as whoever runs
     it (``id``)."""
     entries = [(n, check_path(path), reader) for n, path, reader in entries]
-    lines = [WALK_LIB.rstrip("\n"), homes_prelude(_users(entries)).rstrip("\n")]
+    lines = [WALK_LIB.rstrip("\n"), _homes(_users(entries)).rstrip("\n")]
     if as_root is not True:
         lines.append("RU=$(id -u) RG=$(id -g)")
     lines.append("Q=/$NL; " + "; ".join(f"_pq {shell_path(path)}" for _n, path, _reader in entries) + "; _pst")
@@ -153,7 +153,6 @@ def walk_prelude(entries: list[tuple[int, str, str]], as_root: bool | None) -> s
     return "\n".join(line for line in lines if line) + "\n"
 
 
-PATH_FACTS = ("file", "stat", "exists")  # the facts of one path: walked first, then read as their reader
 CONTENT_LIMIT = 4 * 1024 * 1024  # files larger than this are compared by sha256 only
 
 # The path's own name, read by its reader after the walk (``V_<n>``): a link is reported, never
