@@ -176,3 +176,10 @@ def test_a_fifo_at_the_destination_is_replaced_never_waited_on(tmp_path, keys):
     done = subprocess.run(["sh", "-s"], input=copy_script(keys, f"{out}/"), capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and (out / "alice_keys").read_text() == keys.read_text()
     assert not (out / "alice_keys.provision~").exists()  # a FIFO is not a file to keep
+
+
+def test_a_path_the_walk_cannot_finish_is_refused_never_written(tmp_path, keys):
+    (tmp_path / "la").symlink_to(tmp_path / "lb")
+    (tmp_path / "lb").symlink_to(tmp_path / "la")
+    done = copy(keys, f"{tmp_path}/la/x", become=False)
+    assert done.returncode == 1 and "could not be checked: it leads through more than 64 names" in done.stderr

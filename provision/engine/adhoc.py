@@ -104,7 +104,10 @@ def copy_script(source: Path, dest: str, become: bool = False) -> str:
     return (
         f"p={shlex.quote(path)}; {folder_check}\n{walk_prelude([(0, path, '')], True if become else None)}"
         'A= B= S= F=${V_0#*"$NL"}; case $V_0 in "") ;; sticky*) S=1;; below*) B=1;; '
-        '*) echo "refused: $p could not be checked: $F changed while it was read (run again)" >&2; exit 1;; esac\n'
+        '*) w=${V_0#*|*|}; case ${w%%|*} in changed) w="a name on its way changed while it was read, run again";; '
+        'links) w="it leads through more than 40 links, or a link with a control character";; '
+        '*) w="it leads through more than 64 names (a link loop?), or a name over 1024 bytes";; esac; '
+        'echo "refused: $p could not be checked: $w ($F)" >&2; exit 1;; esac\n'
         + (as_owner if become else "")
         + 'if [ -n "$B" ] && [ -z "$A" ]; then m=${V_0#*|}; o=${m#*|}; '
         + 'echo "refused: $p is below $F, a folder another user can write (owner ${o%%|*}, mode ${m%%|*})'
