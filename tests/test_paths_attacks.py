@@ -54,15 +54,20 @@ def run(files, *args):
 def race(cluster, node: str, user: str, loop: str) -> subprocess.Popen:
     """``user`` runs ``loop`` over and over on ``node`` until :func:`stop` (or RACE_LIMIT): started,
     not waited for."""
-    cluster.docker_exec(node, "rm", "-f", STOP)
-    script = f"end=$(($(date +%s) + {RACE_LIMIT})); while [ ! -e {STOP} ] && [ $(date +%s) -lt $end ]; do {loop}; done"
+    cluster.docker_exec(node, "rm", "-f", STOP, "/tmp/provision-race-rounds")
+    script = (
+        f"end=$(($(date +%s) + {RACE_LIMIT})); n=0; while [ ! -e {STOP} ] && [ $(date +%s) -lt $end ]; "
+        f"do {loop}; n=$((n + 1)); done; echo $n >/tmp/provision-race-rounds"
+    )
     return subprocess.Popen(["docker", "exec", "-u", user, cluster.container(node), "sh", "-c", script])
 
 
 def stop(cluster, racers: dict[str, subprocess.Popen]) -> None:
+    """Stop the loops; each must have raced (many rounds while the admin worked)."""
     for node, racer in racers.items():
         cluster.docker_exec(node, "touch", STOP)
-        racer.wait(timeout=RACE_LIMIT + 30)
+        assert racer.wait(timeout=RACE_LIMIT + 30) == 0
+        assert int(cluster.docker_exec(node, "cat", "/tmp/provision-race-rounds")) > 10, node
 
 
 def test_run_copy_become_never_writes_through_a_users_link(cluster, tmp_path):
