@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
@@ -120,13 +121,19 @@ def test_a_file_fact_in_a_sticky_folder_reads_only_the_readers_own_name(tree):
 
 
 def test_exists_counts_a_link_and_never_follows_it(tmp_path):
+    """Issue 34, item 7: ``creates:`` answers as Ansible's does: ansible/ansible@030bc99a9a5f
+    lib/ansible/modules/command.py skips the command ``if glob.glob(creates):``, and Python's glob
+    of a plain name is ``if _lexists(_join(root_dir, pathname), dir_fd):`` (CPython 3.11
+    Lib/glob.py:66): a link counts, dangling or not. The real glob is the authority here."""
     (tmp_path / "dangling").symlink_to(tmp_path / "nothing")
     (tmp_path / "python3").symlink_to("/usr/bin/env")
+    (tmp_path / "file").write_text("x")
     os.chmod(tmp_path, 0o755)
     run = lambda path: subprocess.run([SH, "-c", path_command("exists", path)], capture_output=True, text=True).stdout  # noqa: E731
-    assert run(str(tmp_path / "python3")) == "present\n"
-    assert run(str(tmp_path / "dangling")) == "present\n"  # as Ansible's creates (Python's glob: lexists)
-    assert run(str(tmp_path / "nothing")) == "absent\n"
+    for name in ("python3", "dangling", "file", "nothing"):
+        path = str(tmp_path / name)
+        assert run(path) == ("present\n" if glob.glob(path) else "absent\n"), name
+    assert run(str(tmp_path / "dangling")) == "present\n" and run(str(tmp_path / "nothing")) == "absent\n"
 
 
 def test_a_home_path_of_a_missing_user_is_absent():
