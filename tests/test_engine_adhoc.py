@@ -1,6 +1,7 @@
 """provision.engine.adhoc: the copy script (run for real with sh, locally) and the folded report."""
 
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -91,3 +92,113 @@ def test_bad_input_refused_before_any_host(job, message, tmp_path):
         job = AdhocJob(job.command, Path(job.copy), job.dest, job.become, job.password)
     with pytest.raises(ProvisionError, match=message):
         run_job([], job, SshOptions(), 1)
+
+
+# -- issue 33: run --copy obeys setup-cluster's rules for paths a user controls ------------------
+NOBODY = 65534
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to play another user")
+
+
+def copy(source, dest: str, become: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["sh", "-s"], input=copy_script(source, dest, become), capture_output=True, text=True)
+
+
+@pytest.fixture
+def keys(tmp_path):
+    source = tmp_path / "alice_keys"
+    source.write_text("ssh-ed25519 AAAA alice\n")
+    source.chmod(0o600)
+    for folder in (tmp_path, *tmp_path.parents[:2]):  # pytest's 0700 folders: the other user must reach hers
+        if folder.stat().st_uid == os.geteuid():
+            os.chmod(folder, 0o755)
+    return source
+
+
+@root_only
+def test_below_a_folder_one_user_owns_the_copy_is_written_as_her(tmp_path, keys):
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    os.chown(home, NOBODY, NOBODY)
+    os.chown(home / ".ssh", NOBODY, NOBODY)
+    rootfile = tmp_path / "root_authorized_keys"
+    rootfile.write_text("root's\n")
+    (home / ".ssh" / "authorized_keys").symlink_to(rootfile)  # planted by her
+    os.lchown(home / ".ssh" / "authorized_keys", NOBODY, NOBODY)
+    done = copy(keys, f"{home}/.ssh/authorized_keys")
+    assert done.returncode == 0 and done.stdout.endswith(" as nobody\n"), done.stdout + done.stderr
+    written = home / ".ssh" / "authorized_keys"
+    assert not written.is_symlink() and written.stat().st_uid == NOBODY and written.read_text() == keys.read_text()
+    assert rootfile.read_text() == "root's\n" and rootfile.stat().st_uid == 0
+    # her ~/.ssh swapped for a link to a folder of root's: as her, the kernel refuses (root's folder untouched)
+    rootssh = tmp_path / "rootssh"
+    rootssh.mkdir(mode=0o700)
+    shutil.rmtree(home / ".ssh")
+    (home / ".ssh").symlink_to(rootssh)
+    os.lchown(home / ".ssh", NOBODY, NOBODY)
+    done = copy(keys, f"{home}/.ssh/authorized_keys")
+    assert done.returncode == 1 and list(rootssh.iterdir()) == [], done.stdout + done.stderr
+    unprivileged = copy(keys, f"{home}/notes", become=False)  # only root can act as her
+    assert unprivileged.returncode == 1 and "with --become it is written as that folder's owner" in unprivileged.stderr
+
+
+@root_only
+def test_refused_below_a_folder_anyone_can_write(tmp_path, keys):
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    done = copy(keys, f"{shared}/x")
+    assert done.returncode == 1 and not (shared / "x").exists()
+    assert done.stderr.strip() == (
+        f"refused: {shared}/x is below {shared}, a folder another user can write (owner root, mode 777)"
+    )
+
+
+@root_only
+def test_in_a_sticky_folder_only_an_absent_or_own_name_is_written(tmp_path, keys):
+    sticky = tmp_path / "scratch"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    (sticky / "x.provision~").symlink_to(victim)  # planted where the backup goes
+    os.lchown(sticky / "x.provision~", NOBODY, NOBODY)
+    assert copy(keys, f"{sticky}/x").returncode == 0
+    keys.write_text("ssh-ed25519 BBBB alice\n")
+    again = copy(keys, f"{sticky}/x")
+    assert again.returncode == 0, again.stderr
+    assert victim.read_text() == "keep\n" and not (sticky / "x.provision~").is_symlink()
+    assert (sticky / "x.provision~").read_text() == "ssh-ed25519 AAAA alice\n"
+    theirs = sticky / "theirs"
+    theirs.write_text("nobody's\n")
+    os.chown(theirs, NOBODY, NOBODY)
+    refused = copy(keys, f"{sticky}/theirs")
+    assert refused.returncode == 1 and "is not the writer's own" in refused.stderr and theirs.read_text() == "nobody's\n"
+
+
+def test_an_identical_copy_is_unchanged_and_leaves_no_backup(tmp_path, keys):
+    """Issue 34, item 7: the same bytes (and mode) there already: nothing written, no backup."""
+    out = tmp_path / "out"
+    out.mkdir()
+    assert copy(keys, f"{out}/", become=False).returncode == 0
+    done = copy(keys, f"{out}/", become=False)
+    assert done.returncode == 0 and done.stdout.startswith(f"unchanged: {out}/alice_keys already holds these 23 bytes")
+    assert sorted(p.name for p in out.iterdir()) == ["alice_keys"]
+    keys.chmod(0o644)  # the same bytes with another mode: written (the old one kept)
+    assert copy(keys, f"{out}/", become=False).stdout.startswith("copied 23 bytes")
+    assert sorted(p.name for p in out.iterdir()) == ["alice_keys", "alice_keys.provision~"]
+
+
+def test_a_fifo_at_the_destination_is_replaced_never_waited_on(tmp_path, keys):
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / "alice_keys")
+    done = subprocess.run(["sh", "-s"], input=copy_script(keys, f"{out}/"), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and (out / "alice_keys").read_text() == keys.read_text()
+    assert not (out / "alice_keys.provision~").exists()  # a FIFO is not a file to keep
+
+
+def test_a_path_the_walk_cannot_finish_is_refused_never_written(tmp_path, keys):
+    (tmp_path / "la").symlink_to(tmp_path / "lb")
+    (tmp_path / "lb").symlink_to(tmp_path / "la")
+    done = copy(keys, f"{tmp_path}/la/x", become=False)
+    assert done.returncode == 1 and "could not be checked: it leads through more than 64 names" in done.stderr

@@ -1,5 +1,6 @@
 """The round-trip script: built and parsed without SSH, run by a real local sh."""
 
+import os
 import subprocess
 
 import pytest
@@ -160,3 +161,29 @@ def test_each_step_stopped_after_its_own_limit(tmp_path):
     assert upload_prelude(None) == "" and upload_prelude("/var/tmp/provision-upload.ab") == (
         "PROVISION_UPLOADS=/var/tmp/provision-upload.ab; export PROVISION_UPLOADS\n"
     )
+
+
+def test_a_backup_never_narrows_a_file_that_has_other_names(tmp_path):
+    """Issue 33: the old file is kept by a rename from a private folder; one with other names
+    (a hard link a user made to a root file) is copied there, never narrowed in place."""
+    other = tmp_path / "sudo-like"
+    other.write_text("old\n")
+    other.chmod(0o4755)
+    target = tmp_path / "f"
+    os.link(other, target)
+    run_local(build_script([Step(Write(str(target), b"new\n", mode=0o600), True)], [], "n", False))
+    assert (other.stat().st_mode & 0o7777) == 0o4755 and other.read_text() == "old\n"
+    backup = tmp_path / "f.provision~"
+    assert backup.read_text() == "old\n" and backup.stat().st_ino != other.stat().st_ino
+    assert (backup.stat().st_mode & 0o7777) == 0o600
+    assert [p.name for p in tmp_path.iterdir() if "provision-tmp" in p.name] == []
+
+
+def test_a_write_replaces_a_link_at_its_name_never_writes_through_it(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    target = tmp_path / "f"
+    target.symlink_to(victim)
+    run_local(build_script([Step(Write(str(target), b"new\n"), True)], [], "n", False))
+    assert victim.read_text() == "keep\n" and not target.is_symlink() and target.read_text() == "new\n"
+    assert not (tmp_path / "f.provision~").exists()  # a link is not a file to keep

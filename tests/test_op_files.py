@@ -31,7 +31,7 @@ CASES = [
         "directory",
         {"path": "/data/x", "mode": "0750", "owner": "alice"},
         {FK("/data/x"): None},
-        [(Run, "mkdir -p /data/x && chmod 0750 /data/x && chown -h alice /data/x")],
+        [(Run, "mkdir -p -- /data && mkdir -m 0750 -- /data/x && chown -h alice /data/x")],
     ),
     ("dir-ok", "directory", {"path": "/data/x", "mode": "0755"}, {FK("/data/x"): f(None, 0o755, kind="d")}, []),
     (
@@ -46,7 +46,7 @@ CASES = [
         "directory",
         {"path": "~alice/.ssh", "mode": "700"},
         {FK("~alice/.ssh"): None},
-        [(Run, 'mkdir -p "${H_616c696365}"/.ssh')],
+        [(Run, 'mkdir -p -- "${H_616c696365}" && mkdir -m 0700 -- "${H_616c696365}"/.ssh')],
     ),
     ("file-create", "file", {"path": "/etc/motd", "content": "hi\n"}, {FK("/etc/motd"): None}, [(Write, "/etc/motd")]),
     ("file-same", "file", {"path": "/etc/motd", "content": "hi\n"}, {FK("/etc/motd"): f(b"hi\n")}, []),

@@ -85,7 +85,9 @@ def test_hostinfo_local():
     "key,text",
     [
         (StateKey("file", "/x"), "regular file|9999|root|root|1\n"),
-        (StateKey("file", "/x"), "regular file|644|root|root|3\n" + "0" * 64 + "\n!!notbase64\n"),
+        (StateKey("file", "/x"), "regular file|644|root|root|3\n=!!notbase64\n"),
+        (StateKey("file", "/x"), "sticky|1777|root|root|0\n/tmp\nmaybe\nregular file|644|root|root|3\n"),
+        (StateKey("exists", "/x"), "yes\n"),
         (StateKey("user", "a"), "a:x:notanumber:1::/h:/bin/sh\n"),
         (StateKey("group", "a"), "a:x\n"),
         (StateKey("command", "true"), "garbage\n"),
@@ -167,8 +169,15 @@ def test_foreign_hard_link_and_folder_another_user_can_write(tmp_path):
     shared.mkdir()
     os.chmod(shared, 0o777)  # other-writable without the sticky bit
     assert read(StateKey("stat", str(shared / "x"))).kind == "u"
-    os.chmod(shared, 0o1777)  # sticky, like /tmp: nobody can replace root's names in it
-    assert read(StateKey("stat", str(shared / "x"))) is None
+    os.chmod(shared, 0o1777)  # sticky, like /tmp: others may add names, never replace root's (issue 33)
+    state = read(StateKey("stat", str(shared / "x")))
+    assert (state.kind, state.below, state.mode, state.entry, state.mine) == ("s", str(shared), 0o1777, None, True)
+    (shared / "x").write_text("root's\n")  # root's own name there: its content is read
+    state = read(StateKey("file", str(shared / "x")))
+    assert state.kind == "s" and state.mine and state.entry.content == b"root's\n"
+    os.chown(shared / "x", 65534, 65534)  # another user's name there: never read, never root's to act on
+    state = read(StateKey("file", str(shared / "x")))
+    assert state.kind == "s" and not state.mine and state.entry.owner == "nobody" and state.entry.content is None
     (tmp_path / "via").symlink_to(theirs)  # a folder reached through a link is checked where it really is
     assert read(StateKey("file", str(tmp_path / "via" / "f"))).kind == "u"
 
@@ -196,4 +205,4 @@ def test_non_ascii_file_content_is_a_parse_error_not_a_traceback():
     """Found by tests/test_state_parsers_property.py: b64decode refuses non-ASCII text with a plain
     ValueError, not binascii.Error."""
     with pytest.raises(ParseError, match="not base64"):
-        parse_state(StateKey("file", "/etc/x"), "regular file|0|||\r\r\x80")
+        parse_state(StateKey("file", "/etc/x"), "regular file|0|||\r=\x80")

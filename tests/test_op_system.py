@@ -147,8 +147,8 @@ CASES = [
         ["DEBIAN_FRONTEND=noninteractive apt-get remove -y -q rsync"],
     ),
     ("cmd-runs", "command", {"cmd": "touch /x"}, {}, ["touch /x"]),
-    ("cmd-creates", "command", {"cmd": "touch /x", "creates": "/x"}, {StateKey("file", "/x"): object()}, []),
-    ("cmd-creates-absent", "command", {"cmd": "touch /x", "creates": "/x"}, {StateKey("file", "/x"): None}, ["touch /x"]),
+    ("cmd-creates", "command", {"cmd": "touch /x", "creates": "/x"}, {StateKey("exists", "/x"): True}, []),
+    ("cmd-creates-absent", "command", {"cmd": "touch /x", "creates": "/x"}, {StateKey("exists", "/x"): None}, ["touch /x"]),
     ("cmd-unless-0", "command", {"cmd": "touch /x", "unless": "test -e /x"}, {StateKey("command", "test -e /x"): 0}, []),
     (
         "cmd-unless-1",

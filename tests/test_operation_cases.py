@@ -11,8 +11,10 @@ A file holds one case or a list of them::
 
 A fact the case leaves out is absent on the host (None). A ``file``/``stat`` value is written as
 ``{"kind": "f", "mode": "0644", "owner": "root", "group": "root", "content": "..."}`` (its
-sha256 computed). A command is the shell of a ``Run``, or ``{"write": path, "content": text,
-"mode": "0644"}`` for a file written (owner and group when set). ``"error"``: the operation
+sha256 computed); a name in a sticky folder as ``{"kind": "s", "mode": "1777", "below":
+"/scratch", "entry": {...} or null, "mine": true}``; an ``exists`` value as ``true``. A command
+is the shell of a ``Run``, or ``{"write": path, "content": text, "mode": "0644"}`` for a file
+written (owner and group when set). ``"error"``: the operation
 refuses (an ArgumentError or OperationError whose text holds it).
 """
 
@@ -36,10 +38,22 @@ def _file(value: dict) -> FileState:
     content = value["content"].encode() if value.get("content") is not None else None
     digest = hashlib.sha256(content).hexdigest() if content is not None else None
     mode = int(value.get("mode", "0644"), 8)
-    return FileState(value.get("kind", "f"), mode, value.get("owner", "root"), value.get("group", "root"), digest, content)
+    entry = value.get("entry")  # a name in a sticky folder (kind "s"): its own state
+    return FileState(
+        value.get("kind", "f"),
+        mode,
+        value.get("owner", "root"),
+        value.get("group", "root"),
+        digest,
+        content,
+        value.get("below"),
+        _file(entry) if isinstance(entry, dict) else entry,
+        value.get("mine", False),
+    )
 
 
 DECODE = {"file": _file, "stat": _file, "user": lambda v: UserEntry(**v), "group": lambda v: GroupEntry(**v)}
+DECODE["exists"] = lambda v: _file(v) if isinstance(v, dict) else v
 DECODE["service"] = lambda v: ServiceState(**v)
 
 

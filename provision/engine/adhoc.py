@@ -9,9 +9,9 @@ as ``clush -b`` / ``dshbak -c``):
 The command runs through the same become wrapper as setup-cluster's round trips
 (:func:`provision.engine.script.remote_command`): ``sudo -n`` without a password, the password
 (``-K``) on stdin, never on a command line. The user's command gets ``/dev/null`` as stdin (the
-script travels on the real one). A copy is written as setup-cluster writes a file: a temporary
-file in the same folder, its mode set, then an atomic rename; a folder at the destination is
-refused unless the destination ends with ``/`` (then the file keeps its name).
+script travels on the real one). A copy is written as setup-cluster writes a file, under the same
+rules for paths a user controls (:func:`copy_script`); a folder at the destination is refused
+unless the destination ends with ``/`` (then the file keeps its name).
 """
 
 from __future__ import annotations
@@ -23,10 +23,12 @@ import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from provision.engine.acting import on_stdin
 from provision.engine.script import BECOME_FAILED, remote_command, stdin_for, write_command
 from provision.errors import ProvisionError
 from provision.inventory.model import Host
 from provision.operations.base import ArgumentError, Write, check_path
+from provision.operations.paths import walk_prelude
 from provision.plans.hostlist import HostlistError, fold
 from provision.text import shown, shown_value
 from provision.transport.adhoc import AdhocResult, run_adhoc
@@ -47,9 +49,17 @@ class AdhocJob:
     password: str | None = None
 
 
-def copy_script(source: Path, dest: str) -> str:
+def copy_script(source: Path, dest: str, become: bool = False) -> str:
     """The script that writes ``source``'s bytes (and permission bits) at ``dest`` on a host,
-    then says ``copied N bytes sha256 ...`` (``dest`` ending in ``/``: into that folder)."""
+    then says ``copied N bytes to PATH (sha256 ...)`` (``dest`` ending in ``/``: into that
+    folder), or ``unchanged: ...`` when the file there already holds them (no backup then).
+
+    The same rule as setup-cluster's writes (:mod:`provision.operations.paths`): the folders
+    above the path are walked first; below a folder another user can write, the file is written
+    **as that folder's owner** where one user owns it (with ``--become``: ``runuser``; her own
+    permissions apply, a link she planted leads only where she could write anyway), else refused;
+    in a sticky folder (``/tmp``) only a name that is absent or the writer's own is written. The
+    write itself never follows a link (:func:`provision.engine.script.write_command`)."""
     try:  # the file the user named (a link to it is followed); never a device or FIFO read without end
         fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO's open waits for a writer
         info = os.fstat(fd)
@@ -71,12 +81,41 @@ def copy_script(source: Path, dest: str) -> str:
         raise ProvisionError(f"--dest: {error}") from None  # the error names the path, escaped: one line
     if path.startswith("~"):
         raise ProvisionError(f"--dest {shown_value(dest)}: give an absolute path (~user/ is for setup-cluster's tasks)")
-    word = shlex.quote(path)
     digest = hashlib.sha256(data).hexdigest()
-    return (
-        f"if [ -d {word} ]; then echo {shlex.quote(f'{path} is a folder: end --dest with / to copy into it')} >&2; exit 1; fi\n"
+    said = f"{len(data)} bytes (sha256 {digest[:16]}...)"
+    write = (  # as the writer: the same bytes and mode there already: unchanged, nothing written
+        f'p={shlex.quote(path)}; if [ -n "$S" ] && {{ [ -e "$p" ] || [ -L "$p" ]; }} && '
+        '{ [ -L "$p" ] || [ ! -O "$p" ] || [ "$(stat -c %h -- "$p")" -ne 1 ]; }; then '
+        'echo "refused: $p is in $F, a folder every user can write (sticky), and is not the writer\'s own" >&2; exit 1; fi\n'
+        f'if [ -f "$p" ] && [ ! -L "$p" ] && [ "$(stat -c %s.%a -- "$p")" = {len(data)}.{mode:o} ] && '
+        f'[ "$(dd if="$p" iflag=nofollow,nonblock bs=1M 2>/dev/null | sha256sum)" = "{digest}  -" ]; then '
+        f"echo {shlex.quote(f'unchanged: {path} already holds these {said}')}; exit 0; fi\n"
         f"(\n{write_command(Write(path, data, mode=mode))}\n) || exit 1\n"
-        f"echo {shlex.quote(f'copied {len(data)} bytes to {path} (sha256 {digest[:16]}...)')}\n"
+        f'echo {shlex.quote(f"copied {len(data)} bytes to {path} (sha256 {digest[:16]}...)")}"${{A:+ as $A}}"\n'
+    )
+    folder_check = (
+        f'if [ -d "$p" ]; then echo {shlex.quote(f"{path} is a folder: end --dest with / to copy into it")} >&2; exit 1; fi'
+    )
+    as_owner = (  # below a folder one user owns: as her, when the path is then safe for her
+        'if [ -n "$B" ] && [ -n "$W" ]; then IFS=: read -r A x u g x <<PROVISION_OWNER\n$(getent passwd "$W")\nPROVISION_OWNER\n'
+        'if [ -n "$A" ]; then _pw "$p" "$u" "$g"; case $V in "") ;; sticky*) S=1 F=${V#*"$NL"};; *) A=;; esac; fi; fi\n'
+    )
+    hint = "" if become else "; with --become it is written as that folder's owner where one user owns it"
+    return (
+        f"p={shlex.quote(path)}; {folder_check}\n{walk_prelude([(0, path, '')], True if become else None)}"
+        'A= B= S= F=${V_0#*"$NL"}; case $V_0 in "") ;; sticky*) S=1;; below*) B=1;; '
+        '*) w=${V_0#*|*|}; case ${w%%|*} in changed) w="a name on its way changed while it was read, run again";; '
+        'links) w="it leads through more than 40 links, or a link with a control character";; '
+        '*) w="it leads through more than 64 names (a link loop?), or a name over 1024 bytes";; esac; '
+        'echo "refused: $p could not be checked: $w ($F)" >&2; exit 1;; esac\n'
+        + (as_owner if become else "")
+        + 'if [ -n "$B" ] && [ -z "$A" ]; then m=${V_0#*|}; o=${m#*|}; '
+        + 'echo "refused: $p is below $F, a folder another user can write (owner ${o%%|*}, mode ${m%%|*})'
+        + f'{hint}" >&2; exit 1; fi\n'
+        + "export S F A\n"  # the write: as the folder's owner (her sh, on stdin) or as the script's user
+        + 'if [ -n "$A" ]; then set -- runuser -u "$A" -- sh -s; else set -- sh -s; fi\n'
+        + on_stdin('"$@"', write, "PROVISION_COPY")
+        + "\n"
     )
 
 
@@ -86,7 +125,7 @@ def run_job(hosts: list[Host], job: AdhocJob, options: SshOptions, forks: int) -
     if job.copy is not None:
         if not job.dest:
             raise ProvisionError("--copy needs --dest PATH (a file path, or a folder ending in /)")
-        script = copy_script(job.copy, job.dest)
+        script = copy_script(job.copy, job.dest, job.become)
     elif job.command is not None:
         if job.dest:
             raise ProvisionError("--dest goes with --copy FILE")

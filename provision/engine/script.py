@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from provision.engine.acting import acting_user, on_stdin, refused, run_as
 from provision.errors import ParseError
-from provision.operations.base import Run, StateKey, Write, check_user, home_prelude, quote, shell_path
+from provision.operations.base import PATH_KINDS, Run, StateKey, Write, check_user, home_prelude, quote, shell_path
+from provision.operations.paths import LOGIN_USER, path_read, walk_prelude
 from provision.operations.state import state_command
 from provision.text import shown_value
 from provision.transport.frames import frame_line, frame_setup, split_frames
@@ -33,33 +34,47 @@ def narrowing(mode: int) -> str:
     return ",".join(parts)
 
 
+# A copy of a file's bytes that opens no link and waits on no FIFO, private to the writer.
+_COPY = '(umask 077; dd if="{source}" of="{copy}" iflag=nofollow,nonblock 2>/dev/null)'
+
+
 def write_command(change: Write) -> str:
-    """Shell that writes a file atomically: temp file in the same folder, owner/group/mode set on
-    it, the previous file kept as ``PATH.provision~`` (a hard link: never half-written, narrowed
-    to the new mode), then an atomic rename. Stale temp files of an interrupted run are removed
-    first. A link is never written through: the rename replaces the name, and the engine runs
-    writes below a home as that home's user (:mod:`provision.engine.acting`)."""
+    """Shell that writes a file atomically, never through a name another user may plant: the new
+    file and the old one's backup are made in a fresh private folder beside the file (``mktemp
+    -d``: 0700, the writer's), the new file is renamed over the name (``mv -T``: a link there is
+    replaced, never followed), and the old file (``ln -P``: the name's own inode, a link linked
+    as a link) is kept as ``PATH.provision~`` by a rename too, narrowed to the new mode. A backup
+    is made only of a regular file: one of another owner's, or with other names, is copied
+    (``dd`` with O_NOFOLLOW and O_NONBLOCK, umask 077) rather than narrowed in place; a link or
+    anything else at the name is not kept. Nothing is chmod-ed or chown-ed but in the private
+    folder. Stale work folders of an interrupted run (the writer's own) are removed first. The
+    engine runs writes below a home as that home's user (:mod:`provision.engine.acting`)."""
     word = shell_path(change.path)
     payload = base64.b64encode(change.content).decode()
     lines = [
         f'p={word}; d=${{p%/*}}; [ -n "$d" ] || d=/; n=${{p##*/}}',
-        '[ -d "$d" ] || { echo "folder $d does not exist" >&2; exit 1; }',
-        'rm -f "$d/.$n.provision-tmp."* 2>/dev/null',
-        't=$(mktemp "$d/.$n.provision-tmp.XXXXXX") || exit 1',
-        "trap 'rm -f \"$t\"' EXIT",
-        f"printf %s '{payload}' | base64 -d >\"$t\" || exit 1",
+        '[ -d "$d" ] || { e="folder $d does not exist"; [ "$(id -u)" -eq 0 ] || e="$e, or $(id -un) cannot reach it"; '
+        'echo "$e" >&2; exit 1; }',
+        'for s in "$d/.$n.provision-tmp."*; do if [ -O "$s" ] && [ ! -L "$s" ]; then rm -rf -- "$s"; fi; done',
+        'w=$(mktemp -d "$d/.$n.provision-tmp.XXXXXX") || exit 1',
+        "trap 'rm -rf -- \"$w\"' EXIT",
+        f"printf %s '{payload}' | base64 -d >\"$w/new\" || exit 1",
     ]
     if change.owner or change.group:
         spec = (change.owner or "") + (f":{change.group}" if change.group else (":" if change.owner else ""))
-        lines.append(f'chown -h {quote(spec)} "$t" || exit 1')
+        lines.append(f'chown -h {quote(spec)} "$w/new" || exit 1')
     mode = change.mode if change.mode is not None else (0o600 if change.secret else 0o644)
-    lines.append(f'chmod {mode:04o} "$t" || exit 1')
-    lines.append(
-        'if [ -f "$p" ] && [ ! -L "$p" ]; then rm -f "$p.provision~"; '
-        'ln "$p" "$p.provision~" 2>/dev/null || cp -p "$p" "$p.provision~" || exit 1; fi'
-    )
-    lines.append('mv -f "$t" "$p" && trap - EXIT || exit 1')
-    lines.append(f'if [ -f "$p.provision~" ] && [ ! -L "$p.provision~" ]; then chmod {narrowing(mode)} "$p.provision~"; fi')
+    lines += [
+        f'chmod {mode:04o} "$w/new" || exit 1',
+        'ln -P -- "$p" "$w/old" 2>/dev/null || '
+        f'{{ [ ! -f "$p" ] || {_COPY.format(source="$p", copy="$w/old")} || rm -f -- "$w/old"; }}',
+        'mv -fT -- "$w/new" "$p" || exit 1',
+        'k=; if [ -f "$w/old" ] && [ ! -L "$w/old" ]; then '
+        'if [ -O "$w/old" ] && [ "$(stat -c %h -- "$w/old")" -eq 1 ]; then k=1; '
+        f'elif {_COPY.format(source="$w/old", copy="$w/copy")}; then mv -fT -- "$w/copy" "$w/old" && k=1; fi; fi',
+        f'if [ -n "$k" ]; then chmod {narrowing(mode)} -- "$w/old"; mv -fT -- "$w/old" "$p.provision~" '
+        '|| echo "the previous $p was not kept as $p.provision~" >&2; fi',
+    ]
     return "\n".join(lines)
 
 
@@ -119,24 +134,25 @@ def build_script(steps: list[Step], keys: list[StateKey], nonce: str, as_root: b
         out.append(f"( {command}\n) </dev/null 2>&1; rc=$?")
         out.append(frame_line("rc", index, '"$rc"', newline_before=True))
         out.append('[ "$rc" -eq 0 ] || exit 0')
+    walked = [(index, key.arg, key.user) for index, key in enumerate(keys) if key.kind in PATH_KINDS]
+    if walked:  # every path's folders, walked in one stat for the whole round trip
+        out.append(walk_prelude(walked, as_root).rstrip("\n"))
     for index, key in enumerate(keys):
         out.append(frame_line("fact", index))
-        command = read_as(state_command(key), key.user, as_root, f"PROVISION_{nonce}_fact{index}")
+        own = path_read(key.kind, index, key.arg) if key.kind in PATH_KINDS else state_command(key)
+        command = read_as(own, key.user, as_root, f"PROVISION_{nonce}_fact{index}")
         out.append(f"( {command}\n) </dev/null 2>/dev/null")
         out.append("printf '\\n'")
     out.append(frame_line("end"))
     return "\n".join(out) + "\n"
 
 
-LOGIN_USER = "@login"  # StateKey.user of a command the login user runs (a task without become)
-
-
 def read_as(command: str, user: str, as_root: bool, delimiter: str) -> str:
-    """``command`` (a fact read) run as its reader: for a ``command`` fact (``creates``/``unless``)
-    the task's user (``user``: "" the script's own, root, the login user, or a become_user); for
-    any other fact the one user whose home it reads (:func:`acting_user`), so a link a user planted
-    there leads only where that user could go. Another user's command travels on stdin
-    (:func:`run_as`), never in argv."""
+    """``command`` (a fact read) run as its reader: for a ``command`` fact (``unless``) or an
+    ``exists`` fact (``creates``) the task's user (``user``: "" the script's own, root, the login
+    user, or a become_user); for any other fact the one user whose home it reads
+    (:func:`acting_user`), so a link a user planted there leads only where that user could go.
+    Another user's command travels on stdin (:func:`run_as`), never in argv."""
     if user:
         if user in ("", "root") or (user == LOGIN_USER and not as_root):
             if user == "root" and not as_root:

@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision.facts.registry import fact
-from provision.operations.base import UNKNOWN, Run, StateKey, UserEntry, Write, split_home
+from provision.operations.base import PATH_KINDS, UNKNOWN, Run, StateKey, UserEntry, Write, split_home
 
-PATH_KINDS = ("file", "stat")  # facts about one path: a change that names its paths leaves others alone
 IDENTITY = StateKey("hostinfo")  # host name, addresses, host keys: read once, at the start of the run
 
 
@@ -138,7 +137,7 @@ class StateCache:
             return False
         if any(stated == key for stated, _ in scope.stated):
             return True
-        if scope.paths is None or key.kind not in PATH_KINDS:
+        if scope.paths is None or key.kind not in PATH_KINDS:  # a change that names its paths leaves other paths alone
             return True
         return any(self._paths_overlap(key.arg, path) for path in scope.paths)
 

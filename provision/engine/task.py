@@ -156,8 +156,15 @@ def reader_of(task: Task, play: Play, ctx: dict) -> str:
 
 
 def as_reader(keys: list[StateKey], reader: str) -> list[StateKey]:
-    """``command`` facts run as the task's user; other facts are read as the round trip's."""
-    return [dataclasses.replace(key, user=reader) if key.kind == "command" and reader else key for key in keys]
+    """``command`` facts run as the task's user, and a ``creates:`` (``exists``) is looked up as
+    its become_user (that user's own name counts in a sticky folder such as /tmp); other facts
+    are read as the round trip's."""
+    return [
+        dataclasses.replace(key, user=reader)
+        if reader and (key.kind == "command" or (key.kind == "exists" and reader not in ("root", LOGIN_USER)))
+        else key
+        for key in keys
+    ]
 
 
 def predict(render: Render, play: Play, task: Task, host: Host, deferred: set[str]) -> list[list[StateKey]]:

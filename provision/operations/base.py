@@ -54,7 +54,11 @@ class FileState:
 
     Kinds that no operation acts on (:data:`REFUSED_KINDS`): ``l`` a symbolic link (never
     followed), ``h`` a hard link to a file the reading user does not own, ``u`` a path below a
-    folder another user can write (``below`` names that folder; owner/group/mode are its)."""
+    folder another user can write (``below`` names that folder; owner/group/mode are its), ``s``
+    a name in a sticky folder every user can write (``/tmp``-like; ``below`` names it, ``entry``
+    is the name's own state or None when absent, ``mine`` whether it is absent or the reader's
+    own): only operations that say so act there (:func:`refuse_unsafe_paths`); ``r`` a path whose
+    walk met a name that kept changing while it was read (``below`` names it)."""
 
     kind: str
     mode: int = 0o644
@@ -63,6 +67,8 @@ class FileState:
     sha256: str | None = None
     content: bytes | None = None
     below: str | None = None
+    entry: Any = None  # FileState (an ``exists`` fact: True), or None
+    mine: bool = False
 
 
 # Why each refused kind is refused: root never acts through what a user controls.
@@ -70,7 +76,16 @@ REFUSED_KINDS = {
     "l": "is a symbolic link (provision never follows a link)",
     "h": "is a hard link to a file its user does not own",
     "u": "is below a folder another user can write",
+    "s": "is in a folder every user can write",
+    "r": "could not be checked",
 }
+# Why a path could not be walked (a FileState "r"'s owner field, as the node's walk says it).
+UNWALKED = {
+    "changed": "a name on its way changed while it was read, run again",
+    "links": "it leads through more than 40 links, or a link with a control character",
+    "long": "it leads through more than 64 names, or a name over 1024 bytes",
+}
+PATH_KINDS = ("file", "stat", "exists")  # the facts of one path (the walk of its folders decides its kind)
 
 
 @dataclass(frozen=True)
@@ -187,12 +202,15 @@ class Operation:
     result: Callable[[dict, Mapping[StateKey, Any]], dict] | None = None
     result_requests: Callable[[dict], list[StateKey]] | None = None
     doc: str = field(default="")
+    # In a sticky folder every user can write (/tmp): None, refused; "own", planned on the name
+    # when it is absent or the reader's own (changes that only write by rename, never through a
+    # name another user may plant); "self", the operation is given the sticky state to decide.
+    sticky: str | None = None
 
     def decide(self, args: dict, current: Mapping[StateKey, Any]) -> list[Change]:
         """:meth:`plan`, after refusing every path fact that is a link, a foreign hard link or
         below a folder another user can write (:func:`refuse_unsafe_paths`)."""
-        refuse_unsafe_paths(current)
-        return self.plan(args, current)
+        return self.plan(args, refuse_unsafe_paths(current, self.sticky))
 
     def check_args(self, raw: Mapping[str, Any]) -> dict:
         """Validate ``raw`` against the spec: unknown/missing names and wrong types raise
@@ -228,15 +246,35 @@ class Operation:
         return checked
 
 
-def refuse_unsafe_paths(current: Mapping[StateKey, Any]) -> None:
-    """The one rule for paths a user controls, as operations see it: a ``file``/``stat`` fact of
-    a refused kind (:data:`REFUSED_KINDS`) fails the host with one line naming the path and why."""
+def refuse_unsafe_paths(current: Mapping[StateKey, Any], sticky: str | None = None) -> Mapping[StateKey, Any]:
+    """The one rule for paths a user controls, as operations see it: a path fact of a refused
+    kind (:data:`REFUSED_KINDS`) fails the host with one line naming the path and why. A name in
+    a sticky folder (``s``) is given as it is (``sticky="self"``), as its own state when absent
+    or the reader's own (``sticky="own"``), else refused. Returns the facts to plan on."""
+    given = dict(current)
     for key, state in current.items():
-        if key.kind in ("file", "stat") and isinstance(state, FileState) and state.kind in REFUSED_KINDS:
-            why = REFUSED_KINDS[state.kind]
-            if state.kind == "u":
-                why += f" ({printable(state.below or '?', 200)}, owner {printable(state.owner, 40)}, mode {state.mode:04o})"
-            raise OperationError(f"{key.arg} {why}: refused")
+        if key.kind not in PATH_KINDS or not isinstance(state, FileState) or state.kind not in REFUSED_KINDS:
+            continue
+        if state.kind == "s" and sticky == "self":
+            continue
+        if state.kind == "s" and sticky == "own" and state.mine:
+            given[key] = state.entry
+            continue
+        why = REFUSED_KINDS[state.kind]
+        if state.kind == "r":
+            why += f": {UNWALKED.get(state.owner, 'the walk of its folders failed')} ({printable(state.below or '?', 200)})"
+        if state.kind in "us":
+            folder = printable(state.below or "?", 200)
+            sticky_bit = ", sticky" if state.kind == "s" else ""
+            why += f" ({folder}, owner {printable(state.owner, 40)}, mode {state.mode:04o}{sticky_bit})"
+        if state.kind == "s" and not state.mine:
+            owner = getattr(state.entry, "owner", None)
+            whose = f"{printable(owner, 40)}'s" if owner else "another user's"
+            if getattr(state.entry, "kind", "") in ("h", "l"):  # a name there anyone may have made
+                whose = "a link" if state.entry.kind == "l" else "a file with other names (a hard link)"
+            why += f" and is {whose}, not the reader's own"
+        raise OperationError(f"{key.arg} {why}: refused")
+    return given
 
 
 def check_user(name: Any, what: str = "user") -> str:
@@ -294,6 +332,9 @@ def check_path(path: Any) -> str:
     parts = [part for part in path.split("/") if part not in ("", ".")]
     if ".." in parts:
         raise ArgumentError(f"path {shown_value(path)} may not contain '..'")
+    if len(path.encode()) > 4095 or any(len(part.encode()) > 255 for part in parts):  # PATH_MAX, NAME_MAX
+        shown_path = shown_value(path if len(path) <= 80 else path[:80] + "...")
+        raise ArgumentError(f"path {shown_path} is longer than a path (4095 bytes) or one of its names (255) can be")
     normal = "/".join(parts)
     return normal if path.startswith("~") else "/" + normal
 

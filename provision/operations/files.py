@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from provision.operations.base import (
+    REFUSED_KINDS,
     Arg,
     ArgumentError,
     FileState,
@@ -25,7 +26,7 @@ from provision.operations.base import (
     shell_path,
 )
 from provision.operations.platform import OS, alternatives, for_node, per_family
-from provision.text import shown_value
+from provision.text import printable, shown_value
 
 _OWNERSHIP = {
     "owner": Arg((str,), help="user that owns it"),
@@ -49,16 +50,18 @@ def _file_request(args: dict) -> list[StateKey]:
     return [StateKey("file", check_path(args["path"]))]
 
 
-def _fix_attributes(path: str, state: FileState, args: dict) -> list[Run]:
-    """chown/chmod where the existing path's owner, group or mode differ from the arguments."""
+def _fix_attributes(path: str, state: FileState, args: dict, as_owner: str | None = None) -> list[Run]:
+    """chown/chmod where the existing path's owner, group or mode differ from the arguments
+    (``as_owner``: run as that user, the name's owner, where root must not act on it)."""
     commands, what = [], []
     owner, group, mode = args.get("owner"), args.get("group"), args.get("mode")
+    run = f"runuser -u {quote(as_owner)} -- " if as_owner else ""
     if (owner and owner != state.owner) or (group and group != state.group):
         spec = (owner or state.owner) + (f":{group}" if group else "")
-        commands.append(f"chown -h {quote(spec)} {shell_path(path)}")
+        commands.append(f"{run}chown -h {quote(':' + group if as_owner and group else spec)} {shell_path(path)}")
         what.append(f"owner {spec}")
     if mode is not None and mode != state.mode:
-        commands.append(f"chmod {mode:04o} {shell_path(path)}")
+        commands.append(f"{run}chmod {mode:04o} {shell_path(path)}")
         what.append(f"mode {mode:04o}")
     if not commands:
         return []
@@ -74,21 +77,46 @@ def _fix_attributes(path: str, state: FileState, args: dict) -> list[Run]:
 
 
 def plan_directory(args: dict, current: Mapping[StateKey, Any]) -> list:
-    """Create the folder (with parents) when absent; fix owner/group/mode when they differ."""
+    """Create the folder (with parents) when absent; fix owner/group/mode when they differ.
+
+    The folder itself is made by a plain ``mkdir`` (it fails on anything already there, a link
+    included), then its owner is set on the folder just made. A folder another (non-root) user
+    owns is never taken over: refused. In a sticky folder every user can write (``/scratch``
+    1777) the name is made only when absent, and a folder there that its wanted owner already
+    has is fixed as that owner (``runuser``: she may swap her own name for a link; root never
+    acts on it).
+
+    >>> plan_directory({"path": "/scratch/alice", "owner": "alice", "group": None, "mode": "0700"},
+    ...                {StateKey("file", "/scratch/alice"): FileState("s", 0o1777, below="/scratch", mine=True)})[0].command
+    'mkdir -m 0700 -- /scratch/alice && chown -h alice /scratch/alice'
+    """
     args = _common(args)
     path = args["path"]
     state = current.get(StateKey("file", path))
+    sticky = isinstance(state, FileState) and state.kind == "s"
+    if sticky:
+        state = state.entry  # the name itself, in its sticky folder (None: absent)
     if state is None:
         word = shell_path(path)
         mode = args["mode"] if args["mode"] is not None else 0o755
-        command = f"mkdir -p {word} && chmod {mode:04o} {word}"
+        command = f"mkdir -m {mode:04o} -- {word}"
+        if not sticky and parent_of(path) != "/":  # the folders above: in folders only root (or the reader) can write
+            command = f"mkdir -p -- {shell_path(parent_of(path))} && {command}"
         if args["owner"] or args["group"]:
             command += f" && chown -h {quote((args['owner'] or 'root') + (':' + args['group'] if args['group'] else ''))} {word}"
         new = FileState("d", mode, args["owner"] or "root", args["group"] or "root")
         return [Run(command, f"create folder {path}", ((StateKey("file", path), new),), (path,))]
+    if state.kind in REFUSED_KINDS:
+        raise OperationError(f"{path} {REFUSED_KINDS[state.kind]}: refused")
     if state.kind != "d":
         raise OperationError(f"{path} exists and is not a folder")
-    return _fix_attributes(path, state, args)
+    wanted = args["owner"]
+    if (state.owner != "root" and wanted and wanted != state.owner) or (sticky and state.owner not in ("root", wanted)):
+        raise OperationError(
+            f"{path} is {printable(state.owner, 40)}'s folder, not {wanted or 'root'}'s: refused "
+            "(provision never takes over a folder another user made: move it away, then run again)"
+        )
+    return _fix_attributes(path, state, args, state.owner if sticky and state.owner != "root" else None)
 
 
 def content_changes(path: str, content: bytes, args: dict, state: FileState | None, secret: bool = False) -> list:
@@ -291,7 +319,12 @@ _BLOCK_ARGS = {
 
 OPERATIONS = {
     "directory": Operation(
-        "directory", {**_PATH, **_OWNERSHIP}, _file_request, plan_directory, doc="a folder with owner, group, mode"
+        "directory",
+        {**_PATH, **_OWNERSHIP},
+        _file_request,
+        plan_directory,
+        doc="a folder with owner, group, mode",
+        sticky="self",
     ),
     "file": Operation(
         "file",
@@ -306,6 +339,7 @@ OPERATIONS = {
         _file_request,
         plan_file,
         doc="a file with exactly this content",
+        sticky="own",
     ),
     "line": Operation(
         "line",
@@ -320,14 +354,16 @@ OPERATIONS = {
         _file_request,
         plan_line,
         doc="one line in a file",
+        sticky="own",
     ),
-    "block": Operation("block", _BLOCK_ARGS, _file_request, plan_block, doc="a marked block in a file"),
+    "block": Operation("block", _BLOCK_ARGS, _file_request, plan_block, doc="a marked block in a file", sticky="own"),
     "block_top": Operation(
         "block_top",
         {**_BLOCK_ARGS, "path": Arg((str, dict), True, help="remote path, or one per OS family")},
         _block_top_requests,
         plan_block_top,
         doc="a marked block at the top of a file",
+        sticky="own",
     ),
     "file_absent": Operation(
         "file_absent",

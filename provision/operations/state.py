@@ -10,6 +10,7 @@ field is checked before it is believed.
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 from typing import Any
 
@@ -25,63 +26,32 @@ from provision.operations.base import (
     UserEntry,
     check_path,
     check_user,
-    home_prelude,
     quote,
-    shell_path,
 )
+from provision.operations.paths import path_command
 from provision.text import is_number, shown_value
 
-CONTENT_LIMIT = 4 * 1024 * 1024  # files larger than this are compared by sha256 only
-_SHA = re.compile(r"^[0-9a-f]{64}\Z")
+_SHA = re.compile(r"^[0-9a-f]{64}(?:  -)?\Z")  # a file over the read limit: sha256sum's line
 # What a node may call itself (a DNS name) and a host key line ("type blob"): anything else it
 # reports is dropped here, before it reaches every node's known_hosts or a pairwise ssh command.
 _HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")
 _HOST_KEY = re.compile(r"^(?:ssh|ecdsa|sk)-[a-z0-9@.-]{1,64} [A-Za-z0-9+/]{1,8192}={0,3}\Z")
 _HOME_FS = re.compile(r"^[a-z0-9_./-]{1,32} \d{1,20}:\d{1,20}(?: [A-Za-z0-9_.:/@\[\]-]{1,256})?\Z")
 
-# The path as the reading user may act on it, without following a final link: a folder above it
-# that another user can write (owned by someone else than the reader and root, or group/other
-# writable without the sticky bit) prints ``below|MODE|OWNER|GROUP|0`` and that folder; a link
-# prints its own stat line ("symbolic link"); a regular file with other names that the reader
-# does not own, "hard link". Folders are checked as written and as resolved (readlink -f); where
-# the two are the same folders (no link on the way, the usual case) they are walked once: each
-# folder costs a stat process, and these reads are most of a converged round trip (issue 28).
-_PATH_STATE = (
-    'r="$(readlink -f -- "${p%/*}" 2>/dev/null)/"; '
-    'if [ "$r" = "${p%/*}/" ]; then set -- "$p"; else set -- "$p" "$r"; fi; '
-    'for a in "$@"; do q=$a; while [ -n "$q" ]; do q=${q%/*}; d=${q:-/}; '
-    'if [ -d "$d" ]; then set -- $(stat -L -c \'%a %u\' "$d"); m=$((0$1)); '
-    'if { [ "$2" -ne 0 ] && [ ! -O "$d" ]; } || { [ $((m & 01000)) -eq 0 ] && '
-    '{ [ $((m & 02)) -ne 0 ] || { [ $((m & 020)) -ne 0 ] && [ ! -G "$d" ]; }; }; }; then '
-    "stat -L -c 'below|%a|%U|%G|0' \"$d\"; printf '%s\\n' \"$d\"; exit 0; fi; fi; done; done; "
-    'if [ -L "$p" ]; then stat -c \'%F|%a|%U|%G|%s\' "$p"; exit 0; fi; '
-    '[ -e "$p" ] || { echo absent; exit 0; }; '
-    'if [ -f "$p" ] && [ "$(stat -c %h "$p")" -gt 1 ] && [ ! -O "$p" ]; then stat -c \'hard link|%a|%U|%G|%s\' "$p"; exit 0; fi; '
-    "stat -c '%F|%a|%U|%G|%s' \"$p\"; "
-)
-
 
 def _file_command(path: str) -> str:
-    word = shell_path(check_path(path))
-    body = (
-        f"p={word}; {_PATH_STATE}"
-        'if [ -f "$p" ] && [ -r "$p" ]; then sha256sum <"$p" | cut -c1-64; '
-        f'if [ "$(stat -c %s "$p")" -le {CONTENT_LIMIT} ]; then base64 <"$p" | tr -d \'\\n\'; echo; fi; fi'
-    )
-    return _with_home(body)
+    return path_command("file", check_path(path))
 
 
 def _stat_command(path: str) -> str:
     # Metadata only (type, mode, owner, group, size): the file is never opened, so a secret such
     # as a private key never leaves the node.
-    return _with_home(f"p={shell_path(check_path(path))}; {_PATH_STATE}")
+    return path_command("stat", check_path(path))
 
 
-def _with_home(body: str) -> str:
-    prelude = home_prelude(body)
-    if prelude:  # a missing user means the path does not exist (yet)
-        return f"( {prelude.replace('exit 91', 'echo absent; exit 0')}\n{body} )"
-    return f"( {body} )"  # its own subshell: the state ends with ``exit``
+def _exists_command(path: str) -> str:
+    # Whether the name is there (a link counts, whatever it points at): never opened, never followed.
+    return path_command("exists", check_path(path))
 
 
 def _user_command(name: str) -> str:
@@ -128,35 +98,68 @@ _HOSTINFO = (
 )
 
 
+_KINDS = {"regular file": "f", "regular empty file": "f", "directory": "d", "symbolic link": "l", "hard link": "h"}
+
+
 def _parse_path(kind: str):
-    def parse(path: str, text: str) -> FileState | None:
+    def parse(path: str, text: str) -> FileState | bool | None:
         lines = text.splitlines()
-        source = f"{kind} {path}"
         if not lines or lines[0] == "absent":
             return None
-        fields = lines[0].split("|")
-        if len(fields) != 5 or not re.fullmatch(r"[0-7]{1,4}", fields[1]):
-            raise ParseError(source, f"unexpected stat line {shown_value(lines[0][:80])}")
-        if fields[0] == "below":  # a folder above the path that another user can write
-            return FileState("u", int(fields[1], 8), fields[2], fields[3], below=lines[1] if len(lines) > 1 else "?")
-        kinds = {"regular file": "f", "regular empty file": "f", "directory": "d", "symbolic link": "l", "hard link": "h"}
-        ftype = kinds.get(fields[0], "o")
-        if ftype in ("l", "h"):  # never read through
-            return FileState(ftype, int(fields[1], 8), fields[2], fields[3])
-        if kind == "stat":  # metadata only: no checksum, no content
-            return FileState(ftype, int(fields[1], 8), fields[2], fields[3])
-        sha = lines[1] if len(lines) > 1 and _SHA.match(lines[1]) else None
-        content = None
-        if ftype == "f" and len(lines) > 2:
-            try:
-                content = base64.b64decode(lines[2], validate=True)
-            except ValueError:  # binascii.Error, and non-ASCII text (b64decode refuses it with a plain ValueError)
-                raise ParseError(source, "file content is not base64") from None
-        elif ftype == "f" and sha is not None and fields[4] == "0":
-            content = b""
-        return FileState(ftype, int(fields[1], 8), fields[2], fields[3], sha, content)
+        if lines[0].startswith(("below|", "sticky|", "changing|")):  # the walk: a folder above the path others can write
+            fields = _fields(kind, path, lines[0])
+            folder = lines[1] if len(lines) > 1 else "?"
+            if fields[0] in ("below", "changing"):
+                return FileState("u" if fields[0] == "below" else "r", int(fields[1], 8), fields[2], fields[3], below=folder)
+            rest = lines[2:]  # sticky: the name itself: absent, the reader's own ("own") or another's ("other")
+            if not rest or rest[0] == "absent":
+                return FileState("s", int(fields[1], 8), fields[2], fields[3], below=folder, mine=True)
+            if rest[0] not in ("own", "other") or len(rest) < 2:
+                raise ParseError(f"{kind} {path}", f"unexpected line {shown_value(rest[0][:80])}")
+            if kind == "exists":
+                if rest[1] != "present":
+                    raise ParseError(f"{kind} {path}", f"unexpected line {shown_value(rest[1][:80])}")
+                entry: Any = True
+            else:
+                entry = _entry(kind, path, rest[1:])
+            return FileState("s", int(fields[1], 8), fields[2], fields[3], below=folder, entry=entry, mine=rest[0] == "own")
+        if kind == "exists":
+            if lines[0] != "present":
+                raise ParseError(f"{kind} {path}", f"unexpected line {shown_value(lines[0][:80])}")
+            return True
+        return _entry(kind, path, lines)
 
     return parse
+
+
+def _fields(kind: str, path: str, line: str) -> list[str]:
+    fields = line.split("|")
+    if len(fields) != 5 or not re.fullmatch(r"[0-7]{1,4}", fields[1]):
+        raise ParseError(f"{kind} {path}", f"unexpected stat line {shown_value(line[:80])}")
+    return fields
+
+
+def _entry(kind: str, path: str, lines: list[str]) -> FileState:
+    """The path's own stat line, then (a ``file`` read of a regular file) its content as
+    ``=BASE64`` (the sha256 computed here) or, over the read limit, sha256sum's line."""
+    fields = _fields(kind, path, lines[0])
+    ftype = _KINDS.get(fields[0], "o")
+    mode, owner, group = int(fields[1], 8), fields[2], fields[3]
+    if ftype in ("l", "h") or kind == "stat":  # never read through; metadata only
+        return FileState(ftype, mode, owner, group)
+    sha = content = None
+    if ftype == "f" and len(lines) > 1 and lines[1].startswith("="):
+        try:
+            content = base64.b64decode(lines[1][1:], validate=True)
+        except ValueError:  # binascii.Error, and non-ASCII text (b64decode refuses it with a plain ValueError)
+            raise ParseError(f"{kind} {path}", "file content is not base64") from None
+        if not is_number(fields[4]) or len(content) != int(fields[4]):
+            content = None  # changed (or swapped) while it was read: neither its content nor its sha256 is known
+        else:
+            sha = hashlib.sha256(content).hexdigest()
+    elif ftype == "f" and len(lines) > 1 and _SHA.match(lines[1]):
+        sha = lines[1][:64]
+    return FileState(ftype, mode, owner, group, sha, content)
 
 
 def _parse_user(name: str, text: str) -> UserEntry | None:
@@ -237,6 +240,7 @@ def _parse_hostinfo(text: str) -> dict[str, Any]:
 
 FILE = Fact("file", (), _file_command, "a path's type, mode, owner and group; a file's sha256 and content", _parse_path("file"))
 STAT = Fact("stat", (), _stat_command, "a path's type, mode, owner and group (never its content)", _parse_path("stat"))
+EXISTS = Fact("exists", (), _exists_command, "whether a name is there (a link counts; never followed)", _parse_path("exists"))
 USER = Fact("user", (), _user_command, "a user's passwd entry and groups", _parse_user)
 GROUP = Fact("group", (), lambda name: f"getent group {quote(check_user(name, 'group'))}; true", "a group's entry", _parse_group)
 UID = Fact("uid", (), _id_command("uid"), "the user name a uid has", _parse_first_word)

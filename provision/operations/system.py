@@ -127,8 +127,8 @@ def plan_package(args: dict, current: Mapping[StateKey, Any]) -> list:
 
 def _command_requests(args: dict) -> list[StateKey]:
     keys = []
-    if args["creates"]:
-        keys.append(StateKey("file", check_path(args["creates"])))
+    if args["creates"]:  # only whether the name is there: a link counts (never followed), as Ansible's glob does
+        keys.append(StateKey("exists", check_path(args["creates"])))
     if args["unless"]:
         keys.append(StateKey("command", args["unless"]))
     return keys
@@ -137,7 +137,7 @@ def _command_requests(args: dict) -> list[StateKey]:
 def plan_command(args: dict, current: Mapping[StateKey, Any]) -> list:
     """Run ``cmd`` unless ``creates`` exists or ``unless`` exits 0 (both read at the task's turn,
     ``unless`` as the task's user)."""
-    if args["creates"] and current.get(StateKey("file", check_path(args["creates"]))) is not None:
+    if args["creates"] and current.get(StateKey("exists", check_path(args["creates"]))) is not None:
         return []
     if args["unless"] and current.get(StateKey("command", args["unless"])) == 0:
         return []
@@ -214,12 +214,13 @@ OPERATIONS = {
         "command",
         {
             "cmd": Arg((str,), True, help="shell command; each {{ }} in it is one quoted word"),
-            "creates": Arg((str,), help="skipped when this path exists (read at the task's turn)"),
+            "creates": Arg((str,), help="skipped when this path exists, a link too (read at the task's turn)"),
             "unless": Arg((str,), help="skipped when this command succeeds (run as the task's user, at its turn)"),
         },
         _command_requests,
         plan_command,
         doc="a shell command, skipped by creates/unless",
+        sticky="own",  # a creates: in /tmp: the task's user's own name, or none
     ),
     "service": Operation(
         "service",
