@@ -4,7 +4,7 @@ them; empty apt lists). Every block of the quick start is taken from README.md a
 step 1 as root on each node (and the dataset folder on node01), step 2 on the controller, step 3's
 inventory, then each `$ provision ...` line of step 4 from the folder the README names, HOME a
 folder of the test's own. Each output line the README shows must be printed by that command
-(volatile parts matched loosely: host key fingerprints, addresses, memory, sizes, pids, the job's
+(volatile parts matched loosely: host key fingerprints, addresses, memory, the kernel release, sizes, pids, the job's
 folder), and the run must end converged: the second setup-cluster changes nothing on any node.
 
 What the test replaces, and why (each a substitution of one token, never of a command):
@@ -49,6 +49,7 @@ STANDIN = TESTS_DIR / "standins" / "anaconda" / "Anaconda-TEST-STAND-IN-Linux.sh
 NODES = ("node01", "node02", "node03")
 README_ADDRESSES = {"node01": "10.0.0.11", "node02": "10.0.0.12", "node03": "10.0.0.13"}
 README_HOME = "/home/you"  # the controller user's home folder, as the README's output shows it
+README_KERNEL = "6.18.44-fc-v657"  # the containers' kernel (the host's) when the README's output was taken
 # Slurm from zero is there once the role can name its controller (issue 36's i36-slurm branch).
 SLURM_FROM_ZERO = "slurm.controller" in load_roles()["slurm"].variables
 
@@ -89,6 +90,7 @@ def pattern(shown: str, addresses: dict[str, str], home: Path) -> re.Pattern:
     for node, address in README_ADDRESSES.items():
         text = text.replace(re.escape(address), re.escape(addresses[node]))
     text = text.replace(re.escape(README_HOME), re.escape(str(home)))
+    text = text.replace(re.escape(README_KERNEL), r"[0-9][0-9A-Za-z.+_~-]*")  # the machine's kernel release
     rules = [
         (r"SHA256:[A-Za-z0-9+/\\]+", r"SHA256:[A-Za-z0-9+/]+"),
         (r"(\d+)\\ (GiB|MiB|MB)", r"\\d+\\ \2"),

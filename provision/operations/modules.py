@@ -55,7 +55,7 @@ class ModuleSystem:
     path: tuple[str, ...] = ()
 
 
-def parse_modules(_arg: str, text: str) -> ModuleSystem:
+def parse_modules(text: str) -> ModuleSystem:
     """The fact's two lines (kind, MODULEPATH); anything else is not its output."""
     lines = text.splitlines()
     kind = lines[0].strip() if lines else ""
@@ -65,9 +65,7 @@ def parse_modules(_arg: str, text: str) -> ModuleSystem:
     return ModuleSystem(kind, tuple(e for e in entries if e and not any(ord(c) < 32 for c in e)))
 
 
-MODULES_FACT = Fact(
-    "modules", (), lambda _arg: _COMMAND, "the module command a login shell gets, and its MODULEPATH", parse_modules
-)
+MODULES_FACT = Fact("modules", (), _COMMAND, "the module command a login shell gets, and its MODULEPATH", parse_modules)
 
 
 def site_folder(system: ModuleSystem | None, family: str | None) -> str:
