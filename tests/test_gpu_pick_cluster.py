@@ -86,7 +86,11 @@ print(f"pick rank={rank} local={local} host={socket.gethostname()} gpu={gpu} vis
 if sys.argv[1] == "horovod":
     hvd.shutdown()
 """
-PICK = re.compile(r"^pick rank=(\d+) local=(\d+) host=(\S+) gpu=(\S+) visible=(\S+) order=(\S+) cpus=([\d,-]+)$", re.MULTILINE)
+# horovodrun tags each line with its rank ("[1,0]<stdout>:", mpirun --tag-output)
+PICK = re.compile(
+    r"^(?:\[\d+,\d+\]<stdout>:)?pick rank=(\d+) local=(\d+) host=(\S+) gpu=(\S+) visible=(\S+) order=(\S+) cpus=([\d,-]+)$",
+    re.MULTILINE,
+)
 
 
 def cpus(text: str) -> set[int]:
@@ -168,26 +172,35 @@ def run_printed(names: list[str], command: str) -> subprocess.CompletedProcess:
                            capture_output=True)  # fmt: skip
 
 
-def check_picks(output: str, names: list[str], facts_dir: Path, dims: str, *, own_gpu_only: bool = False) -> None:
+def check_picks(
+    output: str, names: list[str], facts_dir: Path, dims: str, *, own_gpu_only: bool = False, torchrun: bool = False
+) -> None:
     """Every planned rank printed once, on its planned host, picking its planned GPU (distinct on
-    each host) and running on exactly its planned CPUs, which lie on the picked GPU's socket."""
+    each host) and running on exactly its planned CPUs, which lie on the picked GPU's socket. Its
+    RANK: the rank file's (rank_gen's numbering), or torchrun's own (node rank x X + local rank)."""
     facts = {name: load_host(facts_dir, name) for name in names}
     plan = plan_rankfile(parse_dims(dims), [facts[name] for name in names])
-    print("\n".join(sorted(line for line in output.splitlines() if line.startswith("pick "))))
-    picks = {int(m[0]): m[1:] for m in PICK.findall(output)}
-    assert sorted(picks) == list(range(plan.dims.learners)) and len(PICK.findall(output)) == len(picks), output
+    print("\n".join(sorted(m.group(0) for m in PICK.finditer(output))))
+    found = PICK.findall(output)
+    picks = {
+        (host, int(local)): (int(rank), gpu, visible, order, allowed) for rank, local, host, gpu, visible, order, allowed in found
+    }
+    assert len(found) == len(picks) == plan.dims.learners, output
+    assert sorted(picks) == sorted((slot.host, slot.learner) for slot in plan.slots()), output
     by_host: dict[str, list[int]] = {}
     for slot in plan.slots():
-        local, host, gpu, visible, order, allowed = picks[slot.rank]
-        assert (host, int(local)) == (slot.host, slot.learner), (slot, output)
+        rank, gpu, visible, order, allowed = picks[(slot.host, slot.learner)]
+        host_index = next(h.index for h in plan.hosts if h.host == slot.host)
+        assert rank == (host_index * plan.dims.x + slot.learner if torchrun else slot.rank), (slot, output)
         assert gpu == str(slot.learner), (slot, output)  # learner x drives GPU x
         assert visible == (gpu if own_gpu_only else ",".join(str(g) for g in range(plan.dims.x))) and order == "PCI_BUS_ID"
-        by_host.setdefault(host, []).append(int(gpu))
-        socket = facts[host].cpu.sockets[slot.socket]
+        by_host.setdefault(slot.host, []).append(int(gpu))
+        socket = facts[slot.host].cpu.sockets[slot.socket]
         planned = {cpu for core in socket.cores[slot.first_core : slot.last_core + 1] for cpu in core.cpus}
         assert cpus(allowed) == planned, (slot, output)  # bound for real: one CPU of the node's two
-        gpu_socket = facts[host].gpus[int(gpu)].socket
-        assert {facts[host].cpu.socket_of_cpu(cpu) for cpu in cpus(allowed)} == {gpu_socket} == {slot.socket}, (slot, output)
+        gpu_socket = facts[slot.host].gpus[int(gpu)].socket
+        sockets = {facts[slot.host].cpu.socket_of_cpu(cpu) for cpu in cpus(allowed)}
+        assert sockets == {gpu_socket} == {slot.socket}, (slot, output)
     assert all(len(set(gpus)) == len(gpus) == plan.dims.x for gpus in by_host.values()) and sorted(by_host) == sorted(names)
     # the stand-in's layout makes this mean something: learner 0 (GPU 0) on socket 1, not rank_gen's socket 0
     assert {slot.socket for slot in plan.slots() if slot.learner == 0} == {1}
@@ -244,4 +257,4 @@ def test_torchrun_lines_as_printed_bind_every_rank_to_its_gpus_socket(ml, tmp_pa
         for name in names:
             subprocess.run(["docker", "exec", name, "pkill", "-9", "-u", "mpi", "-f", "torchrun|sleep"], capture_output=True)
     assert all(process.returncode == 0 for process in running), outputs
-    check_picks("".join(outputs), names, facts_dir, "2x2x1")
+    check_picks("".join(outputs), names, facts_dir, "2x2x1", torchrun=True)
