@@ -7,7 +7,10 @@ loaded here, with two rules YAML itself leaves open:
   silently); a key that only overrides one merged in with ``<<: *anchor`` is not a duplicate;
 - aliases may not expand the document past :data:`MAX_EXPANDED` values: a chain of anchors
   (``b: &b [*a, *a, ...]``, nine deep) loads as shared references in no time, but every reader that
-  walks the values (templating, a ``--syntax-check``) would then walk 9^9 of them.
+  walks the values (templating, a ``--syntax-check``) would then walk 9^9 of them;
+- values may not nest more than :data:`MAX_DEPTH` deep: PyYAML builds a document, and provision's
+  readers walk it, by recursion, and 300 levels of ``[`` (libyaml stops at 1000) ended in a
+  RecursionError's traceback; provision's own playbooks nest 8 deep.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 import yaml
 
 MAX_EXPANDED = 1_000_000  # values in a document, each alias counted as a copy of what it names
+MAX_DEPTH = 64  # values one in another, the document itself the first (aliases expanded)
 
 
 class LineDict(dict):
@@ -80,18 +84,22 @@ def _children(node: yaml.Node) -> list:
 
 
 def _too_big(root: yaml.Node) -> tuple[str, yaml.Node] | None:
-    """(why, the innermost node that alone is over :data:`MAX_EXPANDED`) when the document's
-    aliases expand it past the bound, or an alias names a value that holds it; None when it is
-    within. Iterative (a deep document is no recursion problem), each node's size counted once
-    (linear in the composed document)."""
+    """(why, the innermost node that alone is over :data:`MAX_EXPANDED`, or the first one past
+    :data:`MAX_DEPTH`) when the document's aliases expand it past the bound, an alias names a
+    value that holds it, or its values nest too deep; None when it is within. Iterative (a deep
+    document is no recursion problem), each node's size and height counted once (linear in the
+    composed document)."""
     sizes: dict[int, int] = {}
+    heights: dict[int, int] = {}
     open_nodes: set[int] = set()
     stack = [(root, False)]
     while stack:
         node, done = stack.pop()
         if done:
             open_nodes.discard(id(node))
-            sizes[id(node)] = min(1 + sum(sizes[id(child)] for child in _children(node)), MAX_EXPANDED + 1)
+            children = _children(node)
+            sizes[id(node)] = min(1 + sum(sizes[id(child)] for child in children), MAX_EXPANDED + 1)
+            heights[id(node)] = 1 + max((heights[id(child)] for child in children), default=0)
             continue
         if id(node) in sizes:
             continue
@@ -100,6 +108,11 @@ def _too_big(root: yaml.Node) -> tuple[str, yaml.Node] | None:
         open_nodes.add(id(node))
         stack.append((node, True))
         stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+    if heights[id(root)] > MAX_DEPTH:
+        node = root
+        for _ in range(MAX_DEPTH):  # down the deepest values to the first one past the bound
+            node = max(_children(node), key=lambda child: heights[id(child)])
+        return f"values nested more than {MAX_DEPTH} deep", node
     if sizes[id(root)] <= MAX_EXPANDED:
         return None
     node = root

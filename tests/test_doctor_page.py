@@ -159,6 +159,7 @@ def test_hostile_names_and_words_are_escaped_everywhere():
     doc["checks"][0]["detail"] = "</td></tr></table><script>alert(2)</script>\x07"
     doc["checks"][1]["fix"] = "<img src=x onerror=alert(3)>"
     doc["inventory"] = "</dd><script>alert(4)</script>"
+    doc["layouts"][0]["facts"]["host"] = HOSTILE[2]  # a saved JSON anyone could have edited: the layout's picture
     page = report_page(doc)
     tags = elements(page)
     assert not [tag for tag, _ in tags if tag in {"script", "img"}]

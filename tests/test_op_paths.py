@@ -184,3 +184,42 @@ def test_a_fifo_or_a_shared_inode_is_never_read_nor_waited_on(tree):
     os.link(other, tree / "sticky/shared")  # as a user may link a file of root's she can write
     out = subprocess.run([SH, "-c", path_command("file", f"{t}/sticky/shared")], capture_output=True, text=True).stdout
     assert out.splitlines()[2:] == ["other", "hard link|644|root|root|7"]
+
+
+def grant_write(folder: Path, uid: int) -> None:
+    """``setfacl -m u:UID:rwx FOLDER`` as the kernel stores it (system.posix_acl_access, version 2:
+    the owner's, the named user's, the group's, the mask's and the others' entries, by tag), made
+    with setxattr: no acl package is needed. ``ls -ld`` then shows ``drwxrwxr-x+``; stat's mode
+    shows the mask as the group's bits (0775)."""
+    import struct
+
+    entries = [(0x01, 7, 0xFFFFFFFF), (0x02, 7, uid), (0x04, 5, 0xFFFFFFFF), (0x10, 7, 0xFFFFFFFF), (0x20, 5, 0xFFFFFFFF)]
+    value = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *entry) for entry in entries)
+    try:
+        os.setxattr(folder, "system.posix_acl_access", value)
+    except OSError as error:
+        pytest.skip(f"no POSIX ACLs on this file system: {error.strerror}")
+
+
+@root_only
+def test_a_folder_an_acl_lets_another_user_write_is_a_folder_users_can_write(tree):
+    """A folder of root's (0755) where an ACL gives nobody rwx (``setfacl -m u:nobody:rwx``) reads
+    0775 root:root in stat's mode: the group's bits are the ACL's mask. Nobody can add a name
+    there (a link to /etc), so it is a folder another user can write, as the kernel decides it,
+    not as the mode bits read; the same for a user's own folder an ACL opens to another user."""
+    t = str(tree)
+    project = tree / "project"
+    project.mkdir(mode=0o755)
+    grant_write(project, NOBODY)
+    assert subprocess.run(["ls", "-ld", str(project)], capture_output=True, text=True).stdout[10] == "+"
+    (project / "etc").symlink_to("/etc")  # as nobody would plant it
+    os.lchown(project / "etc", NOBODY, NOBODY)
+    expected = f"below|775|root|root|acl\n{t}/project"
+    assert verdicts([f"{t}/project/etc/ssh", f"{t}/project/f", f"{t}/group/f"]) == [expected, expected, ""]
+    hers = tree / "theirs" / "shared"
+    hers.mkdir(mode=0o755)
+    os.chown(hers, NOBODY, NOBODY)
+    grant_write(hers, NOBODY - 1)  # her folder, opened to another user (uid 65533)
+    walk = f'_pw {t}/theirs/shared/f {NOBODY} {NOBODY}; printf "%s" "$V"'
+    done = subprocess.run([SH, "-c", WALK_LIB + walk], capture_output=True, text=True, check=True)
+    assert done.stdout == f"below|775|nobody|{hers.group()}|acl\n{t}/theirs/shared"

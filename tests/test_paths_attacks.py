@@ -259,3 +259,50 @@ def test_creates_accepts_a_link_it_never_follows(cluster, tmp_path):
         r"failed: \[s3\] .*/tmp/provision-ran is in a folder every user can write .* and is another user's", done.stdout
     )
     assert recap(setup(files, "--playbook", str(playbook), "--limit", "s1,s2"))["s1"]["changed"] == 0
+
+
+GRANT_ALICE = (  # setfacl -m u:alice:rwx /srv/proj, as setxattr stores it (the image has no acl package)
+    "import os, struct; e = [(1, 7, 2**32 - 1), (2, 7, 2001), (4, 5, 2**32 - 1), (16, 7, 2**32 - 1), (32, 5, 2**32 - 1)]; "
+    "os.setxattr('/srv/proj', 'system.posix_acl_access', struct.pack('<I', 2) + b''.join(struct.pack('<HHI', *x) for x in e))"
+)
+
+
+def test_a_folder_an_acl_opens_to_a_user_is_a_folder_users_can_write(cluster, tmp_path):
+    """The admin's shared project folder: /srv/proj is root's, 0755, and an ACL lets alice write
+    it (``setfacl -m u:alice:rwx``); stat's mode reads 0775 root:root (the ACL's mask in the
+    group's bits). alice links /srv/proj/etc -> /etc. Neither `run --copy --become` nor a
+    playbook's directory acts through her link: each host refused with the folder, its owner,
+    mode and ACL; /etc/motd keeps its content and /etc/ssh stays root's."""
+    cluster, files = cluster
+    for node in SETUP_NODES:
+        cluster.docker_exec(node, "sh", "-c", "rm -rf /srv/proj && mkdir -m 755 -p /srv/proj")
+        cluster.docker_exec(node, "python3", "-c", GRANT_ALICE)
+        assert cluster.docker_exec(node, "ls", "-ld", "/srv/proj").startswith("drwxrwxr-x+ ")
+    etc = {node: fingerprint(cluster, node, "/etc/motd", "/etc/ssh") for node in SETUP_NODES}
+    try:
+        for node in SETUP_NODES:
+            as_user(cluster, node, "alice", "ln -s /etc /srv/proj/etc")
+        motd = tmp_path / "motd"
+        motd.write_text("the project's notes\n")
+        done = run(files, "s[1-3]", "--become", "--copy", str(motd), "--dest", "/srv/proj/etc/motd")
+        assert done.returncode == 1, done.stdout + done.stderr
+        for node in SETUP_NODES:
+            assert (
+                f"{node}: refused: /srv/proj/etc/motd is below /srv/proj, a folder another user can write "
+                "(owner root, mode 775 and an ACL)" in done.stderr
+            ), done.stderr
+        playbook = tmp_path / "project.yml"
+        playbook.write_text(
+            "- hosts: all\n  become: true\n  tasks:\n"
+            "    - directory: {path: /srv/proj/etc/ssh, owner: alice, group: alice, mode: '0755'}\n"
+        )
+        done = setup(files, "--playbook", str(playbook), json_output=False)
+        assert done.returncode == 1, done.stdout
+        failed = [line for line in done.stdout.splitlines() if line.startswith("failed: [")]
+        why = "/srv/proj/etc/ssh is below a folder another user can write (/srv/proj, owner root, mode 0775 and an ACL): refused"
+        assert len(failed) == 3 and all(line.endswith(why) for line in failed), done.stdout
+        for node in SETUP_NODES:
+            assert fingerprint(cluster, node, "/etc/motd", "/etc/ssh") == etc[node], node
+    finally:
+        for node in SETUP_NODES:
+            cluster.docker_exec(node, "sh", "-c", "chown root:root /etc/ssh; rm -rf /srv/proj")

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import run_cli
 from provision.errors import InventoryError
-from provision.yaml_lines import MAX_EXPANDED, load_yaml_with_lines
+from provision.yaml_lines import MAX_DEPTH, MAX_EXPANDED, load_yaml_with_lines
 
 
 def _chain(indent: str, depth: int = 9) -> tuple[list[str], str]:
@@ -65,6 +65,28 @@ def test_aliases_within_the_bound_load_and_a_chain_past_it_is_refused_fast(tmp_p
     )
 
 
+def _nested(form: str, depth: int) -> str:
+    """A document ``a: 1`` then ``x:`` holding ``depth`` sequences (or mappings) one in another,
+    around the scalar 1: the document is ``depth + 2`` values deep."""
+    if form == "block":  # a block sequence one level deeper on each line
+        return "a: 1\nx:\n" + "".join("  " * level + "-\n" for level in range(depth)) + "  " * depth + "1\n"
+    opening, closing = ("[", "]") if form == "flow" else ("{a: ", "}")
+    return "a: 1\nx: " + opening * depth + "1" + closing * depth + "\n"
+
+
+@pytest.mark.parametrize("form", ["flow", "mapping", "block"])
+def test_values_nested_past_the_bound_are_refused_with_their_line(tmp_path, form):
+    """Python builds a document, and every reader walks it, by recursion: 300 levels of ``[``
+    (under libyaml's own bound of 1000) ended in a RecursionError's traceback. Nesting is bounded
+    as aliases are, whatever writes it (flow, a mapping, block sequences)."""
+    assert _load(tmp_path, _nested(form, MAX_DEPTH - 2))["a"] == 1
+    for depth in (MAX_DEPTH - 1, 300, 997):
+        with pytest.raises(InventoryError) as caught:
+            _load(tmp_path, _nested(form, depth))
+        said = str(caught.value)
+        assert said.startswith(f"{tmp_path / 'f.yml'}:") and f"YAML syntax: values nested more than {MAX_DEPTH} deep" in said
+
+
 PLAY = "- name: p\n  hosts: all\n  tasks:\n    - name: t\n      command:\n        cmd: 'true'\n"
 TASK = PLAY.split("\n", 2)[2]  # the task, without the play's first two lines
 HOSTS = "hosts:\n  n1: {address: 127.0.0.1}\n"
@@ -89,6 +111,16 @@ HOSTS = "hosts:\n  n1: {address: 127.0.0.1}\n"
             {"pb.yml": PLAY + "        cmd: 'rm -rf /tmp/x'\n"},
             ["--playbook", "pb.yml"],
             "pb.yml:7: YAML syntax: key 'cmd' written twice (first on line 6)",
+        ),
+        (
+            {"hosts.yml": HOSTS + "vars:\n  a: " + "{a: " * 300 + "1" + "}" * 300 + "\n"},
+            [],
+            "hosts.yml:4: YAML syntax: values nested more than",
+        ),
+        (
+            {"pb.yml": "- name: p\n  hosts: all\n  vars:\n    a: " + "[" * 300 + "]" * 300 + f"\n{TASK}"},
+            ["--playbook", "pb.yml"],
+            "pb.yml:4: YAML syntax: values nested more than",
         ),
         (
             {"pb.yml": "- name: p\n  hosts: all\n  vars:\n" + "\n".join(_chain("    ")[0]) + f"\n{TASK}        creates: *i\n"},

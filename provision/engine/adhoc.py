@@ -109,8 +109,9 @@ def copy_script(source: Path, dest: str, become: bool = False) -> str:
         '*) w="it leads through more than 64 names (a link loop?), or a name over 1024 bytes";; esac; '
         'echo "refused: $p could not be checked: $w ($F)" >&2; exit 1;; esac\n'
         + (as_owner if become else "")
-        + 'if [ -n "$B" ] && [ -z "$A" ]; then m=${V_0#*|}; o=${m#*|}; '
-        + 'echo "refused: $p is below $F, a folder another user can write (owner ${o%%|*}, mode ${m%%|*})'
+        + 'if [ -n "$B" ] && [ -z "$A" ]; then m=${V_0#*|}; o=${m#*|}; a=${o#*|*|}; case ${a%%"$NL"*} in '
+        + 'acl) a=" and an ACL";; *) a=;; esac; '
+        + 'echo "refused: $p is below $F, a folder another user can write (owner ${o%%|*}, mode ${m%%|*}$a)'
         + f'{hint}" >&2; exit 1; fi\n'
         + "export S F A\n"  # the write: as the folder's owner (her sh, on stdin) or as the script's user
         + 'if [ -n "$A" ]; then set -- runuser -u "$A" -- sh -s; else set -- sh -s; fi\n'

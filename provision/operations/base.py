@@ -69,6 +69,7 @@ class FileState:
     below: str | None = None
     entry: Any = None  # FileState (an ``exists`` fact: True), or None
     mine: bool = False
+    acl: bool = False  # ``u``: an ACL lets others write the folder (its mode's group bits are the ACL's mask)
 
 
 # Why each refused kind is refused: root never acts through what a user controls.
@@ -266,7 +267,8 @@ def refuse_unsafe_paths(current: Mapping[StateKey, Any], sticky: str | None = No
         if state.kind in "us":
             folder = printable(state.below or "?", 200)
             sticky_bit = ", sticky" if state.kind == "s" else ""
-            why += f" ({folder}, owner {printable(state.owner, 40)}, mode {state.mode:04o}{sticky_bit})"
+            acl = " and an ACL" if state.acl else ""
+            why += f" ({folder}, owner {printable(state.owner, 40)}, mode {state.mode:04o}{acl}{sticky_bit})"
         if state.kind == "s" and not state.mine:
             owner = getattr(state.entry, "owner", None)
             whose = f"{printable(owner, 40)}'s" if owner else "another user's"

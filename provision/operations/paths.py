@@ -8,7 +8,9 @@ target walked in turn (a root link into a folder a user controls is caught at th
 ``~user/`` path is read as) when only root or the reader can replace it:
 
 - its folder is not writable by anyone else (owned by root or the reader, not writable by
-  others, nor by a group other than the reader's own);
+  others, nor by a group other than the reader's own, nor through an ACL: a folder whose group
+  may write is read with ``ls -ld``, whose ``+`` says an ACL may let others write it, its mask
+  being all the mode shows);
 - or its folder is **sticky** (``/tmp``-like, 1777) and owned by root or the reader, and the
   name itself is root's or the reader's (others may add names there, never rename or remove
   these).
@@ -30,10 +32,11 @@ links or a link whose text holds a newline or tab (``links``), more than 64 name
 bytes (``long``: what a user's link can make of an admin's path is bounded, so is the walk's time).
 
 The shell sets ``V_<n>`` for the n-th path (exported, so a read as a user sees it): empty, or
-``below|MODE|OWNER|GROUP|0`` / ``sticky|...`` and the folder on the next line, or ``absent`` (a
+``below|MODE|OWNER|GROUP|0`` (``|acl`` where an ACL makes it so) / ``sticky|...`` and the folder
+on the next line, or ``absent`` (a
 ``~user`` path whose user does not exist). All paths of a round trip are queued first and their
 folders read by one ``stat``; only a link on the way costs a ``readlink`` (and a ``stat`` of what
-it leads to).
+it leads to), and a folder its reader's group may write an ``ls -ld``.
 
 >>> "_pw /etc/ssh/ssh_known_hosts 0 0" in walk_prelude([(0, "/etc/ssh/ssh_known_hosts", "")], as_root=True)
 True
@@ -64,11 +67,12 @@ done; unset IFS; set +f; Q=; }
 _find() { r=; IFS=$NL; set -f; for e in $2; do case $e in *"$T$1") r=${e%%"$T"*}; break;; esac; done; unset IFS; set +f; }
 _look() { case "$NL$C" in *"$T$1$NL"*) ;; *) Q=$Q$1$NL; _pst;; esac; _find "$1" "$C"; [ -n "$r" ] || r='?'; }
 _at() { _look "$1"; case $r in -|'?') r='2 -1 -1';; esac; set -f; set -- $r; set +f; fm=$((0x$1)) fu=$2 fg=$3; }
-_ow() { { [ "$fu" -ne 0 ] && [ "$fu" -ne "$ru" ]; } || [ $((fm & 2)) -ne 0 ] ||
-{ [ $((fm & 16)) -ne 0 ] && [ "$fg" -ne "$rg" ]; }; }
+_ow() { va=0; { [ "$fu" -ne 0 ] && [ "$fu" -ne "$ru" ]; } || [ $((fm & 2)) -ne 0 ] ||
+{ [ $((fm & 16)) -ne 0 ] && { [ "$fg" -ne "$rg" ] || _acl; }; }; }
+_acl() { case $(ls -ld -- "$cur" 2>/dev/null) in d?????????' '*|d?????????.' '*) return 1;; esac; va=acl; }
 _kept() { [ $((fm & 512)) -ne 0 ] && { [ "$fu" -eq 0 ] || [ "$fu" -eq "$ru" ]; }; }
 _vd() { o=$(stat -c '%U|%G' -- "$2" 2>/dev/null) || o="$fu|$fg"; m=$((fm & 4095))
-V="$1|$(((m >> 9 & 7) * 1000 + (m >> 6 & 7) * 100 + (m >> 3 & 7) * 10 + (m & 7)))|$o|0$NL$2"
+V="$1|$(((m >> 9 & 7) * 1000 + (m >> 6 & 7) * 100 + (m >> 3 & 7) * 10 + (m & 7)))|$o|$va$NL$2"
 [ $((fm & 18)) -ne 0 ] || [ "$fu" -eq 0 ] || W=$fu; }
 _pw() { V= W= ru=$2 rg=$3 cur=/ k=0 j=0 s=${1%/*}; s=${s#/}; _at /
 case $1 in *"$NL"*|*"$T"*) V="changing|0|links|?|0$NL/"; return 0;; esac

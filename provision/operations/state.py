@@ -110,7 +110,8 @@ def _parse_path(kind: str):
             fields = _fields(kind, path, lines[0])
             folder = lines[1] if len(lines) > 1 else "?"
             if fields[0] in ("below", "changing"):
-                return FileState("u" if fields[0] == "below" else "r", int(fields[1], 8), fields[2], fields[3], below=folder)
+                refused = "u" if fields[0] == "below" else "r"
+                return FileState(refused, int(fields[1], 8), fields[2], fields[3], below=folder, acl=fields[4] == "acl")
             rest = lines[2:]  # sticky: the name itself: absent, the reader's own ("own") or another's ("other")
             if not rest or rest[0] == "absent":
                 return FileState("s", int(fields[1], 8), fields[2], fields[3], below=folder, mine=True)

@@ -143,8 +143,8 @@ def svg(plan: RankPlan) -> str:
         rows.append(
             {
                 "y": y,
-                "host": host_plan.host,
-                "rack": plan.rack_label(host_plan.rack),
+                "host": shown(host_plan.host, newlines=False),  # a saved JSON's name: its bytes seen, never obeyed
+                "rack": shown(plan.rack_label(host_plan.rack), newlines=False),
                 "shape": facts.cpu.shape(),
                 "sockets": sockets,
                 "ranks": ranks,
