@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from provision.doctor.mounts import inventory_exports
 from provision.doctor.runner import DoctorSettings
-from provision.doctor.sources import anaconda_prefixes, check_dataset, check_job_user
+from provision.doctor.sources import anaconda_prefixes, check_dataset
 from provision.errors import ProvisionError
-from provision.inventory.model import Host, open_inventory
+from provision.inventory.model import Host, check_user, open_inventory
 from provision.playbook.variables import Variables
 from provision.text import shown_value
 
@@ -44,7 +44,7 @@ def doctor_request(
     variables = Variables(inv)  # read once: the Anaconda prefixes and the NFS exports both come from it
     settings = DoctorSettings(
         ssh=connection.ssh,
-        user=check_job_user(user) if user else "",
+        user=check_user(user, "--user") if user else "",
         datasets=tuple(check_dataset(path) for path in datasets or []),
         deep=deep,
         forks=connection.forks,

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from provision.engine.acting import on_stdin
 from provision.engine.script import BECOME_FAILED, remote_command, stdin_for, write_command
-from provision.errors import ProvisionError
+from provision.errors import ArgumentError, ProvisionError
 from provision.inventory.model import Host
-from provision.operations.base import ArgumentError, Write, check_path
+from provision.operations.base import Write, check_path
 from provision.operations.paths import walk_prelude
 from provision.plans.hostlist import HostlistError, fold
 from provision.text import shown, shown_value

@@ -40,7 +40,6 @@ from provision.text import printable, shown_value
 from provision.transport.frames import new_nonce
 from provision.transport.options import HostFailure
 
-HOSTINFO = IDENTITY
 NO_LOG = "(no_log)"  # what a no_log task shows instead of a change, a diff or a failure
 
 

@@ -32,10 +32,10 @@ from provision.engine.hostrun import NO_LOG, HostFailed, HostRun, TaskResult, un
 from provision.engine.script import LOGIN_USER, Step
 from provision.engine.selection import BadInput
 from provision.engine.verbosity import ran_text
-from provision.errors import NodeFault, ProvisionError, TemplateError
-from provision.inventory.model import Host
+from provision.errors import ArgumentError, NodeFault, ProvisionError, TemplateError
+from provision.inventory.model import Host, check_user
 from provision.operations import OPERATIONS
-from provision.operations.base import UNKNOWN, ArgumentError, OperationError, StateKey, Write, check_path, check_user
+from provision.operations.base import UNKNOWN, OperationError, StateKey, Write, check_path
 from provision.playbook.model import Play, Task
 from provision.playbook.variables import Variables
 from provision.resources import resource_dir

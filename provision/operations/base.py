@@ -17,10 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from provision.errors import ProvisionError
+from provision.errors import ArgumentError, ProvisionError
 from provision.text import is_number, printable, shown_value
 
-USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}\Z")
 PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_:-]{0,127}\Z")
 SERVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.@_:-]{0,127}\Z")
 _HOME_PATH = re.compile(r"^~([A-Za-z_][A-Za-z0-9._-]{0,31})(/.*)?\Z")
@@ -29,10 +28,6 @@ UNKNOWN = object()  # a fact value a change made unknowable (read again, or unkn
 
 class OperationError(ProvisionError):
     """The operation cannot proceed on this host (e.g. a user exists with another uid)."""
-
-
-class ArgumentError(ProvisionError):
-    """A task gave an operation a missing, unknown or malformed argument (bad input)."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +80,6 @@ UNWALKED = {
     "links": "it leads through more than 40 links, or a link with a control character",
     "long": "it leads through more than 64 names, or a name over 1024 bytes",
 }
-PATH_KINDS = ("file", "stat", "exists")  # the facts of one path (the walk of its folders decides its kind)
 
 
 @dataclass(frozen=True)
@@ -253,7 +247,7 @@ def refuse_unsafe_paths(current: Mapping[StateKey, Any], sticky: str | None = No
     or the reader's own (``sticky="own"``), else refused. Returns the facts to plan on."""
     given = dict(current)
     for key, state in current.items():
-        if key.kind not in PATH_KINDS or not isinstance(state, FileState) or state.kind not in REFUSED_KINDS:
+        if not isinstance(state, FileState) or state.kind not in REFUSED_KINDS:  # only a path's fact is a FileState
             continue
         if state.kind == "s" and sticky == "self":
             continue
@@ -275,15 +269,6 @@ def refuse_unsafe_paths(current: Mapping[StateKey, Any], sticky: str | None = No
             why += f" and is {whose}, not the reader's own"
         raise OperationError(f"{key.arg} {why}: refused")
     return given
-
-
-def check_user(name: Any, what: str = "user") -> str:
-    """A safe user or group name, or :class:`ArgumentError`."""
-    if not isinstance(name, str) or not USER_NAME.match(name):
-        raise ArgumentError(
-            f"{what} name {shown_value(name)} may only hold letters, digits, '.', '_', '-' (and not start with '-')"
-        )
-    return name
 
 
 # A setting: a key (a run of word characters and dots, from its start) then ``=`` or ``:`` and a

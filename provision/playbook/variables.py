@@ -196,7 +196,7 @@ def check_cluster_users(users: Any) -> list[dict]:
     """Validate ``cluster_users`` (a list of {name, uid, gid?, shell?, groups?, state?,
     remove_home?}): names safe, ids numbers, state present/absent, no name or uid twice.
     Raises :class:`VariableError` naming the entry."""
-    from provision.operations.base import USER_NAME
+    from provision.inventory.model import USER_NAME
 
     if users is None:
         return []
@@ -232,8 +232,8 @@ def check_own_keys(users: list[dict], origin: str | None, inventory: Path | None
     folder) checked as sshd reads them, before any host is touched: an error names the line that
     holds the key (``hosts.yml:14: cluster_users[1] (alice): ssh_keys[0]: not a public key line
     (...)``) or the keys file's own ``file:line``."""
+    from provision.errors import ArgumentError
     from provision.operations.authorized_keys import own_keys
-    from provision.operations.base import ArgumentError
 
     source = origin.rsplit(":", 1)[0] if origin and origin.rsplit(":", 1)[-1].isdigit() else origin
     base = str(inventory.parent) if inventory is not None else None
