@@ -236,7 +236,7 @@ def _write(files) -> None:
 def _doctor_gate(hosts, settings) -> None:
     """doctor's fast checks before a launch: a failed check stops it (its table on stderr, exit 1);
     nodes that cannot all SSH to each other are a warning (mpirun then starts every daemon itself)."""
-    from provision.cli.doctor_cmd import print_checks
+    from provision.cli.doctor_view import print_checks
     from provision.doctor.runner import fast_checks
 
     results = fast_checks(hosts, settings.ssh, settings.forks)
