@@ -13,11 +13,14 @@ from pathlib import Path
 from cluster_support import wait_for_ssh, write_ed25519
 
 
-def start_mpi_nodes(prefix: str, count: int, image: str, work: Path, mesh: bool) -> tuple[list[str], dict[str, int]]:
+def start_mpi_nodes(
+    prefix: str, count: int, image: str, work: Path, mesh: bool, volumes: tuple[str, ...] = ()
+) -> tuple[list[str], dict[str, int]]:
     """``count`` nodes ``<prefix>NNN`` of ``image`` on network ``<prefix>net``, user ``mpi``; host keys
     made here, so both the controller's and the nodes' known_hosts are exact. Only the first node
-    holds mpi's private key (``mesh``: every node does). Writes ``work``/hosts.yml (the inventory)
-    and ``work``/known_hosts; returns the names and {name: published port}."""
+    holds mpi's private key (``mesh``: every node does). ``volumes``: more ``docker run -v`` mounts
+    on every node (test stand-ins). Writes ``work``/hosts.yml (the inventory) and
+    ``work``/known_hosts; returns the names and {name: published port}."""
     key = work / "id_ed25519"
     public = write_ed25519(key, "bench-mpi")
     (work / "authorized_keys").write_text(public + "\n")
@@ -29,6 +32,8 @@ def start_mpi_nodes(prefix: str, count: int, image: str, work: Path, mesh: bool)
     (work / "ssh_known_hosts").write_text("".join(host_lines))
     subprocess.run(["docker", "network", "create", f"{prefix}net"], check=True, capture_output=True)
 
+    extra = list(volumes)
+
     def run(index_name: tuple[int, str]) -> None:
         index, name = index_name
         volumes = [
@@ -38,6 +43,7 @@ def start_mpi_nodes(prefix: str, count: int, image: str, work: Path, mesh: bool)
         ]
         if mesh or index == 0:
             volumes.append(f"{key}:/cluster/mpi_key:ro")
+        volumes += extra
         command = ["docker", "run", "-d", "--rm", "--init", "--name", name, "--hostname", name, "--network", f"{prefix}net"]
         for volume in volumes:
             command += ["-v", volume]

@@ -18,7 +18,7 @@ from plan_support import minsky
 from provision.errors import PlanError, UnsafeValueError
 from provision.facts.model import OpenMPI
 from provision.launch.forms import deepspeed_env, launch_form, sibling, torchrun_lines
-from provision.launch.wrapper import wrapper_script
+from provision.launch.job import LaunchOptions, mpirun_job
 from provision.plans.dims import parse_dims
 from provision.plans.nics import plan_nics
 from provision.plans.rankfile import plan_rankfile
@@ -117,27 +117,42 @@ def test_deepspeed_form_files_command_and_env_file():
     )
 
 
-@pytest.mark.parametrize("fmt", ["horovod", "deepspeed", "torchrun"])
-def test_frameworks_ranks_see_their_hosts_gpus_in_local_rank_order_in_a_real_sh(fmt):
-    """They pick cuda:LOCAL_RANK (DeepSpeed's set_device(local_rank), Horovod's
-    set_device(hvd.local_rank())): device LOCAL_RANK of what each rank sees is its planned GPU."""
+@pytest.mark.parametrize("fmt", ["mpirun", "horovod", "deepspeed", "torchrun"])
+def test_every_forms_ranks_see_their_hosts_gpus_in_local_rank_order_in_a_real_sh(fmt):
+    """Programs pick cuda:LOCAL_RANK (DeepSpeed's set_device(local_rank), Horovod's
+    set_device(hvd.local_rank()), DDP's cuda:LOCAL_RANK): device LOCAL_RANK of what each rank sees
+    is its planned GPU, in every form, the plain mpirun/DDL line too."""
     plan = plan_of(HOSTS, "8x2x1")
     nics = plan_nics(plan)
-    form = launch_form(fmt, plan, nics, "8x2x1.rf", "RF", ["python", "t.py"])
-    script = next(f.text for f in form.files if f.what == WRAPPER)
+    if fmt == "mpirun":
+        script = mpirun_job(plan, nics, LaunchOptions(["python", "t.py"]), now="2026-12-01 15:00:00").wrapper.text
+    else:
+        form = launch_form(fmt, plan, nics, "8x2x1.rf", "RF", ["python", "t.py"])
+        script = next(f.text for f in form.files if f.what == WRAPPER)
     for rank in nics.ranks:
         # under mpirun (horovod, deepspeed) OpenMPI's numbers; torchrun sets LOCAL_RANK itself
         launched = {"LOCAL_RANK": str(rank.local_rank)} if fmt == "torchrun" else {
             "OMPI_COMM_WORLD_LOCAL_RANK": str(rank.local_rank), "OMPI_COMM_WORLD_RANK": str(rank.rank),
             "OMPI_COMM_WORLD_SIZE": "16",
         }  # fmt: skip
+        if fmt == "torchrun":
+            launched["PROVISION_HOST"] = rank.host
         got = run_wrapper(script, launched)
         assert got["LOCAL_RANK"] == str(rank.local_rank)
         assert got["CUDA_VISIBLE_DEVICES"].split(",")[rank.local_rank] == str(rank.gpu), (fmt, rank)
+        assert got["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"  # the same for every rank of the host
         assert got["NCCL_IB_HCA"] == nics.hosts[rank.host].hca() == "=" + ",".join(f"mlx5_{i}:1" for i in range(8))
-    # mpirun's own wrapper (no framework): each rank sees every GPU of its host, its own first (device 0)
-    own = run_wrapper(wrapper_script(plan, nics), {"OMPI_COMM_WORLD_LOCAL_RANK": "3"})
-    assert own["CUDA_VISIBLE_DEVICES"] == "3,0,1,2,4,5,6,7"
+
+
+@pytest.mark.parametrize("fmt", ["horovod", "deepspeed", "torchrun"])
+def test_own_gpu_only_reaches_every_form_and_the_frameworks_are_told_what_it_costs(fmt):
+    plan = plan_of(HOSTS, "8x2x1")
+    nics = plan_nics(plan)
+    form = launch_form(fmt, plan, nics, "8x2x1.rf", "RF", ["python", "t.py"], own_gpu_only=True)
+    script = next(f.text for f in form.files if f.what == WRAPPER)
+    got = run_wrapper(script, {"LOCAL_RANK": "3", "PROVISION_HOST": "a"})
+    assert got["CUDA_VISIBLE_DEVICES"] == "3"
+    assert any(note.startswith("--own-gpu-only: each rank sees its own GPU alone, as device 0;") for note in form.notes)
 
 
 def test_options_a_form_has_no_use_for_are_named():

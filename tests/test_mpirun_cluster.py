@@ -465,12 +465,13 @@ def test_per_rank_wrapper_gives_each_rank_its_planned_gpu_and_nic(mpi_cluster, t
     planned = {line.rank: line for line in parse_rankfile((tmp_path / f"{dims}.rf").read_text())}
     for rank, (local, host, cuda, ucx, hca, ifname) in got.items():
         learner = int(local)
-        # every GPU of the host visible, the rank's own first (device 0); ties (both HCAs at unknown
-        # distance to a stand-in GPU) spread for UCX: learner 0 -> mlx4_0, 1 -> mlx4_1; NCCL_IB_HCA
-        # one value for every rank of every host: the host's rails (NVIDIA/nccl#1478)
+        # the host's GPUs in local-rank order, the same for every rank (device LOCAL_RANK its own);
+        # ties (both HCAs at unknown distance to a stand-in GPU) spread for UCX: learner 0 -> mlx4_0,
+        # 1 -> mlx4_1; NCCL_IB_HCA one value for every rank of every host: the host's rails (NVIDIA/nccl#1478)
+        assert cuda.split(",")[learner] == str(learner), (rank, done.stdout)
         assert (host, cuda, ucx, hca, ifname) == (
             planned[rank].host,
-            ",".join([str(learner), *(str(g) for g in range(2) if g != learner)]),
+            "0,1",
             f"mlx4_{learner}:1",
             "=mlx4_0:1,mlx4_1:1",
             "=eth0",

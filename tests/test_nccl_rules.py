@@ -24,7 +24,7 @@ from provision.facts.model import NetInterface, OpenMPI
 from provision.facts.nics import parse_sysfs_rdma
 from provision.launch.export_lint import _entries, _matches, export_warnings
 from provision.launch.mpirun import openmpi_version
-from provision.launch.wrapper import wrapper_script
+from provision.launch.wrapper import planned_cpus, wrapper_script
 from provision.plans.dims import parse_dims
 from provision.plans.nics import master_address, plan_nics
 from provision.plans.rankfile import plan_rankfile
@@ -165,13 +165,22 @@ def _hosts(case):
 def _seen(case) -> dict[str, dict[str, str]]:
     """{host/local-rank: the variables that rank gets}, from the real wrapper run by sh."""
     plan = plan_rankfile(parse_dims(case["dims"]), _hosts(case), allow_no_gpu=case.get("allow_no_gpu", False))
-    nics = plan_nics(plan, common_rails=case.get("common_rails", False))
-    script = wrapper_script(plan, nics, by_local_rank=case.get("by_local_rank", False))
+    nics = plan_nics(plan, case.get("iface"), common_rails=case.get("common_rails", False))
+    script = wrapper_script(plan, nics, own_gpu_only=case.get("own_gpu_only", False))
     seen = {}
     for rank in nics.ranks:
-        launched = {"OMPI_COMM_WORLD_LOCAL_RANK": str(rank.local_rank), "OMPI_COMM_WORLD_RANK": str(rank.rank)}
+        launched = {
+            "OMPI_COMM_WORLD_LOCAL_RANK": str(rank.local_rank), "OMPI_COMM_WORLD_RANK": str(rank.rank),
+            "OMPI_COMM_WORLD_SIZE": str(plan.dims.learners),
+        }  # fmt: skip
         seen[f"{rank.host}/{rank.local_rank}"] = run_wrapper(script, launched)
     return seen, nics
+
+
+def _picked(env: dict[str, str], own_gpu_only: bool) -> int:
+    """The GPU a program picks: item LOCAL_RANK of CUDA_VISIBLE_DEVICES (``cuda:LOCAL_RANK``), or
+    item 0 (``cuda:0``) when the rank sees its own GPU alone."""
+    return int(env["CUDA_VISIBLE_DEVICES"].split(",")[0 if own_gpu_only else int(env["LOCAL_RANK"])])
 
 
 @pytest.mark.parametrize("case", RULES["plan"], ids=[c["id"] for c in RULES["plan"]])
@@ -191,6 +200,9 @@ def test_the_launch_environment_follows_nccls_rules(case):
                 assert {name: env.get(name) for name in variables} == variables, (key, case["id"])
     for key, variables in case.get("rank", {}).items():
         assert {name: seen[key].get(name) for name in variables} == variables, (key, case["id"])
+    for host, picks in case.get("picks", {}).items():
+        ranks = sorted((key for key in seen if key.startswith(f"{host}/")), key=lambda key: int(key.split("/")[1]))
+        assert [_picked(seen[key], case.get("own_gpu_only", False)) for key in ranks] == picks, (host, case["id"])
     for name in case.get("absent", []):
         assert all(name not in env for env in seen.values()), (name, case["id"])
     if "note" in case:
@@ -287,15 +299,16 @@ def test_a_node_claiming_another_hosts_name_fails_alone_and_never_takes_its_entr
     assert str(error.value).startswith("node01: reports hostname 'node02', a name of node02 in this job")
     # hosts whose settings differ are keyed by inventory name, told by mpirun's rank: not by hostname
     b = dataclasses.replace(eight_gpu("node02", "10.0.0.2/24"), hostname="something-else")
-    b = dataclasses.replace(b, gpus=(*b.gpus, dataclasses.replace(b.gpus[7], index=8, bus_id="0000:30:00.0")))
+    b = dataclasses.replace(b, gpus=tuple(dataclasses.replace(g, socket=1 - g.socket) for g in b.gpus))  # other cores
     plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("node01"), b])
     script = wrapper_script(plan, plan_nics(plan))
     assert "something-else" not in script and "node02/0)" in script
     rank = next(s.rank for s in plan.slots() if s.host == "node02" and s.learner == 1)
     env = run_wrapper(script, {"OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_RANK": str(rank)})
-    assert env["CUDA_VISIBLE_DEVICES"] == "1,0,2,3,4,5,6,7,8"
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7" and "PROVISION_TEST_TASKSET" not in env  # mpirun binds
     torchrun = run_wrapper(script, {"LOCAL_RANK": "1", "PROVISION_HOST": "node01"})
-    assert torchrun["CUDA_VISIBLE_DEVICES"] == "1,0,2,3,4,5,6,7"
+    slot = next(s for s in plan.slots() if s.host == "node01" and s.learner == 1)
+    assert torchrun["PROVISION_TEST_TASKSET"] == planned_cpus(plan)[slot.rank] and slot.socket == 0
 
 
 def test_bad_node_data_fails_that_node_with_one_line_never_a_traceback():

@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from conftest import read_fixture, run_cli
 from plan_support import minsky
 from provision.errors import PlanError
+from provision.facts.cpulist import format_ranges
 from provision.facts.model import Gpu, GpuNicLink, NetInterface, OpenMPI, RdmaDevice, RdmaPort
 from provision.facts.nics import parse_sysfs_rdma
 from provision.facts.topo_matrix import parse_gpu_nic_matrix
@@ -93,12 +95,17 @@ def test_master_address_is_one_every_host_reaches():
         master_address([hosts[0], eight_gpu("b", "192.168.5.2/24")], "ib0")
 
 
+TASKSET_STAND_IN = Path(__file__).parent / "standins" / "taskset"
+
+
 def run_wrapper(script: str, env: dict[str, str]) -> dict[str, str]:
+    """The environment ``env`` run through the wrapper by a real sh; where the wrapper binds the rank
+    (torchrun), PROVISION_TEST_TASKSET holds the CPUs it asked taskset for (a test stand-in)."""
     done = subprocess.run(
         ["sh", "-c", script, "provision-rank", "env"],
         capture_output=True,
         text=True,
-        env={"PATH": os.environ["PATH"], **env},
+        env={"PATH": f"{TASKSET_STAND_IN}:{os.environ['PATH']}", **env},
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -113,7 +120,7 @@ def test_wrapper_sets_each_ranks_variables_from_its_local_rank_in_a_real_sh():
         got = run_wrapper(script, {launcher_variable: "3"})
         assert {k: got[k] for k in got if k.startswith(("CUDA", "UCX", "NCCL"))} == {
             "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-            "CUDA_VISIBLE_DEVICES": "3,0,1,2,4,5,6,7",  # every GPU of the host, its own first
+            "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7",  # the host's GPUs in local-rank order: device 3 is its own
             "UCX_NET_DEVICES": "mlx5_3:1",
             "NCCL_IB_HCA": RAILS,  # one per host: GPU0-7's nearest ports, not mlx5_8/9 (SYS from every GPU)
             "NCCL_SOCKET_IFNAME": "=ib0",
@@ -131,25 +138,68 @@ def test_wrapper_sets_each_ranks_variables_from_its_local_rank_in_a_real_sh():
     assert far.returncode == 2 and "local rank 9 is not in the plan for 8x2x1" in far.stderr
 
 
-def test_frameworks_wrapper_gives_torch_distributed_its_env_names_under_mpirun_only():
+def test_every_wrapper_gives_torch_distributed_its_env_names_under_mpirun_only():
+    """In every mpirun form (the plain/DDL line too) RANK, WORLD_SIZE and LOCAL_RANK come from
+    OpenMPI's, so cuda:LOCAL_RANK of what the rank sees is its planned GPU; torchrun's own stay."""
     plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("a"), eight_gpu("b", "10.0.0.2/24")])
-    script = wrapper_script(plan, plan_nics(plan), by_local_rank=True)
+    script = wrapper_script(plan, plan_nics(plan))
     mpi = {"OMPI_COMM_WORLD_RANK": "9", "OMPI_COMM_WORLD_SIZE": "16", "OMPI_COMM_WORLD_LOCAL_RANK": "1", "RANK": "0"}
     got = run_wrapper(script, mpi)
     # OpenMPI's numbers win over a RANK the launching shell happened to export
     assert (got["RANK"], got["WORLD_SIZE"], got["LOCAL_RANK"]) == ("9", "16", "1")
+    assert got["CUDA_VISIBLE_DEVICES"].split(",")[int(got["LOCAL_RANK"])] == "1"
     assert (got["GLOO_SOCKET_IFNAME"], got["NCCL_SOCKET_IFNAME"]) == ("ib0", "=ib0")
-    torchrun = run_wrapper(script, {"LOCAL_RANK": "1", "RANK": "5", "WORLD_SIZE": "16"})
+    assert "PROVISION_TEST_TASKSET" not in got  # mpirun bound it: the wrapper binds nothing
+    torchrun = run_wrapper(script, {"LOCAL_RANK": "1", "RANK": "5", "WORLD_SIZE": "16", "PROVISION_HOST": "b"})
     assert (torchrun["RANK"], torchrun["LOCAL_RANK"], torchrun["CUDA_VISIBLE_DEVICES"]) == ("5", "1", "0,1,2,3,4,5,6,7")
-    # mpirun's own wrapper: the rank sees its GPU alone, so it is told no LOCAL_RANK it has no device for
-    own = run_wrapper(wrapper_script(plan, plan_nics(plan)), mpi)
-    assert (own["CUDA_VISIBLE_DEVICES"], own["RANK"]) == ("1,0,2,3,4,5,6,7", "0") and "LOCAL_RANK" not in own
+    # torchrun binds nothing: the wrapper binds the rank to its planned cores (learner 1: socket 0, cores 5-9)
+    slot = next(s for s in plan.slots() if s.host == "b" and s.learner == 1)
+    cores = plan.facts[1].cpu.sockets[slot.socket].cores[slot.first_core : slot.last_core + 1]
+    cpus = [cpu for core in cores for cpu in core.cpus]
+    assert torchrun["PROVISION_TEST_TASKSET"] == format_ranges(cpus) and len(cpus) > 1
+    # a user's -x RANK=... is the user's: the wrapper leaves it
+    kept = run_wrapper(wrapper_script(plan, plan_nics(plan), skip=frozenset({"RANK"})), mpi)
+    assert (kept["RANK"], kept["LOCAL_RANK"]) == ("0", "1")
+
+
+def test_own_gpu_only_shows_each_rank_its_gpu_alone_as_device_0():
+    plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("a"), eight_gpu("b", "10.0.0.2/24")])
+    script = wrapper_script(plan, plan_nics(plan), own_gpu_only=True)
+    assert "# CUDA_VISIBLE_DEVICES: each rank its own GPU alone" in script
+    for local in range(8):
+        got = run_wrapper(script, {"OMPI_COMM_WORLD_LOCAL_RANK": str(local), "OMPI_COMM_WORLD_RANK": "0"})
+        assert (got["CUDA_VISIBLE_DEVICES"], got["CUDA_DEVICE_ORDER"]) == (str(local), "PCI_BUS_ID")
+
+
+def test_a_host_whose_ranks_cannot_each_have_a_gpu_is_refused_naming_what_each_would_get():
+    a = dataclasses.replace(eight_gpu("a"), rdma=(), gpu_nics=())  # no NICs: the GPUs alone are per rank
+    two = dataclasses.replace(a, host="b", hostname="b", gpus=a.gpus[:2])
+    plan = plan_rankfile(parse_dims("4x2x1"), [a, two], allow_no_gpu=True)
+    nics = plan_nics(plan)
+    with pytest.raises(PlanError) as error:
+        wrapper_script(plan, nics)
+    assert str(error.value) == (
+        "b: 2 GPU(s) for 4 ranks (local rank 0 GPU 0, 1 GPU 1, 2 none, 3 none): a rank without a GPU of its own has no "
+        "device LOCAL_RANK; run at most 2 ranks a host, or pass -x CUDA_VISIBLE_DEVICES= for a CPU-only run"
+    )
+    # the user's empty CUDA_VISIBLE_DEVICES (no GPU at all) is a CPU-only run: no check, nothing exported
+    cpu_only_script = wrapper_script(plan, nics, skip=frozenset({"CUDA_VISIBLE_DEVICES"}))
+    cpu_only = run_wrapper(cpu_only_script, {"LOCAL_RANK": "3", "PROVISION_HOST": "b"})
+    assert "CUDA_VISIBLE_DEVICES" not in cpu_only
+    shared = [dataclasses.replace(r, gpu=0) if r.host == "a" else r for r in nics.ranks]
+    with pytest.raises(PlanError, match=r"^a: two ranks would share one GPU \(local rank 0 GPU 0, 1 GPU 0, 2 GPU 0, 3 GPU 0\)"):
+        wrapper_script(plan, dataclasses.replace(nics, ranks=tuple(shared)))
 
 
 def test_wrapper_keys_by_host_when_hosts_differ_and_refuses_unsafe_names():
-    ninth = Gpu(8, "A100", "0000:30:00.0", 40960, None, 1, "test")  # b has one GPU more: its ranks see 9
+    ninth = Gpu(8, "A100", "0000:30:00.0", 40960, None, 1, "test")  # b has one GPU more, unplanned: hidden
     b = eight_gpu("b", "10.0.0.2/24")
     plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("a"), dataclasses.replace(b, gpus=(*b.gpus, ninth))])
+    script = wrapper_script(plan, plan_nics(plan))
+    assert 'case "$h/$r" in' not in script and "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 " in script
+    # GPUs on the other socket on b: its learners' cores differ, so its table is its own
+    flipped = dataclasses.replace(b, gpus=tuple(dataclasses.replace(g, socket=1 - g.socket) for g in b.gpus))
+    plan = plan_rankfile(parse_dims("8x2x1"), [eight_gpu("a"), flipped])
     script = wrapper_script(plan, plan_nics(plan))
     assert 'case "$h/$r" in' in script and "a/0) export" in script and "b/0) export" in script
     evil = dataclasses.replace(eight_gpu("a"), rdma=(RdmaDevice("mlx5_0;reboot", None, None, (IB,)),))

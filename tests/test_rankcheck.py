@@ -4,7 +4,7 @@ import pytest
 
 from plan_support import eight_core, minsky
 from provision.errors import PlanError
-from provision.plans.rankcheck import check_rankfile, parse_rankfile
+from provision.plans.rankcheck import check_rankfile, gpu_problems, parse_rankfile
 
 
 def test_seed_10_core_file_on_8_core_host_names_the_lines():
@@ -39,3 +39,26 @@ def test_missing_host_and_socket():
 def test_syntax_errors(text, message):
     with pytest.raises(PlanError, match=message):
         parse_rankfile(text, "f.rf")
+
+
+def test_a_host_given_more_ranks_than_gpus_is_named_with_what_each_rank_would_get(tmp_path):
+    """Bad input (issue 32): a rank file giving two ranks one GPU. Each rank's GPU is its local rank
+    (its rank's order among its host's), so a fifth rank on a 4-GPU host has none of its own."""
+    text = "".join(f"rank {r}=a slot={r % 2}:{r // 2}\n" for r in range(5)) + "rank 5=b slot=0:0\n"
+    lines = parse_rankfile(text, "5on4.rf")
+    facts = {"a": minsky("a"), "b": minsky("b", gpus=0)}  # b has no GPU: a CPU-only host is not asked
+    assert check_rankfile(lines, facts, "5on4.rf") == []
+    assert gpu_problems(lines, facts, "5on4.rf") == [
+        "5on4.rf: host a: 5 ranks but 4 GPU(s); by local rank, rank 0 gets GPU 0, rank 1 GPU 1, rank 2 GPU 2, rank 3 GPU 3, "
+        "rank 4 none: a rank past the GPUs has none of its own (by LOCAL_RANK % 4 two ranks would share one, which NCCL "
+        "refuses); give a at most 4 ranks"
+    ]
+    # through the CLI: the line on stdout, exit 1, as for a core that does not exist
+    from conftest import run_cli
+    from provision.probe.store import save_host
+
+    for facts_of in facts.values():
+        save_host(tmp_path / "facts", facts_of, {})
+    (tmp_path / "5on4.rf").write_text(text)
+    done = run_cli("rankfile", "--check", str(tmp_path / "5on4.rf"), "--facts-dir", str(tmp_path / "facts"))
+    assert done.returncode == 1 and done.stdout.count("\n") == 1 and "host a: 5 ranks but 4 GPU(s)" in done.stdout

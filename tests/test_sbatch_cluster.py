@@ -21,14 +21,17 @@ from slurm_support import NODES
 
 pytestmark = pytest.mark.cluster
 
+# Each rank: where it may run, and the GPU a program picking cuda:LOCAL_RANK would use (item
+# LOCAL_RANK of CUDA_VISIBLE_DEVICES, LOCAL_RANK and RANK as the wrapper exports them from OpenMPI's).
 PROGRAM = [
     "sh",
     "-c",
     'echo "cpus $OMPI_COMM_WORLD_RANK $(hostname) $(grep Cpus_allowed_list /proc/self/status | cut -f2)"; '
-    'echo "env $OMPI_COMM_WORLD_RANK cuda=$CUDA_VISIBLE_DEVICES hca=${NCCL_IB_HCA-unset} ifname=$NCCL_SOCKET_IFNAME"',
+    'echo "env $RANK local=$LOCAL_RANK size=$WORLD_SIZE gpu=$(echo "$CUDA_VISIBLE_DEVICES" | cut -d, -f$((LOCAL_RANK + 1))) '
+    'cuda=$CUDA_VISIBLE_DEVICES hca=${NCCL_IB_HCA-unset} ifname=$NCCL_SOCKET_IFNAME"',
 ]
 RANK_CPUS = re.compile(r"^cpus (\d+) (\w+) (\d+)$", re.MULTILINE)
-RANK_ENV = re.compile(r"^env (\d+) cuda=(\S*) hca=(\S*) ifname=(\S*)$", re.MULTILINE)
+RANK_ENV = re.compile(r"^env (\d+) local=(\d+) size=(\d+) gpu=(\S*) cuda=(\S*) hca=(\S*) ifname=(\S*)$", re.MULTILINE)
 
 
 def test_the_sbatch_script_binds_every_rank_as_planned(slurm_cluster, tmp_path):
@@ -63,12 +66,17 @@ def test_the_sbatch_script_binds_every_rank_as_planned(slurm_cluster, tmp_path):
         slot.rank: (slot.host, facts[slot.host].cpu.sockets[slot.socket].cores[slot.first_core].cpus[0]) for slot in plan.slots()
     }
     assert ran == planned, output
-    # Each rank's variables, from the wrapper the script runs it through: every GPU of its host, its
-    # own first; NCCL's per-host and per-job values the same on every rank (no RDMA here: no NCCL_IB_HCA)
+    # Each rank's variables, from the wrapper the script runs it through (Slurm's own CUDA_VISIBLE_DEVICES
+    # for the batch step replaced): its host's GPUs in local-rank order, so the GPU it picks is its
+    # planned one, distinct on each host, on the socket of its cores; NCCL's per-host and per-job values
+    # the same on every rank (no RDMA here: no NCCL_IB_HCA)
     env = {int(rank): rest for rank, *rest in RANK_ENV.findall(output)}
     assert sorted(env) == list(range(6)), output
+    picked: dict[str, list[str]] = {}
     for slot in plan.slots():
-        gpus = [g.index for g in facts[slot.host].gpus]
-        own_first = ",".join(str(g) for g in [slot.learner, *(g for g in gpus if g != slot.learner)])
-        assert env[slot.rank][:2] == [own_first, "unset"], (slot, output)
-    assert len({ifname for _, _, ifname in env.values()}) == 1 and env[0][2].startswith("="), output
+        local, size, gpu, cuda, hca, _ = env[slot.rank]
+        assert (local, size, gpu, cuda, hca) == (str(slot.learner), "6", str(slot.learner), "0,1", "unset"), (slot, output)
+        assert facts[slot.host].gpus[int(gpu)].socket == facts[slot.host].cpu.socket_of_cpu(ran[slot.rank][1]), (slot, output)
+        picked.setdefault(slot.host, []).append(gpu)
+    assert all(sorted(gpus) == ["0", "1"] for gpus in picked.values()) and len(picked) == 3, output
+    assert len({rest[-1] for rest in env.values()}) == 1 and env[0][-1].startswith("="), output

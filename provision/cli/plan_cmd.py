@@ -129,6 +129,14 @@ def launch(
             "(else hosts whose rails cannot connect are refused).",
         ),
     ] = False,
+    own_gpu_only: Annotated[
+        bool,
+        typer.Option(
+            "--own-gpu-only",
+            help="Each rank sees only its own GPU, as device 0 (for programs written for one GPU), not its host's "
+            "GPUs in local-rank order.",
+        ),
+    ] = False,
     iface: Annotated[str, typer.Option("--iface", help="btl_tcp_if_include interface (default: one up on every host).")] = None,
     ddl_mode: Annotated[str, typer.Option("--ddl-mode", help="DDL -mode letter: b, n, r, m, c or p.")] = None,
     dev_sync: Annotated[int, typer.Option("--dev-sync", help="DDL -dev_sync 0|1|2.")] = None,
@@ -188,12 +196,13 @@ def launch(
         hosts = healthy_hosts(dims, hosts, opt.settings(ctx), perf, budget)
     inv, plan = make_plan(ctx, dims, hosts, probe, allow_no_gpu, no_gpu_affinity)
     options = LaunchOptions(
-        list(command or []), export, iface, ddl_mode, dev_sync, dump_iter, report_bindings, allow_run_as_root, rankfile_out
-    )
+        list(command or []), export, iface, ddl_mode, dev_sync, dump_iter, report_bindings, allow_run_as_root, rankfile_out,
+        own_gpu_only,
+    )  # fmt: skip
     nic_plan = plan_nics(plan, iface, common_rails=common_rails)  # a PlanError (no common interface, rails differ) exits 2
     for line in nic_plan.notes:
         note(line)
-    for line in export_warnings(plan, nic_plan, export):
+    for line in export_warnings(plan, nic_plan, export, own_gpu_only=own_gpu_only):
         warn(line)
     if run and fmt is not None:
         raise fail(f"--run starts mpirun itself; with --format {fmt}, run the printed command (on the first host)")

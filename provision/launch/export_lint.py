@@ -12,7 +12,13 @@ One line each, naming the hosts and the value, by NCCL's own parsing (src/misc/u
   are, the same to every rank, and NCCL_IB_HCA must be the same on every rank of a host
   (NVIDIA/nccl#1478);
 - a variable the plan sets: with a value the user's wins (the wrapper leaves it alone), said with
-  what the plan would have set; without one the wrapper's wins, said too.
+  what the plan would have set; without one the wrapper's wins, said too;
+- an interface entry with ``:`` in ``NCCL_SOCKET_IFNAME``: NCCL reads what follows as a port, so an
+  alias label (``eth0:1``) is never matched by name.
+
+Refused (:func:`check_gpu_exports`, one line naming the host and what each rank would get): a
+``CUDA_VISIBLE_DEVICES`` that would put some rank on another GPU than planned, and a
+``CUDA_DEVICE_ORDER`` other than ``PCI_BUS_ID`` (the GPUs renumbered).
 
 Example::
 
@@ -22,11 +28,13 @@ Example::
 
 from __future__ import annotations
 
+from provision.errors import PlanError
 from provision.facts.model import HostFacts
 from provision.launch.mpirun import check_export
-from provision.launch.wrapper import job_settings, rank_settings
+from provision.launch.wrapper import host_settings, job_settings
 from provision.plans.nics import NicPlan
 from provision.plans.rankfile import RankPlan, some_names
+from provision.text import shown_value
 
 PER_RANK_WORDS = ("$", "`")
 
@@ -57,6 +65,13 @@ def _matches(names: list[str], name: str, exact: bool) -> list[str]:
 
 def _socket_warnings(value: str, facts_list: list[HostFacts]) -> list[str]:
     exclude, exact, entries = _entries(value)
+    # src/misc/utils.cc parseStringList: "name:port", so "eth0:1" is interface eth0, port 1
+    ported = [item for item in value.lstrip("^=").split(",") if ":" in item]
+    if ported:
+        return [
+            f"-x NCCL_SOCKET_IFNAME={value}: NCCL reads what follows ':' as a port, so {ported[0]} is interface "
+            f"{ported[0].split(':')[0]}: an alias label ({ported[0]}) is never matched by name (give its device)"
+        ]
     if exclude:
         return []
     found: dict[str, list[str]] = {}
@@ -103,24 +118,74 @@ def _hca_warnings(value: str, facts_list: list[HostFacts]) -> list[str]:
     return [f"-x NCCL_IB_HCA={value}: {what} on {some_names(hosts)}" for what, hosts in found.items()]
 
 
-def _planned(plan: RankPlan, nics: NicPlan) -> dict[str, dict[str, set[str]]]:
-    """{variable: {host: the values the plan gives its ranks}}."""
+def _planned(plan: RankPlan, nics: NicPlan, own_gpu_only: bool, skip: frozenset[str]) -> dict[str, dict[str, set[str]]]:
+    """{variable: {host: the values the plan gives its ranks}} (``skip``: what the user sets)."""
     planned: dict[str, dict[str, set[str]]] = {}
     for host_plan in plan.hosts:
         host = host_plan.host
-        for rank in nics.of_host(host):
-            for name, value in [*job_settings(nics), *rank_settings(rank, None, nics.hosts.get(host))]:
+        for settings in host_settings(nics, host, own_gpu_only=own_gpu_only, skip=skip):
+            for name, value in [*job_settings(nics), *settings]:
                 planned.setdefault(name, {}).setdefault(host, set()).add(value)
     return planned
 
 
-def export_warnings(plan: RankPlan, nics: NicPlan, export: list[str]) -> list[str]:
+def _device_order_error(order: str) -> str:
+    how = "fastest first" if order == "FASTEST_FIRST" else f"by {shown_value(order[:40])}"
+    return (
+        f"-x CUDA_DEVICE_ORDER={order}: CUDA would number the GPUs {how}, not by PCI bus as nvidia-smi and the plan do, "
+        "so device LOCAL_RANK need not be the rank's planned GPU; drop it (the wrapper sets PCI_BUS_ID)"
+    )
+
+
+def check_gpu_exports(nics: NicPlan, export: list[str], *, own_gpu_only: bool = False) -> None:
+    """:class:`PlanError`, one line naming the host and what each rank would get, when a user's
+    ``-x CUDA_VISIBLE_DEVICES=V`` would put some rank on another GPU than planned (a program picks
+    item ``LOCAL_RANK`` of V; item 0 with ``own_gpu_only``), or ``-x CUDA_DEVICE_ORDER=V`` other
+    than ``PCI_BUS_ID`` would renumber the GPUs. An empty V (no GPU for any rank: a CPU-only run)
+    and a V that gives every rank its planned GPU are the user's to set.
+
+    >>> check_gpu_exports(NicPlan((), None, ()), ["CUDA_VISIBLE_DEVICES="])
+    """
+    values = export_values(list(export))
+    with_gpu = [rank for rank in nics.ranks if rank.gpu is not None]
+    order = values.get("CUDA_DEVICE_ORDER")
+    if order is not None and order != "PCI_BUS_ID" and with_gpu:
+        raise PlanError(_device_order_error(order))
+    value = values.get("CUDA_VISIBLE_DEVICES")
+    if not value or not with_gpu:
+        return
+    items = [item.strip() for item in value.split(",")]
+    wrong: list[tuple[str, str]] = []
+    for host in dict.fromkeys(rank.host for rank in with_gpu):
+        ranks = nics.of_host(host)
+        picks = [items[k] if k < len(items) else None for k in (0 if own_gpu_only else r.local_rank for r in ranks)]
+        if any(pick != (None if r.gpu is None else str(r.gpu)) for r, pick in zip(ranks, picks, strict=True)):
+            shown = ", ".join(
+                f"{r.local_rank} {'no GPU' if p is None else 'GPU ' + p[:40]} (planned {r.gpu})"
+                for r, p in list(zip(ranks, picks, strict=True))[:8]
+            )
+            wrong.append((host, shown))
+    if wrong:
+        host, shown = wrong[0]
+        device = "device 0" if own_gpu_only else "device LOCAL_RANK"
+        more = f" (and on {some_names([h for h, _ in wrong[1:]])})" if len(wrong) > 1 else ""
+        raise PlanError(
+            f"-x CUDA_VISIBLE_DEVICES={value}: every rank of {host} would see {value}, so by {device} local rank {shown}{more}; "
+            "drop it: each rank's CUDA_VISIBLE_DEVICES comes from the plan (-x CUDA_VISIBLE_DEVICES= for no GPU at all)"
+        )
+
+
+def export_warnings(plan: RankPlan, nics: NicPlan, export: list[str], *, own_gpu_only: bool = False) -> list[str]:
     """One line per thing NCCL would read otherwise than meant in ``export`` (``-x`` items)."""
     facts_list = list(plan.facts)
-    planned = _planned(plan, nics)
+    planned = _planned(plan, nics, own_gpu_only, frozenset(export_values(export)))
     warnings = []
     for item in export:
         name, given, value = item.partition("=")
+        if given and name == "CUDA_VISIBLE_DEVICES":
+            if not value and any(rank.gpu is not None for rank in nics.ranks):
+                warnings.append("-x CUDA_VISIBLE_DEVICES=: every rank sees no GPU (a CPU-only run)")
+            continue  # any other value either gives each rank its planned GPU or is refused (check_gpu_exports)
         if given and name == "NCCL_SOCKET_IFNAME":
             warnings += _socket_warnings(value, facts_list)
         if given and name == "NCCL_IB_HCA":

@@ -21,9 +21,10 @@ name (written beside the rank file):
   tells the wrapper which host's settings are its own (the inventory name, never the node's word),
   and the user's ``-x NAME=VALUE`` go there too.
 
-The three run the program through the per-rank wrapper with each rank's ``CUDA_VISIBLE_DEVICES``
-its host's GPUs in local-rank order, since they (and the scripts written for them) pick
-``cuda:LOCAL_RANK``: one GPU alone would leave local rank 3 no device 3.
+The three run the program through the same per-rank wrapper as mpirun (each rank's
+``CUDA_VISIBLE_DEVICES`` its host's GPUs in local-rank order, as the scripts written for them pick
+``cuda:LOCAL_RANK``); with ``--own-gpu-only`` each rank sees its own GPU alone, which such a script
+cannot use past local rank 0, and a note says so.
 
 Horovod and DeepSpeed parse a value that begins with ``--`` as an option, so those values are
 passed as ``--option=VALUE``. Their values are shell text to the launcher (Horovod runs mpirun
@@ -228,18 +229,19 @@ def launch_form(
     export: list[str] = (),
     allow_run_as_root: bool = False,
     report_bindings: bool = False,
+    own_gpu_only: bool = False,
 ) -> LaunchForm:
-    """The files and the command of ``launch --format FMT`` (one of :data:`FORMATS`)."""
+    """The files and the command of ``launch --format FMT`` (one of :data:`FORMATS`);
+    ``own_gpu_only``: each rank sees its own GPU alone (:func:`provision.launch.wrapper.visible_devices`)."""
     if fmt not in FORMATS:
         raise PlanError(f"--format {shown_value(fmt)}: one of {', '.join(FORMATS)}, sbatch")
     wrapper_path = sibling(rankfile_path, ".nic.sh")
     # DeepSpeed needs the wrapper for the env:// names even where no rank has a GPU or NIC of its own,
-    # torchrun for the job's interface (it has no option for it); the frameworks pick cuda:LOCAL_RANK,
-    # so their ranks see the host's GPUs in local-rank order.
+    # torchrun for the job's interface (it has no option for it).
     values = export_values(list(export))
     wrapper = None
     if nics.per_rank or fmt == "deepspeed" or (fmt == "torchrun" and nics.interface):
-        wrapper = wrapper_script(plan, nics, by_local_rank=fmt in ("horovod", "deepspeed", "torchrun"), skip=frozenset(values))
+        wrapper = wrapper_script(plan, nics, own_gpu_only=own_gpu_only, skip=frozenset(values))
     files = [LaunchFile("per-rank wrapper (copy it to every host, same path)", wrapper_path, wrapper)] if wrapper else []
     if fmt == "hostfile":
         notes = [f"set {name}={value} on every rank" for name, value in job_settings(nics)]
@@ -247,6 +249,11 @@ def launch_form(
     if not command:
         raise PlanError(f"--format {fmt}: no command to launch: put it after --, e.g. --format {fmt} -- python train.py")
     notes = _ignored(fmt, list(export), allow_run_as_root, report_bindings)
+    if own_gpu_only and wrapper and any(rank.gpu is not None for rank in nics.ranks):
+        notes.append(
+            f"--own-gpu-only: each rank sees its own GPU alone, as device 0; a {fmt} script that picks cuda:LOCAL_RANK "
+            "(or hvd.local_rank()) finds no such device past local rank 0"
+        )
     if fmt == "torchrun":
         master = master_address(list(plan.facts), nics.interface)
         lines = torchrun_lines(plan, nics, master, wrapper_path, command, values=values)

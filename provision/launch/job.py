@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from provision.errors import PlanError
-from provision.launch.export_lint import export_values
+from provision.launch.export_lint import check_gpu_exports, export_values
 from provision.launch.forms import LaunchFile, LaunchForm, launch_form, sibling
 from provision.launch.mpirun import DdlOptions, allocation_hostfile, mpirun_argv, needs_hostfile, quoted
 from provision.launch.wrapper import wrapper_script
@@ -26,7 +26,8 @@ from provision.plans.rankfile import RankPlan, render_rankfile
 @dataclass(frozen=True)
 class LaunchOptions:
     """What the user asked of the launch: the program, exported variables, the TCP interface, DDL's
-    options, the switches mpirun gets, and where the rank file goes (None: ./XxYxZ.rf)."""
+    options, the switches mpirun gets, where the rank file goes (None: ./XxYxZ.rf), and whether
+    each rank sees its own GPU alone."""
 
     command: list[str]
     export: list[str] = field(default_factory=list)
@@ -37,6 +38,7 @@ class LaunchOptions:
     report_bindings: bool = False
     allow_run_as_root: bool = False
     rankfile: Path | None = None
+    own_gpu_only: bool = False  # each rank sees its own GPU alone (device 0), not its host's in local-rank order
 
     def ddl(self) -> DdlOptions | None:
         """DDL's options (``-ddl``), or None; --dev-sync and --dump-iter alone are refused."""
@@ -101,6 +103,13 @@ def rankfile_path(plan: RankPlan, options: LaunchOptions) -> Path:
     return options.rankfile or Path(f"{plan.dims}.rf")
 
 
+def _wrapper(plan: RankPlan, nics: NicPlan, options: LaunchOptions) -> str | None:
+    """The per-rank wrapper of the mpirun forms, when some rank has a GPU or NIC of its own."""
+    if not nics.per_rank:
+        return None
+    return wrapper_script(plan, nics, own_gpu_only=options.own_gpu_only, skip=frozenset(export_values(options.export)))
+
+
 def mpirun_job(plan: RankPlan, nics: NicPlan, options: LaunchOptions, now: str) -> MpirunJob:
     """The job's files and command; bad options (an export name, DDL's) are refused here, before
     anything is written or run."""
@@ -108,7 +117,7 @@ def mpirun_job(plan: RankPlan, nics: NicPlan, options: LaunchOptions, now: str) 
     hosts = Path(sibling(str(local), ".hosts")) if needs_hostfile(plan) else None
     if hosts == local:  # --rankfile x.hosts: keep both
         hosts = local.with_name(local.name + ".hosts")
-    wrapper = wrapper_script(plan, nics, skip=frozenset(export_values(options.export))) if nics.per_rank else None
+    wrapper = _wrapper(plan, nics, options)
     job = MpirunJob(
         plan,
         options,
@@ -124,7 +133,7 @@ def sbatch_text(plan: RankPlan, nics: NicPlan, options: LaunchOptions, now: str)
     """``launch --format sbatch``: the batch script that writes the job's files and runs mpirun."""
     from provision.launch.sbatch import sbatch_script
 
-    wrapper = wrapper_script(plan, nics, skip=frozenset(export_values(options.export))) if nics.per_rank else None
+    wrapper = _wrapper(plan, nics, options)
     ddl = options.ddl()
 
     def argv(rankfile: str, hostfile: str | None) -> list[str]:
@@ -151,7 +160,9 @@ def launch_output(
     """What ``launch`` writes (the files, in order), then says (notes, stderr) and prints (stdout)
     in the form ``fmt`` (None: the plain mpirun line); for that plain form also the job, whose
     command ``--run`` starts on the first host. Bad options are refused here, before anything is
-    written: DDL's options with another form, an export name, DDL's alone."""
+    written: DDL's options with another form, an export name, DDL's alone, a ``-x`` that would put
+    a rank on another GPU than planned (:func:`provision.launch.export_lint.check_gpu_exports`)."""
+    check_gpu_exports(nics, options.export, own_gpu_only=options.own_gpu_only)
     if fmt is not None and fmt != "sbatch":
         if options.uses_ddl():
             raise PlanError(f"--ddl-mode, --dev-sync and --dump-iter are DDL's (mpirun -ddl): --format {fmt} has no DDL")
@@ -165,6 +176,7 @@ def launch_output(
             export=options.export,
             allow_run_as_root=options.allow_run_as_root,
             report_bindings=options.report_bindings,
+            own_gpu_only=options.own_gpu_only,
         )
         return form, None
     if fmt == "sbatch":

@@ -6,25 +6,28 @@ It reads the rank's local rank from what the launcher sets (OpenMPI's
 own rules (docs/how-to/probe-and-launch.md, "What launch sets"; each rule a case in
 tests/fixtures/nccl_rules.json, citing its source or saying it is our choice):
 
-- per rank: ``CUDA_VISIBLE_DEVICES`` with ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (so an index means
-  the GPU nvidia-smi and the facts number so): every GPU of the host, the rank's own first
-  (``3,0,1,2``: device 0 is the planned GPU, and NCCL can still open the other ranks' CUDA IPC
-  handles for NVLink/P2P: NVIDIA/nccl#129, #1066), or for frameworks that pick ``cuda:LOCAL_RANK``
-  the host's GPUs in local-rank order; ``UCX_NET_DEVICES=mlx5_0:1`` (MPI's own traffic, which UCX
-  lets each process choose) and on RoCE ``UCX_IB_GID_INDEX``;
-- per host, the same for every rank of it: ``NCCL_IB_HCA==mlx5_0:1,mlx5_1:1`` (the host's rails,
-  :mod:`provision.plans.rails`: NCCL picks each GPU's nearest itself) and on RoCE
-  ``NCCL_IB_GID_INDEX``;
+- per host, the same for every rank of it: ``CUDA_VISIBLE_DEVICES`` with
+  ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (so an index means the GPU nvidia-smi and the facts number so):
+  the host's planned GPUs in local-rank order, so device ``LOCAL_RANK`` is the rank's planned GPU,
+  the one a program picks by ``cuda:LOCAL_RANK`` or Horovod's ``set_device(hvd.local_rank())``
+  (:func:`visible_devices`); with ``own_gpu_only`` each rank its own GPU alone (device 0), as
+  Slurm's ``--gpu-bind=single:1`` and jsrun's ``-g1`` give it. ``NCCL_IB_HCA==mlx5_0:1,...``
+  (the host's rails, :mod:`provision.plans.rails`: NCCL picks each GPU's nearest itself) and on
+  RoCE ``NCCL_IB_GID_INDEX``;
+- per rank: ``UCX_NET_DEVICES=mlx5_0:1`` (MPI's own traffic, which UCX lets each process choose)
+  and on RoCE ``UCX_IB_GID_INDEX``; and its planned cores, which the wrapper binds it to with
+  ``taskset`` where no mpirun did (torchrun: ``PROVISION_HOST`` set, no ``OMPI_COMM_WORLD_RANK``);
 - for the whole job: ``NCCL_SOCKET_IFNAME==IFACE`` (exact: never ``eth`` matching ``eth1``)
   with ``GLOO_SOCKET_IFNAME=IFACE`` (Gloo takes a plain name), ``NCCL_IB_DISABLE=1`` when
   ``--common-rails`` found no rail common to every host.
 
-In the frameworks' form it also exports, under mpirun, torch.distributed's ``env://`` names
-from OpenMPI's (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``). When every host gets the same settings
-the table is keyed by local rank alone; otherwise by host and local rank, the host being its
-inventory name, told by the launcher, never what the node calls itself: mpirun's
-``OMPI_COMM_WORLD_RANK`` (the rank file fixes each rank's host) or ``PROVISION_HOST`` (set on
-each torchrun line). Variables the user sets with ``-x NAME=VALUE`` are left to the user's value.
+Under mpirun (every mpirun form: the plain/DDL line, sbatch, Horovod, DeepSpeed) it also exports
+torch.distributed's ``env://`` names from OpenMPI's: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``
+(torchrun sets them itself). When every host gets the same settings the table is keyed by local
+rank alone; otherwise by host and local rank, the host being its inventory name, told by the
+launcher, never what the node calls itself: mpirun's ``OMPI_COMM_WORLD_RANK`` (the rank file fixes
+each rank's host) or ``PROVISION_HOST`` (set on each torchrun line). Variables the user sets with
+``-x NAME=VALUE`` are left to the user's value.
 
 Every value written into the script is checked here against a strict pattern (names from the
 facts were checked when parsed; this is the last line): nothing a node sent goes into shell text
@@ -36,7 +39,8 @@ from __future__ import annotations
 import re
 
 from provision import __version__
-from provision.errors import UnsafeValueError
+from provision.errors import PlanError, UnsafeValueError
+from provision.facts.cpulist import format_ranges
 from provision.plans.nics import NicPlan, RankNic
 from provision.plans.rails import HostRails
 from provision.plans.rankfile import RankPlan
@@ -55,18 +59,45 @@ def checked_value(value: str) -> str:
     return value
 
 
-def own_first(gpu: int, host_gpus: tuple[int, ...]) -> str:
-    """``3,0,1,2``: every GPU of the host, ``gpu`` first (device 0 to the program)."""
-    return ",".join(str(g) for g in [gpu, *(g for g in host_gpus if g != gpu)])
+def _each_rank(gpus: list[int | None]) -> str:
+    """``local rank 0 GPU 0, 1 GPU 1, 2 none``: what each rank of a host would get (bounded)."""
+    shown = [f"{k} {'none' if g is None else f'GPU {g}'}" for k, g in enumerate(gpus[:16])]
+    return "local rank " + ", ".join(shown) + (f" and {len(gpus) - 16} more" if len(gpus) > 16 else "")
 
 
-def rank_settings(rank: RankNic, visible: str | None = None, host: HostRails | None = None) -> list[tuple[str, str]]:
-    """The variables one rank gets, in order; ``visible``: its ``CUDA_VISIBLE_DEVICES`` (default:
-    its host's GPUs, its own first); ``host``: its host's rails (``NCCL_IB_HCA``, one per host)."""
+def visible_devices(host: str, ranks: list[RankNic], *, own_gpu_only: bool = False) -> list[str | None]:
+    """Each rank's ``CUDA_VISIBLE_DEVICES`` on ``host`` (``ranks`` by local rank).
+
+    The host's planned GPUs in local-rank order, the same for every rank (``0,1,2,3``), so device
+    ``LOCAL_RANK`` is the rank's planned GPU: what ``cuda:LOCAL_RANK`` and Horovod's
+    ``set_device(hvd.local_rank())`` pick, and what torchrun (sets ``LOCAL_RANK`` only), DeepSpeed's
+    launcher (one list for every local rank) and Slurm (a task's GPUs in ascending order) give.
+    ``own_gpu_only``: each rank its own GPU alone (device 0). None for every rank when no rank has
+    a GPU. :class:`PlanError` naming the host and what each rank would get when two ranks would
+    share a GPU or only some ranks have one (``cuda:LOCAL_RANK`` would not exist for the others)."""
+    gpus = [rank.gpu for rank in ranks]
+    known = [g for g in gpus if g is not None]
+    if not known:
+        return [None] * len(gpus)
+    if len(known) < len(gpus):
+        raise PlanError(
+            f"{host}: {len(known)} GPU(s) for {len(gpus)} ranks ({_each_rank(gpus)}): a rank without a GPU of its own "
+            f"has no device LOCAL_RANK; run at most {len(known)} ranks a host, "
+            "or pass -x CUDA_VISIBLE_DEVICES= for a CPU-only run"
+        )
+    if len(set(known)) < len(known):
+        raise PlanError(f"{host}: two ranks would share one GPU ({_each_rank(gpus)}); NCCL refuses ranks on one GPU")
+    if own_gpu_only:
+        return [str(g) for g in known]
+    return [",".join(str(g) for g in known)] * len(known)
+
+
+def rank_settings(rank: RankNic, visible: str | None, host: HostRails | None = None) -> list[tuple[str, str]]:
+    """The variables one rank gets, in order; ``visible``: its ``CUDA_VISIBLE_DEVICES``
+    (:func:`visible_devices`); ``host``: its host's rails (``NCCL_IB_HCA``, one per host)."""
     settings = []
-    if rank.gpu is not None:
-        devices = visible or own_first(rank.gpu, host.gpus if host else ())
-        settings += [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", devices)]
+    if visible is not None:
+        settings += [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", visible)]
     if rank.hca() is not None:
         settings.append(("UCX_NET_DEVICES", rank.hca()))
     if host is not None and host.hca() is not None:
@@ -78,6 +109,19 @@ def rank_settings(rank: RankNic, visible: str | None = None, host: HostRails | N
     return settings
 
 
+def host_settings(
+    nics: NicPlan, host: str, *, own_gpu_only: bool = False, skip: frozenset[str] = frozenset()
+) -> list[list[tuple[str, str]]]:
+    """Each rank's variables on ``host``, by local rank (``skip``: what the user sets; a user's
+    ``CUDA_VISIBLE_DEVICES`` also skips the check of the host's GPUs: it is the user's)."""
+    ranks = nics.of_host(host)
+    if "CUDA_VISIBLE_DEVICES" in skip:
+        visible: list[str | None] = [None] * len(ranks)
+    else:
+        visible = visible_devices(host, ranks, own_gpu_only=own_gpu_only)
+    return [rank_settings(rank, shown, nics.hosts.get(host)) for rank, shown in zip(ranks, visible, strict=True)]
+
+
 def job_settings(nics: NicPlan) -> list[tuple[str, str]]:
     """The variables every rank gets."""
     settings = [("NCCL_IB_DISABLE", "1")] if nics.ib_disable else []
@@ -86,12 +130,15 @@ def job_settings(nics: NicPlan) -> list[tuple[str, str]]:
     return settings
 
 
-# torch.distributed's env:// names from OpenMPI's, under mpirun only (torchrun sets them itself);
-# in the frameworks' wrapper only, where device LOCAL_RANK is the rank's GPU.
-ENV_NAMES_FROM_MPI = (
-    'if [ -n "${OMPI_COMM_WORLD_RANK:-}" ]; then export RANK="$OMPI_COMM_WORLD_RANK" '
-    'WORLD_SIZE="$OMPI_COMM_WORLD_SIZE" LOCAL_RANK="$OMPI_COMM_WORLD_LOCAL_RANK"; fi'
-)
+# torch.distributed's env:// names from OpenMPI's, under mpirun only (torchrun sets them itself):
+# OpenMPI 4 (orte/mca/schizo/ompi) and 5 (OpenPMIx's pmdl/ompi) set these three in every rank.
+ENV_NAMES_FROM_MPI = (("RANK", "OMPI_COMM_WORLD_RANK"), ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"),
+                      ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"))  # fmt: skip
+
+
+def _env_names_line(skip: frozenset[str]) -> str:
+    names = " ".join(f'{name}="${mpi}"' for name, mpi in ENV_NAMES_FROM_MPI if name not in skip)
+    return f'if [ -n "${{OMPI_COMM_WORLD_RANK:-}}" ]; then export {names}; fi' if names else ":"
 
 
 def _exports(settings: list[tuple[str, str]], skip: frozenset[str] = frozenset()) -> str:
@@ -106,35 +153,45 @@ def host_label(host: str) -> str:
     return host
 
 
-def host_devices(ranks: list[RankNic]) -> str | None:
-    """One host's GPUs in local-rank order (``3,2,1,0``), so that a program picking
-    ``cuda:LOCAL_RANK`` (DeepSpeed, Horovod's ``set_device(hvd.local_rank())``, torchrun scripts)
-    gets its planned GPU; None when some rank has no GPU or two share one (then each rank sees
-    its host's GPUs, its own first: :func:`own_first`)."""
-    gpus = [r.gpu for r in ranks]
-    if not gpus or None in gpus or len(set(gpus)) != len(gpus):
-        return None
-    return ",".join(str(gpu) for gpu in gpus)
+def planned_cpus(plan: RankPlan) -> dict[int, str]:
+    """{rank: its planned cores' CPUs (``4-7``, the OS numbers ``taskset`` takes)}."""
+    facts = {f.host: f for f in plan.facts}
+    cpus = {}
+    for slot in plan.slots():
+        cores = facts[slot.host].cpu.sockets[slot.socket].cores
+        wanted = range(slot.first_core, slot.last_core + 1)
+        cpus[slot.rank] = format_ranges([cpu for core in cores if core.index in wanted for cpu in core.cpus])
+    return cpus
 
 
-def wrapper_script(plan: RankPlan, nics: NicPlan, *, by_local_rank: bool = False, skip: frozenset[str] = frozenset()) -> str:
+# Where no mpirun bound the rank (torchrun: it binds nothing), the wrapper binds it to its planned cores.
+_BIND = (
+    'if [ -n "${PROVISION_HOST:-}" ] && [ -z "${OMPI_COMM_WORLD_RANK:-}" ] && [ -n "$c" ]; then\n'
+    '  if command -v taskset >/dev/null 2>&1; then exec taskset -c "$c" "$@"; fi\n'
+    f'  echo "{WRAPPER_NAME}: taskset not found: local rank $r runs on every core, not its planned $c" >&2\n'
+    "fi"
+)
+
+
+def wrapper_script(plan: RankPlan, nics: NicPlan, *, own_gpu_only: bool = False, skip: frozenset[str] = frozenset()) -> str:
     """The wrapper's text (see the module docstring); run as ``sh FILE PROGRAM ARGS...``.
 
-    By default each rank sees its host's GPUs, its own first (``CUDA_VISIBLE_DEVICES=3,0,1,2``:
-    device 0 to the program, as a plain mpirun program or DDL expects). ``by_local_rank``: in
-    local-rank order (:func:`host_devices`), for frameworks that pick ``cuda:LOCAL_RANK``.
-    ``skip``: variables the user sets (``-x NAME=VALUE``), not exported here."""
+    Each rank sees its host's planned GPUs in local-rank order (``CUDA_VISIBLE_DEVICES=0,1,2,3``:
+    device LOCAL_RANK is its own); ``own_gpu_only``: its own GPU alone (device 0). ``skip``:
+    variables the user sets (``-x NAME=VALUE``), not exported here. :class:`PlanError` when a
+    host's ranks cannot each have a GPU of their own (:func:`visible_devices`)."""
     hosts = [h.host for h in sorted(plan.hosts, key=lambda h: h.index)]
+    cpus = planned_cpus(plan)
     tables = {}
     for host in hosts:
+        settings = host_settings(nics, host, own_gpu_only=own_gpu_only, skip=skip)
         ranks = nics.of_host(host)
-        visible = host_devices(ranks) if by_local_rank else None
-        tables[host] = [_exports(rank_settings(r, visible, nics.hosts.get(host)), skip) for r in ranks]
+        tables[host] = [f"{_exports(s, skip)}; c={checked_value(cpus[r.rank])}" for r, s in zip(ranks, settings, strict=True)]
     same = len({tuple(t) for t in tables.values()}) == 1
     devices = (
-        "the host's GPUs in local-rank order: the program picks cuda:LOCAL_RANK"
-        if by_local_rank
-        else "the host's GPUs, the rank's own first: cuda:0 to the program"
+        "each rank its own GPU alone: the program uses device 0"
+        if own_gpu_only
+        else "the host's GPUs in local-rank order: device LOCAL_RANK is the rank's own"
     )
     lines = [
         "#!/bin/sh",
@@ -147,9 +204,8 @@ def wrapper_script(plan: RankPlan, nics: NicPlan, *, by_local_rank: bool = False
         'HOROVOD_LOCAL_RANK or SLURM_LOCALID)" >&2; exit 2 ;;',
         "esac",
         _exports(job_settings(nics), skip),
+        _env_names_line(skip),
     ]
-    if by_local_rank:  # own-first order: device LOCAL_RANK is not the rank's GPU (its own is device 0)
-        lines.append(ENV_NAMES_FROM_MPI)
     if same:
         key = '"$r"'
         cases = [(str(i), line) for i, line in enumerate(tables[hosts[0]])]
@@ -165,7 +221,7 @@ def wrapper_script(plan: RankPlan, nics: NicPlan, *, by_local_rank: bool = False
     lines += [f"{label}) {line} ;;" for label, line in cases]
     where = "" if same else " on host '$h' (OMPI_COMM_WORLD_RANK or PROVISION_HOST)"
     lines.append(f'*) echo "{WRAPPER_NAME}: local rank $r is not in the plan for {plan.dims}{where}" >&2; exit 2 ;;')
-    lines += ["esac", 'exec "$@"', ""]
+    lines += ["esac", _BIND, 'exec "$@"', ""]
     return "\n".join(lines)
 
 

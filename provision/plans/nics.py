@@ -27,7 +27,7 @@ from provision.plans.rankfile import RankPlan, some_names
 from provision.text import shown_value
 
 UNKNOWN = "?"
-_IFACE = re.compile(r"^[A-Za-z0-9._:-]{1,15}\Z")
+_IFACE = re.compile(r"^[A-Za-z0-9._-]{1,15}\Z")  # a device name: Linux allows no ':' (an alias label has one)
 _VIRTUAL = ("docker", "virbr", "veth", "br-", "cni", "flannel", "cali", "vxlan", "tun", "tap")
 
 
@@ -181,7 +181,19 @@ def check_claimed_names(facts_list: list[HostFacts]) -> None:
 
 def check_interface(name: str, facts_list: list[HostFacts]) -> str:
     """``name`` (``--iface``) when it is an interface name and up on every host whose facts list
-    interfaces; :class:`UnsafeValueError` / :class:`PlanError` naming the hosts otherwise."""
+    interfaces; :class:`UnsafeValueError` / :class:`PlanError` naming the hosts otherwise.
+
+    An alias label (``eth0:1``) is refused: NCCL splits each ``NCCL_SOCKET_IFNAME`` entry at ``:``
+    into a name and a port (src/misc/utils.cc ``parseStringList``) and matches each address's
+    interface name whole (src/os/linux.cc ``ncclOsFindInterfaces``), so it would take ``eth0``'s own
+    address, never the alias's."""
+    device, colon, _ = name.partition(":")
+    if colon and _IFACE.match(device):
+        raise PlanError(
+            f"--iface {name}: NCCL reads what follows ':' in NCCL_SOCKET_IFNAME as a port, so it would use interface "
+            f"{device} and its own address, not the alias {name} (src/misc/utils.cc parseStringList); "
+            f"give --iface {device}, the device the alias address is on"
+        )
     if not _IFACE.match(name):
         raise UnsafeValueError(f"--iface {shown_value(name[:40])}: not an interface name")
     lacking = [f.host for f in facts_list if f.interfaces and name not in {i.name for i in f.interfaces if i.up}]

@@ -335,7 +335,7 @@ def plan_rails(
         odd = [f"{f.host} has {len(f.gpus)}" for f in facts_list if len(f.gpus) != most]
         notes.append(
             f"hosts have different GPU counts ({some_names(odd)}; the others {most}): "
-            "CUDA_VISIBLE_DEVICES lists each host's own GPUs, so it differs by host"
+            "CUDA_VISIBLE_DEVICES lists the GPUs the plan uses on each host, in local-rank order; the others stay unused"
         )
     result = {}
     for facts in facts_list:

@@ -2,6 +2,9 @@
 
 Reads OpenMPI's ``rank N=host slot=S:C[-C][,C...]`` lines (``#`` comments and blank lines are
 skipped). A syntax error names its line; so does every reference to a missing host, socket or core.
+A host given more ranks than it has GPUs is named too: a rank's GPU is its local rank (the order
+of its rank among its host's, which is how OpenMPI numbers ``OMPI_COMM_WORLD_LOCAL_RANK``), so the
+extra ranks have no GPU of their own, and ``LOCAL_RANK % GPUs`` would put two ranks on one GPU.
 """
 
 from __future__ import annotations
@@ -95,6 +98,26 @@ def check_rankfile(
     return problems
 
 
+def gpu_problems(lines: list[RankLine], facts_by_host: dict[str, HostFacts], path: str = "rankfile") -> list[str]:
+    """One line per host with GPUs that the rank file gives more ranks than GPUs, naming what each
+    rank would get (its local rank's GPU, or none)."""
+    problems = []
+    for host in dict.fromkeys(entry.host for entry in lines):
+        facts = facts_by_host.get(host)
+        ranks = sorted(entry.rank for entry in lines if entry.host == host)
+        if facts is None or not facts.gpus or len(ranks) <= len(facts.gpus):
+            continue
+        gpus = sorted(gpu.index for gpu in facts.gpus)
+        shown = ", ".join(f"rank {r} {f'GPU {gpus[k]}' if k < len(gpus) else 'none'}" for k, r in enumerate(ranks[:16]))
+        shown = shown.replace(" GPU", " gets GPU", 1)
+        problems.append(
+            f"{path}: host {host}: {len(ranks)} ranks but {len(gpus)} GPU(s); by local rank, {shown}"
+            f"{' ...' if len(ranks) > 16 else ''}: a rank past the GPUs has none of its own (by LOCAL_RANK % {len(gpus)} "
+            f"two ranks would share one, which NCCL refuses); give {host} at most {len(gpus)} ranks"
+        )
+    return problems
+
+
 def check_rankfile_file(path: Path, facts_dir: Path, inventory: Path | None = None) -> tuple[list[str], int, list[str]]:
     """``rankfile --check FILE``: the problems of the rank file at ``path`` against the facts in
     ``facts_dir`` (one line each), its rank count, and one line per host whose facts file is there
@@ -116,4 +139,4 @@ def check_rankfile_file(path: Path, facts_dir: Path, inventory: Path | None = No
             if (facts_dir / f"{name}.json").exists():  # corrupt: say so once; absent: per line
                 unusable.append(str(error))
     hint = lambda host: probe_command(host, facts_dir, inventory)  # noqa: E731
-    return check_rankfile(lines, facts, str(path), hint), len(lines), unusable
+    return check_rankfile(lines, facts, str(path), hint) + gpu_problems(lines, facts, str(path)), len(lines), unusable
