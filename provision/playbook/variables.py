@@ -252,3 +252,19 @@ def check_own_keys(users: list[dict], origin: str | None, inventory: Path | None
                 line = line or getattr(user, "key_lines", {}).get("ssh_keys")
             at = f"{source}:{line}" if source and line else (origin or "-e")
             raise VariableError(f"{at}: cluster_users[{index}] ({user['name']}): {text}") from None
+
+
+def inventory_with_vars(path: Path | None) -> tuple[Inventory, Variables]:
+    """``provision inventory show``: the inventory at ``path`` (None: the default one) and its
+    variables as setup-cluster reads them (group_vars/ and host_vars/ beside it); ProvisionError
+    when there is no inventory at all, saying how to write one."""
+    from provision.inventory.model import DEFAULT_INVENTORY, open_inventory
+
+    inventory = open_inventory(path)
+    if inventory.path is None:
+        raise ProvisionError(
+            f"no inventory: {DEFAULT_INVENTORY} does not exist here and no -i FILE was given; "
+            "write one (`mkdir -p inventory && provision inventory example > inventory/hosts.yml`, then edit it) "
+            "or convert Ansible's (`provision inventory import /etc/ansible/hosts -o inventory/hosts.yml`)"
+        )
+    return inventory, Variables(inventory)
