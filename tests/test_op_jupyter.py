@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from provision.engine.hostrun import unified_diff
+from provision.engine.task import unified_diff
 from provision.errors import ArgumentError
 from provision.operations import OPERATIONS
 from provision.operations.base import FileState, OperationError, StateKey, UserEntry, Write

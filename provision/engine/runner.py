@@ -11,9 +11,10 @@ from provision.engine.hostrun import HostFailed, HostRun, TaskResult
 from provision.engine.membership import HostCache, cache_folder, fill_hostvars, save_records, verified_key_problem
 from provision.engine.names import check_entry_keys, check_near_misses, own_fields, read_names
 from provision.engine.recap import RunReport, report_of
+from provision.engine.render import Render, names_in
 from provision.engine.selection import BadInput, check_tags, outline, tag_selected, tasks_before
 from provision.engine.statecache import IDENTITY
-from provision.engine.task import Render, becomes, names_in, perform, predict
+from provision.engine.task import becomes, perform, predict
 from provision.errors import NodeFault, ProvisionError, noting_faults
 from provision.inventory.model import Host, Inventory
 from provision.inventory.patterns import PatternError, select_hosts
