@@ -224,7 +224,10 @@ def parse_clock(text: str, source: str = CLOCK_START.name) -> float:
     return float(value)
 
 
-CLOCK_END.parses(lambda text: parse_clock(text, CLOCK_END.name))
+@CLOCK_END.parses
+def parse_clock_end(text: str) -> float:
+    """Seconds since the epoch from ``date +%s.%N``, as the script ends."""
+    return parse_clock(text, CLOCK_END.name)
 
 
 def clock_offset(sent: float, node_start: float, node_end: float, received: float) -> tuple[float, float]:

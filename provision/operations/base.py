@@ -11,6 +11,7 @@ are checked here and always quoted (:func:`shell_path`), never passed raw to a s
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -55,15 +56,19 @@ class FileState:
     own): only operations that say so act there (:func:`refuse_unsafe_paths`); ``r`` a path whose
     walk met a name that kept changing while it was read (``below`` names it)."""
 
-    kind: str
+    kind: str = "f"
     mode: int = 0o644
     owner: str = "root"
     group: str = "root"
-    sha256: str | None = None
+    sha256: str | None = None  # computed from the content when only that is given
     content: bytes | None = None
     below: str | None = None
-    entry: Any = None  # FileState (an ``exists`` fact: True), or None
+    entry: FileState | bool | None = None  # a sticky folder's name: its own state (an ``exists`` fact: True), or None
     mine: bool = False
+
+    def __post_init__(self) -> None:
+        if self.content is not None and self.sha256 is None:
+            object.__setattr__(self, "sha256", hashlib.sha256(self.content).hexdigest())
 
 
 # Why each refused kind is refused: root never acts through what a user controls.
@@ -155,15 +160,12 @@ class Write:
     @property
     def effects(self) -> tuple[tuple[StateKey, Any], ...]:
         """The file fact after the write."""
-        import hashlib
-
         state = FileState(
             "f",
             self.mode if self.mode is not None else (0o600 if self.secret else 0o644),
             self.owner or "root",
             self.group or "root",
-            hashlib.sha256(self.content).hexdigest(),
-            self.content,
+            content=self.content,
         )
         return ((StateKey("file", self.path), state),)
 
