@@ -28,6 +28,7 @@ LAYERS = (
     {"provision.operations"},  # wanted state vs current state -> commands
     {"provision.playbook"},  # the YAML playbooks and their variables
     {"provision.engine"},  # runs playbooks on hosts: state reads, decisions, changes
-    {"provision.checks", "provision.doctor", "provision.cluster_setup"},  # checks across nodes; setup-cluster run and checked
+    # checks across nodes; setup-cluster run and checked; launch's flow (doctor's checks, then mpirun)
+    {"provision.checks", "provision.doctor", "provision.cluster_setup", "provision.launch.service"},
     {"provision.cli", "provision.__main__"},  # options in, one call, results out
 )

@@ -1,13 +1,13 @@
 """`provision setup-cluster` below the command line: one run of the playbook over the inventory,
 then the checks of what it did (BatchMode SSH between every pair of nodes, each role's summary).
 
-The command line reads options and prompts, and prints; this module decides. Example::
+The command line reads options and prints; this module decides, in one call, in this order:
+read and select (inventory, playbook, variables, hosts, tasks), the --list-* outlines, the cluster
+users, the prompts (through ``hooks.ask``), every task rendered and checked before any host is
+touched, --syntax-check's verdict, then the run and the checks of what it did. Example::
 
-    setup = ClusterSetup(SetupRequest(inventory=Path("inventory/hosts.yml"), tags="users,ssh"), connection)
-    setup.select()
-    setup.prepare(become_password=None, jupyter_passwords={})
-    done = setup.run()
-    print(done.ok, [line.text for line in done.summary])
+    outcome = setup_cluster(SetupRequest(inventory=Path("inventory/hosts.yml"), tags="users,ssh"), connection)
+    print(outcome.done.ok, [line.text for line in outcome.done.summary])
 """
 
 from __future__ import annotations
@@ -50,6 +50,35 @@ class SetupRequest:
     diff: bool = False
     verify: bool = True
     again: str = "provision setup-cluster"  # this command as typed, less --limit: what a hint tells to run
+    list_hosts: bool = False  # --list-hosts, --list-tasks, --list-tags: the outline only, no host touched
+    list_tasks: bool = False
+    list_tags: bool = False
+    syntax_check: bool = False  # every task rendered and checked, no host touched
+    ask_become_pass: bool = False  # ask for the sudo password (hooks.ask)
+    ask_jupyter_pass: bool = False  # ask each Jupyter user's password where no jupyter_password_file is set
+
+
+@dataclass(frozen=True)
+class SetupHooks:
+    """How a run talks to the person at the terminal while it goes: ``ask`` a secret (the prompt
+    shown; the answer never echoed, kept in this run's options only), ``warn`` once per warning, as
+    soon as it is known, ``started`` with the hosts when the first is reached, then each final
+    task ``result`` and what each ``host`` is doing."""
+
+    ask: Callable[[str], str] | None = None
+    warn: Callable[[str], None] | None = None
+    started: Callable[[list[str]], None] | None = None
+    result: Callable | None = None
+    host: Callable | None = None
+
+
+@dataclass
+class SetupOutcome:
+    """What a setup-cluster call gives: the lines of --list-hosts/--list-tasks/--list-tags or
+    --syntax-check (``done`` None: no host was touched), or the run's result."""
+
+    lines: list[str] = field(default_factory=list)
+    done: SetupResult | None = None
 
 
 @dataclass
@@ -90,6 +119,37 @@ class SetupResult:
         }
 
 
+def setup_cluster(request: SetupRequest, connection, hooks: SetupHooks = SetupHooks()) -> SetupOutcome:
+    """One ``provision setup-cluster``: everything the user asked in ``request``, over
+    ``connection`` (its ``ssh``, ``forks`` and ``facts_dir``). Bad input raises
+    :class:`ProvisionError` naming the file, line, task or host, before any host is touched."""
+    setup = ClusterSetup(request, connection, on_result=hooks.result, on_host=hooks.host)
+    tell = hooks.warn or (lambda _text: None)
+    _tell(setup.warnings, tell)
+    setup.select()
+    if request.list_hosts or request.list_tasks or request.list_tags:
+        return SetupOutcome(setup.outline(hosts=request.list_hosts, tasks=request.list_tasks, tags=request.list_tags))
+    setup.users()  # who each host's cluster users are (a warning where none are set)
+    jupyter_users = setup.jupyter_users() if request.ask_jupyter_pass else []
+    _tell(setup.warnings, tell)
+    if (request.ask_become_pass or jupyter_users) and hooks.ask is None:
+        raise ProvisionError("a password is to be asked, and nobody is there to answer")
+    become = hooks.ask("BECOME password: ") if request.ask_become_pass else None
+    asked = {user: hooks.ask(f"Jupyter password for {user}: ") for user in jupyter_users}
+    setup.prepare(become_password=become, jupyter_passwords=asked)
+    if request.syntax_check:
+        return SetupOutcome([setup.syntax_line()])
+    if hooks.started is not None:
+        hooks.started(setup.hosts)
+    return SetupOutcome(done=setup.run())  # its warnings are the result's, printed with it
+
+
+def _tell(warnings: list[str], warn: Callable[[str], None]) -> None:
+    """Say each warning not said yet, once (they are taken off the list)."""
+    while warnings:
+        warn(warnings.pop(0))
+
+
 def _bad_input(call):
     try:
         return call()
@@ -98,9 +158,10 @@ def _bad_input(call):
 
 
 class ClusterSetup:
-    """One setup-cluster run, read and selected (inventory, playbook, variables, hosts, tasks) on
-    creation; :meth:`prepare` with the prompted secrets, then :meth:`run`. Bad input raises
-    :class:`ProvisionError` naming the file, line, task or host; :attr:`warnings` are for the user."""
+    """The steps of one setup-cluster run, in the order :func:`setup_cluster` takes them: read on
+    creation (inventory, playbook, variables), :meth:`select`, :meth:`users`, :meth:`prepare` with
+    the prompted secrets, then :meth:`run`. Bad input raises :class:`ProvisionError` naming the
+    file, line, task or host; :attr:`warnings` are for the user."""
 
     def __init__(
         self,

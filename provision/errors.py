@@ -56,6 +56,11 @@ class PlanError(ProvisionError):
     """A rank file, launch command or other plan cannot be made from the facts."""
 
 
+class ArgumentError(ProvisionError):
+    """A task gave an operation a missing, unknown or malformed argument, or the command line a
+    malformed name (bad input; the message names the argument or option)."""
+
+
 class UnsafeValueError(ProvisionError):
     """A user value would have to go into a shell command but contains unsafe characters."""
 

@@ -4,9 +4,10 @@ authorized_keys beside the lines she wrote herself. Real keys made with ssh-keyg
 
 import pytest
 
+from provision.errors import ArgumentError
 from provision.operations import OPERATIONS
 from provision.operations.authorized_keys import OWN_MARK, keys_of, parse_key_line, read_keys_file, set_own_keys
-from provision.operations.base import ArgumentError, FileState, StateKey, UserEntry
+from provision.operations.base import FileState, StateKey, UserEntry
 
 ED = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG/NlvIKQNr3sggO6IIoODclluzKg8tcqNvL1wdoaXn7 alice@laptop"
 ECDSA = (

@@ -14,11 +14,40 @@ def test_node_script_reads_marker_by_mount_else_nfs_cat_and_sizes_clones():
     assert "getent passwd alice" in script and "du -sm" in script
 
 
-def test_parse_ignores_stray_lines():
-    text = "junk\n@nfs /data/imagenet mount tok\n@du alice anaconda3 1135\n@du bob anaconda3 absent\n@@ forged\n"
-    nfs, du = parse_node(text)
+CLONES = [("alice", "anaconda3"), ("bob", "anaconda3")]
+
+
+def test_parse_reads_the_frames_of_the_run_and_ignores_what_is_outside():
+    text = (
+        "junk\n@@ab@@ nfs 0\nmount tok\n@@ab@@ du 0\n1135\n@@ab@@ du 1\nabsent\n"
+        "@@other@@ nfs 0\nmount forged\n@nfs /data/imagenet mount forged\n"  # another nonce, the old unframed form
+    )
+    nfs, du = parse_node(text, "ab", ["/data/imagenet"], CLONES)
     assert nfs == {"/data/imagenet": ("mount", "tok")}
     assert du == {("alice", "anaconda3"): "1135", ("bob", "anaconda3"): "absent"}
+
+
+def test_parse_refuses_a_frame_its_script_cannot_print():
+    import pytest
+
+    from provision.errors import ParseError
+
+    for forged, why in (
+        ("@@ab@@ nfs 1\nmount tok\n", "unexpected frame 'nfs' \\[1\\]"),  # an export it was not given
+        ("@@ab@@ made 0\n", "unexpected frame 'made'"),  # the server's label, on a node
+        ("@@ab@@ nfs 0\nmount tok\n@@ab@@ nfs 0\nmount other\n", "reported twice"),
+        ("@@ab@@ nfs 0\nguessed tok\n", "read by 'guessed'"),
+    ):
+        with pytest.raises(ParseError, match=why):
+            parse_node(forged, "ab", ["/data/imagenet"], CLONES)
+
+
+def test_the_server_says_which_markers_it_made_in_frames():
+    from provision.checks.roles import made_markers
+
+    marker = ".provision-nfs-check.0123456789abcdef"
+    said = "@@ab@@ made 1\n@@ab@@ made 7\n@made 0\n@@zz@@ made 0\n"  # 7: no such export; the rest not of this run
+    assert made_markers(said, ["/a", "/b"], marker, "ab") == [f"/b/{marker}"]
 
 
 def test_verdicts():
@@ -95,7 +124,7 @@ def test_text_from_nodes_is_printable():
     from provision.checks.roles import role_summary
     from provision.transport.options import CommandResult
 
-    nfs, _du = parse_node("@nfs /data/x nfs-cat \x1b]0;owned\x07\x1b[2Jdenied\n")
+    nfs, _du = parse_node("@@ab@@ nfs 0\nnfs-cat \x1b]0;owned\x07\x1b[2Jdenied\n", "ab", ["/data/x"], [])
     assert "\x1b" not in nfs["/data/x"][1] and "denied" in nfs["/data/x"][1]
 
     class Session:
@@ -126,7 +155,7 @@ def _sh(script: str, tmp_path):
 def test_node_script_quotes_what_it_puts_in_commands(tmp_path):
     import pytest
 
-    from provision.operations.base import ArgumentError
+    from provision.errors import ArgumentError
 
     owned = tmp_path / "owned"
     script = node_script([], None, None, [("nosuchuser-provision", f"a$(touch {owned})")])
@@ -139,18 +168,9 @@ def test_node_script_quotes_what_it_puts_in_commands(tmp_path):
 def test_node_script_runs_and_is_parsed(tmp_path):
     export = tmp_path / "export"
     export.mkdir()
-    nfs, du = parse_node(
-        _sh(
-            node_script(
-                [str(export)],
-                "127.0.0.1",
-                "tok",
-                [("nosuchuser-provision", "anaconda3")],
-                ".provision-nfs-check.0123456789abcdef",
-            ),
-            tmp_path,
-        ).stdout
-    )
+    clones = [("nosuchuser-provision", "anaconda3")]
+    script = node_script([str(export)], "127.0.0.1", "tok", clones, ".provision-nfs-check.0123456789abcdef", "ab12")
+    nfs, du = parse_node(_sh(script, tmp_path).stdout, "ab12", [str(export)], clones)
     assert set(nfs) == {str(export)} and nfs[str(export)][0] == "none"
     assert du == {("nosuchuser-provision", "anaconda3"): "absent"}
 
@@ -219,11 +239,11 @@ def test_marker_is_created_0644_and_never_chmodded_after(tmp_path):
 
     export = tmp_path / "export"
     export.mkdir()
-    script = write_markers([str(export)], ".provision-nfs-check.0123456789abcdef", "tok")
+    script = write_markers([str(export)], ".provision-nfs-check.0123456789abcdef", "tok", "ab12")
     # a chmod after creating it would follow a link a user swapped in at that name
     assert "chmod" not in script
     done = subprocess.run(["sh", "-c", "umask 077; " + script], capture_output=True, text=True)
-    assert done.returncode == 0 and "@made 0" in done.stdout, done
+    assert done.returncode == 0 and "@@ab12@@ made 0" in done.stdout, done
     marker = export / ".provision-nfs-check.0123456789abcdef"
     assert marker.read_text() == "tok" and marker.stat().st_mode & 0o777 == 0o644
 

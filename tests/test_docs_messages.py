@@ -23,7 +23,7 @@ PAGE = Path(__file__).resolve().parent.parent / "docs" / "how-to" / "troubleshoo
 ERRORS = {"OperationError", "ArgumentError", "PasswordFileError"}
 SHARED = ("provision.operations.base", "provision.operations.platform", "provision.operations.authorized_keys")
 CHECKS = ("provision.checks.roles", "provision.checks.ssh_pairs")
-SHOWN = ("provision.cli.setup_cmd",)  # what the run prints around the checks' lines (entries may quote it)
+SHOWN = ("provision.cli.setup_view",)  # what the run prints around the checks' lines (entries may quote it)
 
 
 def role_modules() -> list[str]:

@@ -144,7 +144,7 @@ def test_the_round_trip_on_the_slurm_host(tmp_path, monkeypatch):
 def test_the_table_ends_with_what_slurm_did():
     from rich.console import Console
 
-    from provision.cli.doctor_cmd import print_marks
+    from provision.cli.doctor_view import print_marks
     from provision.doctor.drain import DrainReport
     from provision.doctor.model import LinkFinding
     from provision.plans.slurm_marks import Mark

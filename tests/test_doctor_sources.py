@@ -12,6 +12,7 @@ from provision.doctor import pairwise, sources
 from provision.doctor.model import Limits, NodeReport
 from provision.doctor.runner import DoctorSettings, doctor_steps, gather_command
 from provision.errors import ParseError, ProvisionError
+from provision.inventory.model import check_user
 from provision.probe.gather import gather_script, new_nonce, split_output
 
 
@@ -60,7 +61,7 @@ def test_user_limits_and_clock_steps_run_for_real():
 def test_bad_input_is_refused_at_the_edge():
     for user in ("a;b", "-x", "$(id)"):
         with pytest.raises(ProvisionError, match="--user"):
-            sources.check_job_user(user)
+            check_user(user, "--user")
     for path in ("relative", "/a/../b", "/a'b", "/a\nb", "/a$b"):
         with pytest.raises(ProvisionError, match="--dataset"):
             sources.check_dataset(path)

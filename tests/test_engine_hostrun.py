@@ -1,6 +1,7 @@
 """Diffs with secrets masked, and the fact cache's predicted effects."""
 
-from provision.engine.hostrun import HOSTINFO, HostRun, mask_secrets, unified_diff
+from provision.engine.hostrun import HostRun, mask_secrets
+from provision.engine.statecache import IDENTITY
 from provision.inventory.model import Host
 from provision.operations.base import UNKNOWN, StateKey, Write
 
@@ -19,13 +20,6 @@ def test_mask_secrets_hides_a_multi_word_value_to_the_end_of_its_line():
     assert masked == "password: ********\nsecret = ********\r\nname: kept\n"
 
 
-def test_unified_diff_new_changed_secret():
-    assert "+line\n" in unified_diff(Write("/etc/x", b"line\n"))
-    diff = unified_diff(Write("/etc/x", b"a\nb\n", old=b"a\n"))
-    assert "--- /etc/x (before)" in diff and "+b" in diff
-    assert "hidden" in unified_diff(Write("/etc/x", b"pw", secret=True))
-
-
 def test_a_fact_read_before_a_change_is_trusted_only_where_the_change_states_it():
     from provision.engine.statecache import StateCache, scope_of
     from provision.operations.base import Run, UserEntry
@@ -37,7 +31,7 @@ def test_a_fact_read_before_a_change_is_trusted_only_where_the_change_states_it(
         StateKey("user", "u"),
         StateKey("command", "grep x /a"),
     )
-    for key in (a, b, user, probe, HOSTINFO):
+    for key in (a, b, user, probe, IDENTITY):
         cache.store(key, None, 0)
     cache.plan(scope_of(Write("/a", b"x")))
     assert cache.value(a).content == b"x"  # stated exactly by the write
@@ -47,7 +41,7 @@ def test_a_fact_read_before_a_change_is_trusted_only_where_the_change_states_it(
     cache.plan(scope_of(Run("mkdir -p ~u/.ssh", "d", touches=("~u/.ssh",))))
     assert cache.known(b) and cache.known(a)  # ~u resolves to /home/u: no overlap
     cache.plan(scope_of(Run("apt-get install x", "i")))  # may alter anything
-    assert not cache.known(a) and not cache.known(b) and cache.known(HOSTINFO)
+    assert not cache.known(a) and not cache.known(b) and cache.known(IDENTITY)
     assert cache.hint(a).content == b"x"  # kept as a hint for --check, never trusted
 
 
@@ -59,10 +53,10 @@ def test_os_and_package_manager_survive_a_command():
 
     cache = StateCache()
     os_key, manager, other = StateKey("os"), StateKey("pkgmgr"), StateKey("file", "/a")
-    for key, value in ((HOSTINFO, {"hostname": "h"}), (os_key, "rocky"), (manager, "dnf"), (other, None)):
+    for key, value in ((IDENTITY, {"hostname": "h"}), (os_key, "rocky"), (manager, "dnf"), (other, None)):
         cache.store(key, value, 0)
     cache.plan(scope_of(Run("echo anything", "c")))
-    assert cache.value(os_key) == "rocky" and cache.value(manager) == "dnf" and cache.known(HOSTINFO)
+    assert cache.value(os_key) == "rocky" and cache.value(manager) == "dnf" and cache.known(IDENTITY)
     assert cache.value(other) is UNKNOWN
 
 
@@ -78,7 +72,7 @@ def test_stderr_reason_from_the_node_is_printable():
 
     run = HostRun(Host("h"), session=Session())
     with pytest.raises(HostFailed) as raised:
-        run.round_trip([HOSTINFO], True, apply=False)
+        run.round_trip([IDENTITY], True, apply=False)
     assert "\x1b" not in str(raised.value) and "\x07" not in str(raised.value) and "a password is required" in str(raised.value)
     assert "\x1b" not in run.error and run.error.startswith("become (sudo) failed")
 

@@ -6,8 +6,8 @@ import subprocess
 import pytest
 
 from provision.engine.script import Step, build_script, parse_output, remote_command, stdin_for, write_command
-from provision.errors import ParseError
-from provision.operations.base import ArgumentError, Run, StateKey, Write
+from provision.errors import ArgumentError, ParseError
+from provision.operations.base import Run, StateKey, Write
 
 
 def run_local(script: str) -> str:

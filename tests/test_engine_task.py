@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from provision.engine.render import names_in
 from provision.engine.script import LOGIN_USER
-from provision.engine.task import as_reader, names_in, partial_requests, reader_of
-from provision.operations.base import StateKey
+from provision.engine.task import as_reader, partial_requests, reader_of, unified_diff
+from provision.operations.base import StateKey, Write
 from provision.playbook.model import Play, Task
 
 
@@ -43,3 +44,10 @@ def test_partly_known_arguments_still_name_the_state_they_can():
     line = task("line", {"path": "/etc/hosts", "line": "{{ hostvars.other }}"})
     assert partial_requests(line, {}) == [StateKey("file", "/etc/hosts")]
     assert partial_requests(task("no_such_op", {}), {}) == []
+
+
+def test_unified_diff_new_changed_secret():
+    assert "+line\n" in unified_diff(Write("/etc/x", b"line\n"))
+    diff = unified_diff(Write("/etc/x", b"a\nb\n", old=b"a\n"))
+    assert "--- /etc/x (before)" in diff and "+b" in diff
+    assert "hidden" in unified_diff(Write("/etc/x", b"pw", secret=True))

@@ -22,10 +22,11 @@ as lists, numbers as keys as strings.
 from __future__ import annotations
 
 import json
+import typing
 from pathlib import Path
 
 import pytest
-from cases_support import cases
+from cases_support import cases, decoded
 
 from provision.errors import ParseError
 from provision.facts.registry import FACTS, discover
@@ -55,6 +56,12 @@ def test_every_registered_fact_has_cases_of_its_value_and_its_command(name):
     )
 
 
+@pytest.mark.parametrize("name", sorted(REGISTERED))
+def test_every_registered_fact_declares_the_type_of_its_value(name):
+    """Its parser's return annotation: how a case's JSON value is decoded (cases_support.decoded)."""
+    assert "return" in typing.get_type_hints(FACTS[name].parse), f"{name}: its parser declares no return type"
+
+
 @pytest.mark.parametrize("case", [case for _id, case in CASES], ids=[name for name, _case in CASES])
 def test_fact_case(case):
     fact = FACTS[case["folder"]]
@@ -68,4 +75,7 @@ def test_fact_case(case):
         with pytest.raises(ParseError, match=case["error"]):
             fact.read(output, arg)
         return
-    assert json.loads(json.dumps(plain(fact.read(output, arg)))) == case["value"]
+    value = fact.read(output, arg)
+    assert json.loads(json.dumps(plain(value))) == case["value"]
+    # what the operation cases rely on: the case's JSON, decoded by the type the fact declares, is the value
+    assert decoded(fact, case["value"]) == value

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import run_cli
-from provision.operations.base import ArgumentError, check_path
+from provision.errors import ArgumentError
+from provision.operations.base import check_path
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
+from provision.errors import ArgumentError
 from provision.operations import OPERATIONS
-from provision.operations.base import ArgumentError, FileState, OperationError, Run, StateKey, Upload, Write
+from provision.operations.base import FileState, OperationError, Run, StateKey, Upload, Write
 from provision.operations.conda import AFTER_INSTALL, IN_PROGRESS, INSTALL_TIMEOUT, MARKER
 from provision.operations.files import edit_block_top
 

@@ -4,8 +4,9 @@ import hashlib
 
 import pytest
 
+from provision.errors import ArgumentError
 from provision.operations import OPERATIONS
-from provision.operations.base import ArgumentError, FileState, OperationError, Run, StateKey, Write
+from provision.operations.base import FileState, OperationError, Run, StateKey, Write
 from provision.operations.files import edit_block, edit_line
 
 

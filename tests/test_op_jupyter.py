@@ -6,9 +6,10 @@ import os
 
 import pytest
 
-from provision.engine.hostrun import unified_diff
+from provision.engine.task import unified_diff
+from provision.errors import ArgumentError
 from provision.operations import OPERATIONS
-from provision.operations.base import ArgumentError, FileState, OperationError, StateKey, UserEntry, Write
+from provision.operations.base import FileState, OperationError, StateKey, UserEntry, Write
 from provision.operations.jupyter import existing_hash, hash_matches, hash_password, mask_config, read_password
 
 SECRET = "correct horse battery staple"

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from provision.engine.hostrun import unified_diff
+from provision.engine.task import unified_diff
 from provision.engine.verbosity import ran_text
 from provision.operations import OPERATIONS
 from provision.operations.base import FileState, Run, StateKey, Write

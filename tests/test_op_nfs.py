@@ -4,8 +4,9 @@ import hashlib
 
 import pytest
 
+from provision.errors import ArgumentError
 from provision.operations import OPERATIONS
-from provision.operations.base import ArgumentError, FileState, OperationError, Run, StateKey, Write
+from provision.operations.base import FileState, OperationError, Run, StateKey, Write
 from provision.operations.nfs import check_clients, fstab_line
 
 

@@ -2,8 +2,9 @@
 
 import pytest
 
+from provision.errors import ArgumentError
 from provision.operations import OPERATIONS
-from provision.operations.base import UNKNOWN, ArgumentError, FileState, OperationError, Run, StateKey, UserEntry, Write
+from provision.operations.base import UNKNOWN, FileState, OperationError, Run, StateKey, UserEntry, Write
 from provision.operations.ssh import add_keys, keypair_result, set_node_keys
 
 ALICE = UserEntry("alice", 2001, 2001, "/home/alice", "/bin/bash")

@@ -2,8 +2,9 @@
 
 import pytest
 
+from provision.errors import ArgumentError
 from provision.operations import OPERATIONS
-from provision.operations.base import ArgumentError, OperationError, ServiceState, StateKey
+from provision.operations.base import OperationError, ServiceState, StateKey
 from provision.operations.os_state import OsRelease, PackageIndex
 from provision.operations.system import plan_service
 

@@ -2,8 +2,9 @@
 
 import pytest
 
+from provision.errors import ArgumentError
 from provision.operations import OPERATIONS
-from provision.operations.base import ArgumentError, GroupEntry, OperationError, StateKey, UserEntry
+from provision.operations.base import GroupEntry, OperationError, StateKey, UserEntry
 
 
 def plan(op, args, facts):

@@ -156,7 +156,7 @@ def _dollars_outside_classes(pattern: str) -> list[int]:
 
 def test_the_walk_finds_the_patterns_the_issue_names():
     where = {name for names in FOUND.values() for name in names}
-    for name in ("operations.base._SETTING", "operations.nfs._OPTIONS", "operations.nfs._CLIENT", "operations.base.USER_NAME",
+    for name in ("operations.base._SETTING", "operations.nfs._OPTIONS", "operations.nfs._CLIENT", "inventory.model.USER_NAME",
                  "operations.conda._CHANNEL", "launch.wrapper._SAFE", "plans.nics._IFACE",
                  "inventory.model.ADDRESS"):  # fmt: skip
         assert f"provision.{name}" in where, name

@@ -199,7 +199,7 @@ def test_recap_of_many_hosts_folds_hosts_alike(tmp_path):
 
 
 def test_recap_groups_put_failures_first_and_read_each_host_as_host():
-    from provision.cli.setup_cmd import recap_groups
+    from provision.cli.setup_view import recap_groups
     from provision.engine.recap import Recap
 
     recaps = [Recap(f"w{i:03d}", ok=8) for i in range(1, 98)]
@@ -227,9 +227,9 @@ def test_live_view_of_many_hosts_is_one_line_of_counts_and_the_hosts_at_work():
 
     from rich.console import Console
 
-    from provision.cli.setup_cmd import HOST_ROWS, _Live
+    from provision.cli.setup_view import HOST_ROWS, LiveView
 
-    live = _Live([f"h{i:04d}" for i in range(4096)], None, quiet=False)
+    live = LiveView([f"h{i:04d}" for i in range(4096)], None, quiet=False)
     for i in range(4096):
         live.host(f"h{i:04d}", "reading state")
         live.host(f"h{i:04d}", "done" if i % 3 else ("stopped: timeout" if i % 2 else "cluster user with a fixed uid"))
@@ -238,7 +238,7 @@ def test_live_view_of_many_hosts_is_one_line_of_counts_and_the_hosts_at_work():
     shown = out.getvalue().splitlines()
     assert shown[0].split() == ["4096", "hosts", "2730", "done,", "683", "stopped,", "0", "waiting,", "683", "at", "work"]
     assert len(shown) == 1 + HOST_ROWS // 2 and shown[1].split()[0] == "h0000"
-    few = _Live(["a", "b"], None, quiet=False)
+    few = LiveView(["a", "b"], None, quiet=False)
     few.host("b", "done")
     out = io.StringIO()
     Console(file=out, width=100).print(few)

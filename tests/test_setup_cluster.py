@@ -351,3 +351,30 @@ def test_sysctl_persisted_then_converged_in_one_round_trip(setup_cluster, files,
     failed = setup(files, "--playbook", str(typo), "--no-verify")
     assert failed.returncode != 0 and "this kernel has no key net.core.somaxconnn" in failed.stdout
     assert "somaxconnn" not in setup_cluster.docker_exec("s1", "sh", "-c", "cat /etc/sysctl.d/*.conf; true")
+
+
+def test_pam_limits_counts_from_the_next_login_and_converges_in_one_round_trip(setup_cluster, files, tmp_path):
+    """The pam_limits operation on real nodes (issue 35 item 5, added by following the recipe):
+    the limits.d line written, the next SSH login (sshd's PAM session, Debian's pam_limits) gets
+    the limit, the second run changes nothing in one round trip. A soft nofile under the
+    container's hard limit: a container caps what a limit can raise (memlock is capped there)."""
+    playbook = tmp_path / "limits.yml"
+    playbook.write_text(
+        "- hosts: all\n  become: true\n  tasks:\n"
+        "    - pam_limits: {domain: '*', type: soft, item: nofile, value: 1234, file: 90-provision-test}\n"
+    )
+    inventory, known = files
+    login = ["-i", str(inventory), "--known-hosts", str(known), "--json"]
+    before = json.loads(run_cli("run", "s1", *login, "--shell", "ulimit -Sn").stdout)["hosts"][0]["stdout"].strip()
+    assert before != "1234", before
+    done = setup(files, "--playbook", str(playbook), "--no-verify")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for node in SETUP_NODES:
+        written = setup_cluster.docker_exec(node, "cat", "/etc/security/limits.d/90-provision-test.conf")
+        assert written == "*\tsoft\tnofile\t1234\n", written
+    after = json.loads(run_cli("run", "all", *login, "--shell", "ulimit -Sn").stdout)["hosts"]
+    assert {host["host"]: host["stdout"].strip() for host in after} == dict.fromkeys(SETUP_NODES, "1234"), after
+    again = setup(files, "--playbook", str(playbook), "--no-verify")
+    assert {h: (r["changed"], r["round_trips"]) for h, r in recap(again).items()} == {n: (0, 1) for n in SETUP_NODES}
+    for node in SETUP_NODES:
+        setup_cluster.docker_exec(node, "rm", "-f", "/etc/security/limits.d/90-provision-test.conf")

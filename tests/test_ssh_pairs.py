@@ -52,7 +52,7 @@ def test_a_stopped_node_is_counted_as_not_checked_never_dropped():
     from rich.console import Console
 
     from provision.checks.ssh_pairs import PairResult, unchecked_pairs
-    from provision.cli.setup_cmd import _print_recap
+    from provision.cli.setup_view import print_recap
     from provision.cluster_setup import SetupResult
     from provision.engine.recap import Recap, RunReport
 
@@ -65,7 +65,7 @@ def test_a_stopped_node_is_counted_as_not_checked_never_dropped():
     recap = [Recap(n, ok=3) for n in healthy] + [Recap("nw4", failed=1)]
     done = SetupResult(RunReport(recap=recap), pairs=tried + not_tried, stopped=stopped)
     out = io.StringIO()
-    _print_recap(Console(file=out, width=300), done)
+    print_recap(Console(file=out, width=300), done)
     assert (
         "BatchMode SSH: 12/12 ordered pairs connect; 12 of the 24 not checked: "
         "nw4 failed at task 'jupyter_server_config.py of each user'"
@@ -76,5 +76,5 @@ def test_a_stopped_node_is_counted_as_not_checked_never_dropped():
     )
     assert len(everyone.pairs) == 24  # all four stopped: the line still says so, 0/0 tried
     out = io.StringIO()
-    _print_recap(Console(file=out, width=300), everyone)
+    print_recap(Console(file=out, width=300), everyone)
     assert "BatchMode SSH: 0/0 ordered pairs connect; 24 of the 24 not checked" in out.getvalue()

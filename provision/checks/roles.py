@@ -9,6 +9,9 @@
 - **Jupyter**: how each user reaches their server (the SSH tunnel command, or the HTTPS URL).
 
 Scripts are built and parsed by pure functions; nodes run them in parallel, one round trip each.
+What a node reports is framed with the run's nonce (:mod:`provision.transport.frames`): one frame
+per export read (``nfs INDEX``) and per clone measured (``du INDEX``), one per marker the server
+made (``made INDEX``); a frame its script cannot print is refused.
 """
 
 from __future__ import annotations
@@ -22,16 +25,17 @@ from typing import Any
 
 from provision.engine.membership import verified_addresses
 from provision.engine.script import remote_command, stdin_for
-from provision.operations.base import check_user
+from provision.errors import ParseError
+from provision.inventory.model import check_user
 from provision.operations.conda import clone_name
 from provision.operations.nfs import check_export_path
 from provision.templating.filters import jupyter_socket
 from provision.text import is_number, printable, shown_value
+from provision.transport.frames import frame_line, frame_record, frame_setup, new_nonce, split_frames
 from provision.transport.options import HostFailure
 from provision.transport.parallel import fan_out
 
 MARKER = ".provision-nfs-check"  # + "." + 16 random hex digits, one name per run
-_LINE = re.compile(r"^@(nfs|du) (\S+) (\S+) ?(.*)\Z")
 
 
 @dataclass(frozen=True)
@@ -58,55 +62,73 @@ def read_marker(marker: str) -> str:
 
 
 def node_script(
-    exports: list[str], server_address: str | None, token: str | None, clones: list[tuple[str, str]], marker_name: str = ""
+    exports: list[str],
+    server_address: str | None,
+    token: str | None,
+    clones: list[tuple[str, str]],
+    marker_name: str = "",
+    nonce: str = "",
 ) -> str:
-    """The script a node runs as root: for each export path, how it reads the marker ``marker_name``
-    (``mount`` or ``nfs-cat``) and what it read; for each (user, env name) clone, its size in MB."""
-    lines = ["set -u"]
+    """The script a node runs as root: for the ``N``-th export path a frame ``nfs N`` saying how it
+    read the marker ``marker_name`` (``mount``, ``nfs-cat`` or ``none``) and what it read; for the
+    ``N``-th (user, env name) clone a frame ``du N`` with its size in MB (or ``absent``)."""
+    lines = ["set -u", frame_setup(nonce or new_nonce())]
     if token is not None and server_address:
         if not re.fullmatch(re.escape(MARKER) + r"\.[0-9a-f]{16}", marker_name):
             raise ValueError(f"marker name {shown_value(marker_name)} is not {MARKER}.<16 hex digits>")
-        for path in exports:
+        for index, path in enumerate(exports):
             path = check_export_path(path)
             marker = f"{path}/{marker_name}"
             url = f"nfs://{server_address}{marker}?version=4"
+            mounted = frame_record("nfs", index, body="mount %s", words=(f'"$({read_marker(marker)} | head -n 1)"',))
+            served = frame_record("nfs", index, body="nfs-cat %s", words=('"$(printf \'%s\' "$r" | head -c 200 | head -n 1)"',))
             lines.append(
                 f'if awk -v p={_q(path)} \'$5 == p {{ for (i = 7; i <= NF; i++) if ($i == "-" && $(i+1) ~ /^nfs/) f = 1 }} '
-                "END { exit !f }' /proc/self/mountinfo; "
-                f"then printf '@nfs %s mount %s\\n' {_q(path)} \"$({read_marker(marker)} | head -n 1)\"; "
+                f"END {{ exit !f }}' /proc/self/mountinfo; then {mounted}; "
                 # Retries: NFSv4 clients starting at the same moment can collide (NFS4ERR_STALE_CLIENTID),
                 # and a server that just (re)started is in its grace period for a few seconds.
                 "elif command -v nfs-cat >/dev/null 2>&1; then "
-                f"for i in 1 2 3 4 5; do r=$(timeout 20 nfs-cat {_q(url)} 2>&1) && break; sleep $i; done; "
-                f"printf '@nfs %s nfs-cat %s\\n' {_q(path)} \"$(printf '%s' \"$r\" | head -c 200 | head -n 1)\"; "
-                f"else printf '@nfs %s none\\n' {_q(path)}; fi"
+                f"for i in 1 2 3 4 5; do r=$(timeout 20 nfs-cat {_q(url)} 2>&1) && break; sleep $i; done; {served}; "
+                f"else {frame_record('nfs', index, body='none')}; fi"
             )
-    for user, name in clones:
+    for index, (user, name) in enumerate(clones):
         check_user(user)
         env = f'"$h/.conda/envs/"{_q(name)}'
         # Measured as the user: a link she planted in her home leads only where she may read.
         size = 'cd / && [ -d "$1" ] && du -sm -- "$1" 2>/dev/null | cut -f1'
+        measured = frame_record("du", index, body="%s", words=('"$s"',))
         lines.append(
             f"h=$(getent passwd {_q(user)} | cut -d: -f6); "
             f'if [ -n "$h" ] && s=$(runuser -u {_q(user)} -- sh -c {_q(size)} sh {env} </dev/null) && [ -n "$s" ]; '
-            f"then printf '@du %s %s %s\\n' {_q(user)} {_q(name)} \"$s\"; "
-            f"else printf '@du %s %s absent\\n' {_q(user)} {_q(name)}; fi"
+            f"then {measured}; else {frame_record('du', index, body='absent')}; fi"
         )
     return "\n".join(lines) + "\n"
 
 
-def parse_node(text: str) -> tuple[dict[str, tuple[str, str]], dict[tuple[str, str], str]]:
-    """``({path: (how, what was read)}, {(user, env): size or 'absent'})`` from the node's output."""
-    nfs, du = {}, {}
-    for line in text.splitlines()[:500]:
-        match = _LINE.match(line)
-        if not match:
-            continue
-        kind, a, b, rest = match.groups()
-        if kind == "nfs":
-            nfs[a] = (b, printable(rest, 200))
+def parse_node(
+    text: str, nonce: str, exports: list[str], clones: list[tuple[str, str]]
+) -> tuple[dict[str, tuple[str, str]], dict[tuple[str, str], str]]:
+    """``({path: (how, what was read)}, {(user, env): size or 'absent'})`` from the output of
+    :func:`node_script` with ``nonce``, ``exports`` and ``clones``. What comes outside the frames is
+    ignored (a login banner); a frame the script cannot print (another label, an index it was not
+    given, a second frame for one index, a way of reading it does not know) raises
+    :class:`ParseError`."""
+    nfs: dict[str, tuple[str, str]] = {}
+    du: dict[tuple[str, str], str] = {}
+    for frame in split_frames(text, nonce):
+        wanted = {"nfs": exports, "du": clones}.get(frame.label)
+        if wanted is None or len(frame.numbers) != 1 or frame.numbers[0] >= len(wanted):
+            raise ParseError("role check", f"unexpected frame {shown_value(frame.label[:40])} {list(frame.numbers)}")
+        thing, body = wanted[frame.numbers[0]], frame.body.split("\n", 1)[0]
+        if thing in (nfs if frame.label == "nfs" else du):
+            raise ParseError("role check", f"{frame.label} {frame.numbers[0]} reported twice")
+        if frame.label == "nfs":
+            how, _, read = body.partition(" ")
+            if how not in ("mount", "nfs-cat", "none"):
+                raise ParseError("role check", f"nfs {frame.numbers[0]}: read by {shown_value(how[:40])}")
+            nfs[thing] = (how, printable(read, 200))
         else:
-            du[(a, b)] = printable(rest, 40) or b
+            du[thing] = printable(body, 40) or "absent"
     return nfs, du
 
 
@@ -166,25 +188,32 @@ def jupyter_lines(
     return out
 
 
-def write_markers(exports: list[str], marker_name: str, token: str) -> str:
+def write_markers(exports: list[str], marker_name: str, token: str, nonce: str = "") -> str:
     """The server's script: the marker created in each export with noclobber (``set -C``: refused,
-    never overwritten, where that name exists), ``@made INDEX`` for each one created."""
-    lines = []
+    never overwritten, where that name exists), a frame ``made INDEX`` for each one created."""
+    lines = [frame_setup(nonce or new_nonce())]
     for index, path in enumerate(exports):
         marker = _q(f"{check_export_path(path)}/{marker_name}")
         lines.append(
             # 0644 from its creation (umask): a chmod after it would follow a link a user with write
             # access to the export swapped in at that name (e.g. to /etc/shadow).
-            f"if (umask 022; set -C; printf '%s' {_q(token)} >{marker}) 2>&1; then echo '@made {index}'; "
+            f"if (umask 022; set -C; printf '%s' {_q(token)} >{marker}) 2>&1; then {frame_line('made', index)}; "
             f"else echo {_q(f'{path}/{marker_name} exists or cannot be created')}; exit 1; fi"
         )
     return "\n".join(lines) + "\n"
 
 
-def made_markers(stdout: str, exports: list[str], marker_name: str) -> list[str]:
-    """The markers the server's script says it created (only those are removed afterwards)."""
-    indexes = {int(m) for m in re.findall(r"^@made (\d+)$", stdout, re.M)}
-    return [f"{path}/{marker_name}" for index, path in enumerate(exports) if index in indexes]
+def made_markers(stdout: str, exports: list[str], marker_name: str, nonce: str) -> list[str]:
+    """The markers the server's script (run with ``nonce``) says it created (only those are
+    removed afterwards); a frame it cannot print (another label, an unknown index) is not believed."""
+    made = {f.numbers[0] for f in split_frames(stdout, nonce) if f.label == "made" and len(f.numbers) == 1}
+    return [f"{path}/{marker_name}" for index, path in enumerate(exports) if index in made]
+
+
+def _said(stdout: str, nonce: str) -> str:
+    """What the server's script printed besides its frames (why a marker could not be made)."""
+    frames = f"@@{nonce}@@ "
+    return "; ".join(line for line in stdout.splitlines()[-20:] if line and not line.startswith(frames))
 
 
 def _users(ctx: dict) -> list[dict]:
@@ -249,11 +278,13 @@ def role_summary(
         }
         lines.append(SummaryLine("nfs", server, f"NFS server: {label.get(kind, 'unknown')}; exports {', '.join(exports)}"))
         server_address = variables[server].get("nfs_server_address") or next(iter(verified_addresses(run)), None)
+        nonce = new_nonce()
         try:
-            done = run.session.run(remote_command(True), stdin_for(write_markers(exports, marker_name, token), True, password))
-            made = made_markers(done.stdout, exports, marker_name)
+            script = write_markers(exports, marker_name, token, nonce)
+            done = run.session.run(remote_command(True), stdin_for(script, True, password))
+            made = made_markers(done.stdout, exports, marker_name, nonce)
             if done.exit_code != 0:
-                said = "; ".join(line for line in done.stdout.splitlines()[-20:] if line and not line.startswith("@made "))
+                said = _said(done.stdout, nonce)
                 lines.append(SummaryLine("nfs", server, f"could not write the marker: {printable(said[-200:], 200)}", False))
                 token = None
         except HostFailure as failure:
@@ -271,12 +302,15 @@ def role_summary(
         paths = exports if token and name != server else []
         out: list[SummaryLine] = []
         if paths or clones:
-            script = node_script(paths, server_address, token, clones, marker_name)
+            nonce = new_nonce()
+            script = node_script(paths, server_address, token, clones, marker_name, nonce)
             try:
                 done = run.session.run(remote_command(True), stdin_for(script, True, password))
-                nfs, du = parse_node(done.stdout)
+                nfs, du = parse_node(done.stdout, nonce, paths, clones)
             except HostFailure as failure:
                 return [SummaryLine("summary", name, f"unreachable: {failure}", False)]
+            except ParseError as error:
+                return [SummaryLine("summary", name, printable(str(error), 300), False)]
             mounts = {
                 r.get("path"): r for r in (run.registered.get("nfs_mounts") or {}).get("results", []) if isinstance(r, dict)
             }

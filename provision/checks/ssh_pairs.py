@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from provision.engine.script import remote_command, stdin_for
-from provision.operations.base import check_user
+from provision.inventory.model import check_user
 from provision.text import is_number, shown_value
 from provision.transport.options import HostFailure
 from provision.transport.parallel import fan_out

@@ -49,7 +49,7 @@ COMMANDS = (
         "plan_cmd",
         "Show which rank is bound to which cores, and which GPU it drives: racks → hosts → sockets.",
     ),
-    Command("slurm-nodes", "plan_cmd", "slurm.conf NodeName lines from facts, in slurmd -C's format, with Gres=gpu:N."),
+    Command("slurm-nodes", "slurm_cmd", "slurm.conf NodeName lines from facts, in slurmd -C's format, with Gres=gpu:N."),
     Command(
         "setup-cluster",
         "setup_cmd",

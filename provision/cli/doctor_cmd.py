@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -13,28 +12,6 @@ from provision.cli import command_table, options as opt
 from provision.cli.output import fail
 
 commands = command_table()
-_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
-
-
-def print_checks(results, console, strict: bool = False) -> int:
-    """The table (check, status, hosts, detail) and the verdict line; returns the exit code."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    from provision.doctor.verdict import verdict
-
-    table = Table(show_lines=False)
-    for column in ("check", "status", "hosts", "detail"):
-        table.add_column(column, overflow="fold")
-    for result in results:
-        style = _STYLE[result.status]
-        table.add_row(
-            escape(result.name), f"[{style}]{result.status}[/{style}]", escape(", ".join(result.hosts)), escape(result.detail)
-        )
-    console.print(table)
-    line, code = verdict(results, strict)
-    console.print(f"[{'bold red' if code else 'green'}]{escape(line)}[/]")
-    return code
 
 
 @commands.command(
@@ -142,10 +119,8 @@ def doctor(
     ssh_config: opt.SshConfig,
 ) -> None:
     """Check that the nodes are ready for one multi-node training job, comparing them with each other."""
-    from provision.cli.output import stdout, write_or_print
-    from provision.doctor.perf import perf_settings
-    from provision.doctor.runner import doctor as run_doctor
-    from provision.doctor.service import doctor_request, node_check_script, report_target, slurm_host as find_slurm_host
+    from provision.cli.doctor_view import show
+    from provision.doctor.service import DoctorRequest, diagnose
     from provision.errors import ProvisionError
 
     page_out = None if report_page is None or str(report_page) == "-" else report_page
@@ -156,107 +131,33 @@ def doctor(
             raise fail("--from-json draws a saved run's page: add --report FILE")
         if drain or perf or as_json or node_script is not None:
             raise fail("--from-json draws a saved run and stops: leave out --perf, --drain, --json and --node-script")
-        from provision.doctor.service import saved_page
-
-        try:
-            page = saved_page(from_json)
-        except ProvisionError as error:
-            raise fail(str(error)) from None
-        _write_page(page, page_out)
-        return
-    if node_script is not None:
-        if drain or perf or as_json or report_page is not None:
-            raise fail(
-                "--node-script writes the node check from the facts and stops: leave out --drain, --perf, --json and --report"
-            )
-        try:
-            script = node_check_script(inventory, hosts or [], facts_dir)
-        except ProvisionError as error:
-            raise fail(str(error)) from None
-        write_or_print(script, None if str(node_script) == "-" else node_script, "node check")
-        return
+    if node_script is not None and (drain or perf or as_json or report_page is not None):
+        raise fail("--node-script writes the node check from the facts and stops: leave out --drain, --perf, --json and --report")
     if slurm_host is not None and not drain:
         raise fail("--slurm-host says where --drain runs scontrol: add --drain")
+    request = DoctorRequest(
+        inventory,
+        hosts or [],
+        user,
+        dataset or [],
+        deep,
+        pairwise_fanout,
+        perf,
+        rounds,
+        budget,
+        perf_port,
+        drain,
+        slurm_host,
+        document=as_json,
+        page=report_page is not None,
+        page_file=page_out,
+        strict=strict,
+        node_script=node_script is not None,
+        facts_dir=facts_dir,
+        from_json=from_json,
+    )
     try:
-        drain_on = find_slurm_host(inventory, slurm_host) if drain else None
-        targets, settings = doctor_request(
-            inventory,
-            hosts or [],
-            opt.settings(ctx),
-            user=user,
-            datasets=dataset,
-            deep=deep,
-            pairwise_fanout=pairwise_fanout,
-            perf=perf_settings(perf, rounds, budget, perf_port),
-        )
-        if page_out is not None:
-            report_target(page_out)
+        outcome = diagnose(request, opt.settings(ctx))
     except ProvisionError as error:
         raise fail(str(error)) from None
-    if not targets:
-        raise fail("no hosts: name some or give an inventory with -i")
-    run = run_doctor(targets, settings)
-    report = None
-    if drain_on is not None:
-        from provision.doctor.drain import apply_marks, drain_plan
-
-        try:
-            report = apply_marks(drain_plan(run), drain_on, settings.ssh)
-        except ProvisionError as error:
-            raise fail(str(error)) from None
-    if timings:
-        typer.echo(json.dumps({"doctor_timings": run.timings()}), err=True)
-    shown = None
-    if as_json or report_page is not None:
-        from provision.doctor.service import run_document
-
-        shown = run_document(run, targets, inventory, strict=strict, drain=report)
-    if as_json:
-        typer.echo(json.dumps(shown, indent=2))
-        code = shown["verdict"]["exit_code"]
-    elif page_out is None and report_page is not None:
-        code = shown["verdict"]["exit_code"]  # --report -: the page is stdout
-    else:
-        code = print_checks(run.results, stdout(), strict)
-        if report is not None:
-            code = print_marks(report, stdout()) or code
-    if report_page is not None:
-        from provision.doctor.page import report_page as page_of
-
-        _write_page(page_of(shown), page_out)
-    raise typer.Exit(code)
-
-
-def _write_page(page: str, path: Path | None) -> None:
-    """The report page on stdout (``None``) or written to ``path`` (atomically, never through a link)."""
-    from provision.cli.output import write_or_print
-    from provision.errors import ProvisionError
-
-    try:
-        write_or_print(page, path, "report")
-    except ProvisionError as error:  # a link planted there since the run started
-        raise fail(str(error)) from None
-
-
-def print_marks(report, console) -> int:
-    """What --drain did, one line per node (drains, resumes, nodes left alone, nodes not reached,
-    links at fault); 1 when the Slurm host could not be read or an scontrol failed."""
-    from rich.markup import escape
-
-    from provision.plans.slurm_marks import OUTCOMES
-
-    if report.error:
-        console.print(f"[bold red]not drained: {escape(report.error)}[/]")
-        return 1
-    for host, mark in report.marks.items():
-        if mark.outcome == "up":
-            continue
-        said = f"{host}: {OUTCOMES[mark.outcome]}" + (f" ({mark.detail})" if mark.detail else "")
-        console.print(escape(f"slurm: {said}"), highlight=False)
-    for host, why in report.plan.not_reached.items():
-        console.print(escape(f"slurm: {host}: not reached, not drained ({why})"), highlight=False)
-    for link in report.plan.links:
-        console.print(
-            escape(f"slurm: link {link.a}-{link.b}: {link.verdict}, neither node drained ({link.why})"), highlight=False
-        )
-    return 0 if report.ok else 1
+    raise typer.Exit(show(outcome, as_json=as_json, strict=strict, timings=timings, page_out=page_out, script_out=node_script))

@@ -1,4 +1,4 @@
-"""`provision rankfile`, `launch`, `topology`, `slurm-nodes`: plans from facts."""
+"""`provision rankfile`, `launch`, `topology`: plans from facts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from provision.cli import command_table, options as opt
-from provision.cli.output import error, fail, note, stderr, warn, write_or_print, wrote
+from provision.cli.output import fail, note, stderr, warn, write_or_print, wrote
 
 commands = command_table()
 
@@ -26,30 +26,26 @@ HostsArgument = Annotated[
 ]
 
 
-def make_plan(ctx: typer.Context, dims_text: str, hosts: str | None, probe: bool, allow_no_gpu: bool, no_affinity: bool):
-    """The inventory and the rank plan (:func:`provision.plans.service.rank_plan`, probing now with
-    the command's settings under ``probe``); the plan's warnings on stderr.
-
-    Hosts that could not be probed: one line each, exit 1 (the others' facts are saved).
-    """
-    from provision.plans.service import PlanRequest, rank_plan
-    from provision.probe.cached import ProbeFailed, ProbeSettings
+def plan_request(ctx: typer.Context, dims_text: str, hosts: str | None, probe: bool, allow_no_gpu: bool, no_affinity: bool):
+    """What to plan (:class:`provision.plans.service.PlanRequest`), probing now with the command's
+    settings under ``probe``."""
+    from provision.plans.service import PlanRequest
+    from provision.probe.cached import ProbeSettings
 
     settings = opt.settings(ctx)
     prober = ProbeSettings(settings.ssh, settings.forks, settings.workers) if probe else None
-    request = PlanRequest(dims_text, hosts, settings.inventory, settings.facts_dir, prober, allow_no_gpu, not no_affinity)
-    try:
-        inv, plan = rank_plan(request)
-    except ProbeFailed as problem:
-        raise fail(str(problem), code=1) from None
-    for warning in plan.warnings:
-        warn(str(warning))
-    return inv, plan
+    return PlanRequest(dims_text, hosts, settings.inventory, settings.facts_dir, prober, allow_no_gpu, not no_affinity)
 
 
 def now() -> str:
     """The time a generated file is stamped with."""
     return dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def failed(problem) -> typer.Exit:
+    """One line for a plan that could not be made: exit 1 where hosts could not be probed (the
+    others' facts are saved) or too few were healthy, else 2 (bad input)."""
+    return fail(str(problem), code=getattr(problem, "code", 2))
 
 
 @commands.command(
@@ -90,10 +86,16 @@ def rankfile(
         return
     if dims is None:
         raise fail("give dims XxYxZ (or --check FILE)")
-    from provision.plans.rankfile import render_rankfile
+    from provision.errors import ProvisionError
+    from provision.plans.service import rankfile_text
 
-    _, plan = make_plan(ctx, dims, hosts, probe, allow_no_gpu, no_gpu_affinity)
-    write_or_print(render_rankfile(plan, now()), output, "rank file")
+    try:
+        plan, text = rankfile_text(plan_request(ctx, dims, hosts, probe, allow_no_gpu, no_gpu_affinity), now())
+    except ProvisionError as problem:
+        raise failed(problem) from None
+    for warning in plan.warnings:
+        warn(str(warning))
+    write_or_print(text, output, "rank file")
 
 
 @commands.command(
@@ -186,76 +188,45 @@ def launch(
     ssh_config: opt.SshConfig,
 ) -> None:
     """Print (or --run) the mpirun command for a rank file made from the facts."""
-    from provision.launch.export_lint import export_warnings
-    from provision.launch.job import LaunchOptions, launch_output
-    from provision.plans.nics import plan_nics
+    from provision.cli.doctor_view import print_checks
+    from provision.errors import ProvisionError
+    from provision.launch.job import LaunchOptions
+    from provision.launch.service import LaunchHooks, LaunchRequest, launch as start
 
-    if pick_healthy or perf:
-        from provision.cli.healthy_cmd import healthy_hosts
-
-        hosts = healthy_hosts(dims, hosts, opt.settings(ctx), perf, budget)
-    inv, plan = make_plan(ctx, dims, hosts, probe, allow_no_gpu, no_gpu_affinity)
+    if run and fmt is not None:
+        raise fail(f"--run starts mpirun itself; with --format {fmt}, run the printed command (on the first host)")
     options = LaunchOptions(
         list(command or []), export, iface, ddl_mode, dev_sync, dump_iter, report_bindings, allow_run_as_root, rankfile_out,
         own_gpu_only,
     )  # fmt: skip
-    nic_plan = plan_nics(plan, iface, common_rails=common_rails)  # a PlanError (no common interface, rails differ) exits 2
-    for line in nic_plan.notes:
-        note(line)
-    for line in export_warnings(plan, nic_plan, export, own_gpu_only=own_gpu_only):
-        warn(line)
-    if run and fmt is not None:
-        raise fail(f"--run starts mpirun itself; with --format {fmt}, run the printed command (on the first host)")
-    output, job = launch_output(plan, nic_plan, options, fmt, now())  # refuses bad options before anything is written
-    _write(output.files)
-    for line in output.notes:
-        stderr().print(f"provision: {line}", highlight=False, soft_wrap=True, markup=False)
-    if job is None:  # --format: the command (or batch script) to run where the user chooses
-        typer.echo(output.command, nl=False)
-        return
-    settings = opt.settings(ctx)
-    first = inv.resolve([plan.hosts[0].host])[0]
-    if not run:
-        from provision.launch.mpirun import root_message
-        from provision.launch.runner import login_user
-
-        if login_user(first, settings.ssh) == "root" and not allow_run_as_root:
-            warn(root_message(first.name, "root"))
-        typer.echo(output.command, nl=False)
-        return
-    if not no_doctor:
-        _doctor_gate(inv.resolve([host.host for host in plan.hosts]), settings)
-    from provision.launch.runner import run_from_first_host
-
-    raise typer.Exit(
-        run_from_first_host(
-            first, settings.ssh, plan, job.remote, job.argv, allow_run_as_root=allow_run_as_root, check=report_bindings
-        )
+    request = LaunchRequest(
+        plan_request(ctx, dims, hosts, probe, allow_no_gpu, no_gpu_affinity),
+        options,
+        common_rails,
+        fmt,
+        run,
+        no_doctor,
+        pick_healthy,
+        perf,
+        budget,
+        now(),
     )
-
-
-def _write(files) -> None:
-    """Write each launch file atomically and say so (an old file is kept as FILE~)."""
-    from provision.files import write_atomic
-
-    for file in files:
-        wrote(file.what, Path(file.path), write_atomic(Path(file.path), file.text))
-
-
-def _doctor_gate(hosts, settings) -> None:
-    """doctor's fast checks before a launch: a failed check stops it (its table on stderr, exit 1);
-    nodes that cannot all SSH to each other are a warning (mpirun then starts every daemon itself)."""
-    from provision.cli.doctor_cmd import print_checks
-    from provision.doctor.runner import fast_checks
-
-    results = fast_checks(hosts, settings.ssh, settings.forks)
-    if any(result.status == "fail" for result in results):
-        print_checks(results, stderr())
+    hooks = LaunchHooks(warn=warn, note=note, say=_say, wrote=wrote)
+    try:
+        done = start(request, opt.settings(ctx), hooks)
+    except ProvisionError as problem:
+        raise failed(problem) from None
+    if done.checks:  # doctor's fast checks stopped a --run
+        print_checks(done.checks, stderr())
         stderr().print("provision: not launched: a doctor check failed (--no-doctor to launch anyway)", markup=False)
-        raise typer.Exit(1)
-    for result in results:
-        if result.name == "pairwise ssh" and result.status == "warn":  # the nodes cannot all reach each other
-            warn(f"{result.name}: {result.detail}")
+    if done.command is not None:
+        typer.echo(done.command, nl=False)
+    raise typer.Exit(done.exit_code)
+
+
+def _say(line: str) -> None:
+    """What the launch did, one stderr line (``provision: ...``)."""
+    stderr().print(f"provision: {line}", highlight=False, soft_wrap=True, markup=False)
 
 
 @commands.command(
@@ -280,79 +251,12 @@ def topology(
     ssh_config: opt.SshConfig,
 ) -> None:
     """Show which rank is bound to which cores, and which GPU it drives: racks → hosts → sockets."""
-    from provision.cli.output import stdout
-    from provision.errors import PlanError
-    from provision.plans.nics import plan_nics
-    from provision.plans.picture import rich_tree, svg
+    from provision.cli.plan_view import show_topology
+    from provision.errors import ProvisionError
+    from provision.plans.service import topology as drawn
 
-    _, plan = make_plan(ctx, dims, hosts, probe, allow_no_gpu, no_gpu_affinity)
     try:
-        nic_plan = plan_nics(plan)
-    except PlanError as problem:  # no common interface: the NICs are still worth drawing
-        note(str(problem))
-        nic_plan = plan_nics(plan, iface="", common_rails=True)
-    for line in nic_plan.notes:
-        note(line)
-    stdout().print(rich_tree(plan, nic_plan))
-    if svg_out is not None:
-        write_or_print(svg(plan), svg_out, "picture")
-
-
-def fact_host_names(hosts: list[str] | None, inventory: Path | None, facts_dir: Path) -> list[str]:
-    """The hosts a facts-only command covers: those named, else every host of the inventory, else
-    (no inventory) every host with facts in ``facts_dir``; never an empty list."""
-    from provision.cli.targets import resolve_targets
-    from provision.probe.store import cached_hosts
-
-    inv, targets = resolve_targets(inventory, hosts or [])
-    names = [host.name for host in targets] if (hosts or inv.path is not None) else cached_hosts(facts_dir)
-    if not names:
-        raise fail(f"no hosts: name some, give an inventory (-i), or probe hosts into {facts_dir}/ first")
-    return names
-
-
-def facts_of(patterns: list[str] | None, inventory: Path | None, facts_dir: Path) -> tuple[list, list[str]]:
-    """Facts of the named hosts and groups (none named: as :func:`fact_host_names`), and one error
-    line per host without."""
-    from provision.errors import FactsError
-    from provision.probe.store import load_host
-
-    found, errors = [], []
-    for name in fact_host_names(patterns, inventory, facts_dir):
-        try:
-            found.append(load_host(facts_dir, name, inventory))
-        except FactsError as problem:
-            errors.append(str(problem))
-    return found, errors
-
-
-@commands.command(
-    "slurm-nodes",
-    epilog="Examples:\n\n  provision slurm-nodes gpu > nodes.conf && cat nodes.conf >> /etc/slurm/slurm.conf\n\n"
-    "  provision slurm-nodes -i inventory/hosts.yml all",
-)
-def slurm_nodes(
-    hosts: HostsArgument = None,
-    *,
-    inventory: opt.Inventory,
-    facts_dir: opt.FactsDir,
-) -> None:
-    """slurm.conf NodeName lines from facts, in slurmd -C's format, with Gres=gpu:N.
-
-    All or nothing: every host's facts are read first, and nothing is printed unless all of them
-    are there, so a failed run appended to slurm.conf leaves no partial list behind."""
-    from provision.plans.slurm import identity_problems, slurm_node_line, uneven_note
-
-    found, problems = facts_of(hosts, inventory, facts_dir)
-    problems.extend(identity_problems(found).values())  # a reserved word or another host's name
-    if problems:
-        for problem in problems[:-1]:
-            error(problem)
-        count = len(found) + len(problems)
-        counted = f" ({len(problems)} of {count} hosts have no usable facts)" if count > 1 else ""
-        raise fail(f"{problems[-1]}{counted}; nothing printed")
-    for facts in found:
-        typer.echo(slurm_node_line(facts))
-        uneven = uneven_note(facts)
-        if uneven:
-            warn(uneven)
+        shown = drawn(plan_request(ctx, dims, hosts, probe, allow_no_gpu, no_gpu_affinity))
+    except ProvisionError as problem:
+        raise failed(problem) from None
+    show_topology(shown, svg_out)

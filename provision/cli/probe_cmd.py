@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from provision.cli import command_table, options as opt
-from provision.cli.output import error, fail, stderr, stdout
+from provision.cli.output import fail
 from provision.text import shown_value
 
 commands = command_table()
@@ -68,101 +68,37 @@ def probe(
     alloc_wait: Annotated[int, typer.Option("--alloc-wait", help="--via slurm: seconds to wait for the allocation.")] = 60,
 ) -> None:
     """Collect each host's real hardware over SSH (one connection, one command per host)."""
+    from provision.cli.probe_view import Progress, show
     from provision.errors import ProvisionError
-    from provision.probe.service import ProbeRequest, collect, replay_facts_dir
+    from provision.probe.service import ProbeRequest, collect
 
     settings = opt.settings(ctx)
-    request = ProbeRequest(facts_dir, hosts or [], forks=settings.forks, workers=settings.workers, save=save)
+    request = ProbeRequest(
+        facts_dir, hosts or [], settings.inventory, forks=settings.forks, workers=settings.workers, save=save, ssh=settings.ssh
+    )
     if replay_dir is not None:
         request.replay_dir = replay_dir
-        if not opt.facts_dir_named(ctx):  # never over the live facts of real hosts with the same names
-            request.facts_dir = replay_facts_dir(replay_dir)
+        if not opt.facts_dir_named(ctx):  # DIR.facts beside the captures, never the live facts of real hosts
+            request.facts_dir = None
     elif via == "slurm":
         if hosts:
             raise fail("--via slurm probes the nodes Slurm allocates: name them with --nodelist, not as arguments")
-        from provision.cli.targets import resolve_targets
-
-        _, submits = resolve_targets(inventory, [via_host])
-        if len(submits) != 1:
-            raise fail(f"--via-host {via_host}: name one submit host, not {len(submits)}")
         from provision.probe.slurm import SlurmRequest
 
-        request.submit, request.slurm = submits[0], SlurmRequest(partition, nodelist, nodes, alloc_wait)
-        request.ssh = settings.ssh
+        request.slurm, request.via_host = SlurmRequest(partition, nodelist, nodes, alloc_wait), via_host
     elif via != "ssh":
         raise fail(f"--via {shown_value(via)}: ssh or slurm")
     elif partition or nodelist or nodes:
         raise fail("--partition, --nodelist and --nodes choose Slurm nodes: add --via slurm")
-    else:
-        from provision.cli.targets import resolve_targets
-
-        _, request.targets = resolve_targets(inventory, hosts or [])
-        if not request.targets:
-            raise fail("no hosts: name some (provision probe localhost) or give an inventory with -i")
-        request.ssh = settings.ssh
+    progress = Progress(shown=not as_json and sys.stderr.isatty())  # rich's bar only on a terminal
     try:
-        if len(request.targets) > 1 and not as_json and sys.stderr.isatty():  # rich's bar only on a terminal
-            run = _with_progress(request)
-        else:
-            run = collect(request)
-    except ProvisionError as problem:  # a missing capture folder; a Slurm allocation that failed (its own code)
+        with progress:
+            run = collect(request, on_start=progress.start, on_done=progress.advance)
+    except ProvisionError as problem:  # bad input; a missing capture folder; a Slurm allocation that failed (its own code)
         raise fail(str(problem), code=getattr(problem, "code", 2)) from None
-    _show(run, request, as_json=as_json, table=table, quiet=quiet, topology=topology)
+    show(run, save, as_json=as_json, table=table, quiet=quiet, topology=topology)
     if not run.ok:
         raise typer.Exit(1)
-
-
-def _with_progress(request):
-    """Probe with a progress bar on the terminal, refreshed by each result (not by a thread of its
-    own: worker processes are forked)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from provision.probe.service import collect
-
-    columns = (TextColumn("probing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=stderr(), transient=True, auto_refresh=False) as progress:
-        task = progress.add_task("probe", total=len(request.targets))
-
-        def advance(_result) -> None:
-            progress.advance(task)
-            progress.refresh()
-
-        return collect(request, on_done=advance)
-
-
-def _show(run, request, *, as_json: bool, table: bool, quiet: bool, topology: bool) -> None:
-    """JSON, the table or the summary on stdout; the failures once on stderr (the table: one line
-    per host; the summary: one line per distinct error, hosts folded)."""
-    from provision.cli.probe_view import failure_groups, summary_lines, use_summary
-    from provision.probe.report import failure_lines, results_json
-
-    results = run.results
-    summary = use_summary(results, quiet, table)
-    saved = request.save and len(run.unsaved) < sum(r.ok for r in results)
-    if as_json:
-        typer.echo(results_json(results))
-    else:
-        from provision.probe.report import print_table, print_topology
-
-        if summary:
-            for line in summary_lines(results):
-                typer.echo(line)
-        else:
-            print_table(results, stdout())
-        if topology or (len(results) == 1 and not summary):  # asked for, or one host's table
-            for result in results:
-                if result.facts is not None:
-                    print_topology(result.facts, stdout())
-        if saved:
-            typer.echo(f"facts saved in {request.facts_dir}/")
-    failures = failure_groups(results) if summary and not as_json else failure_lines(results)
-    if failures:
-        from rich.markup import escape
-
-        for line in failures:
-            stderr().print(escape(line), highlight=False, soft_wrap=True, style="red")
-    for line in run.unsaved:
-        error(line)
 
 
 @commands.command(

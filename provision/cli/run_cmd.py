@@ -3,7 +3,6 @@ copied to them (pdcp); as root with --become, identical outputs folded with --fo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -69,38 +68,16 @@ def run(
     name, exit 1 if any failed."""
     import getpass
 
-    from provision.cli.targets import resolve_targets
+    from provision.cli.run_view import show
+    from provision.engine.adhoc import AdhocRequest, run_request
     from provision.errors import ProvisionError
-    from provision.transport.adhoc import command_text
 
-    try:
-        text = None if copy is not None and not command and shell is None else command_text(command, shell)
-    except ValueError as error:
-        raise fail(str(error)) from None
-    names = [name.strip() for name in hosts.split(",") if name.strip()]
-    _, targets = resolve_targets(inventory, names)
-    if not targets:
-        raise fail("no hosts: name some, or give an inventory with -i")
-    if copy is not None and text is not None:
-        raise fail("give a command or --copy FILE, not both")
-    password = getpass.getpass("BECOME password: ") if ask_become_pass else None
     settings = opt.settings(ctx)
-    from provision.engine.adhoc import AdhocJob, report_lines, run_job  # the engine: once the hosts are known
-
-    job = AdhocJob(text, copy, dest, become or ask_become_pass, password)
+    request = AdhocRequest(hosts, settings.inventory, tuple(command or ()), shell, copy, dest, become)
+    ask = (lambda: getpass.getpass("BECOME password: ")) if ask_become_pass else None
     try:
-        results = run_job(targets, job, settings.ssh, settings.forks)
+        done = run_request(request, settings.ssh, settings.forks, ask)
     except ProvisionError as error:
         raise fail(str(error)) from None
-    if as_json:
-        typer.echo(
-            json.dumps({"command": text, "copy": str(copy) if copy else None, "hosts": [r.__dict__ for r in results]}, indent=2)
-        )
-    else:
-        for to_stderr, line in report_lines(results, folded):
-            typer.echo(line, err=to_stderr)
-    failed = [result.host for result in results if not result.ok]
-    if failed:
-        if not as_json:
-            typer.echo(f"provision: {len(failed)} of {len(results)} hosts failed: {', '.join(failed)}", err=True)
+    if not show(done, folded, as_json):
         raise typer.Exit(1)

@@ -1,4 +1,5 @@
-"""`provision slurm-gres`: gres.conf (and the slurm.conf lines it needs) from probed facts."""
+"""`provision slurm-nodes` and `provision slurm-gres`: slurm.conf's node lines, and gres.conf (with
+the slurm.conf lines it needs), from probed facts."""
 
 from __future__ import annotations
 
@@ -9,9 +10,42 @@ import typer
 
 from provision import __version__
 from provision.cli import command_table, options as opt
-from provision.cli.output import error, warn, write_or_print
+from provision.cli.output import error, fail, warn, write_or_print
 
 commands = command_table()
+HostsArgument = Annotated[
+    list[str],
+    typer.Argument(help="Hosts or groups (default: every host of the inventory; without one, every host in --facts-dir)."),
+]
+
+
+@commands.command(
+    "slurm-nodes",
+    epilog="Examples:\n\n  provision slurm-nodes gpu > nodes.conf && cat nodes.conf >> /etc/slurm/slurm.conf\n\n"
+    "  provision slurm-nodes -i inventory/hosts.yml all",
+)
+def slurm_nodes(
+    hosts: HostsArgument = None,
+    *,
+    inventory: opt.Inventory,
+    facts_dir: opt.FactsDir,
+) -> None:
+    """slurm.conf NodeName lines from facts, in slurmd -C's format, with Gres=gpu:N.
+
+    All or nothing: every host's facts are read first, and nothing is printed unless all of them
+    are there, so a failed run appended to slurm.conf leaves no partial list behind."""
+    from provision.plans.service import slurm_nodes as node_lines
+
+    found = node_lines(hosts or [], inventory, facts_dir)
+    if found.problems:
+        for problem in found.problems[:-1]:
+            error(problem)
+        counted = f" ({len(found.problems)} of {found.hosts} hosts have no usable facts)" if found.hosts > 1 else ""
+        raise fail(f"{found.problems[-1]}{counted}; nothing printed")
+    for line in found.lines:
+        typer.echo(line)
+    for note in found.notes:
+        warn(note)
 
 
 @commands.command(
@@ -20,10 +54,7 @@ commands = command_table()
     "  provision slurm-gres gpu -i inventory/hosts.yml      # the hosts of group gpu",
 )
 def slurm_gres(
-    hosts: Annotated[
-        list[str],
-        typer.Argument(help="Hosts or groups (default: every host of the inventory; without one, every host in --facts-dir)."),
-    ] = None,
+    hosts: HostsArgument = None,
     *,
     inventory: opt.Inventory,
     facts_dir: opt.FactsDir,
@@ -44,11 +75,9 @@ def slurm_gres(
     A host whose GPUs are unknown (nvidia-smi failed) is left out with an error line (exit 1);
     a GPU whose socket is unknown gets no Cores= and a warning.
     """
-    from provision.cli.plan_cmd import facts_of
-    from provision.plans.gres import plan_gres
+    from provision.plans.service import gres
 
-    facts, errors = facts_of(hosts, inventory, facts_dir)
-    plan = plan_gres(facts, __version__)
+    plan, errors = gres(hosts or [], inventory, facts_dir, __version__)
     for note in plan.notes:
         warn(note)
     for problem in [*errors, *plan.errors]:

@@ -1,5 +1,12 @@
-"""`provision doctor` below the command line: the hosts and the checked :class:`DoctorSettings` of
-one run, from what the user typed (the run itself is :func:`provision.doctor.runner.doctor`)."""
+"""`provision doctor` below the command line, in one call (:func:`diagnose`): the hosts and the
+checked :class:`DoctorSettings` of one run from what the user typed, the run itself
+(:func:`provision.doctor.runner.doctor`), what ``--drain`` marks in Slurm, the ``--json`` document
+and the ``--report`` page; or, without a run, ``--node-script``'s script or a saved run's page.
+The CLI checks which options go together and prints. Example::
+
+    outcome = diagnose(DoctorRequest(Path("inventory/hosts.yml"), ["gpu"], document=True), connection)
+    print(outcome.document["verdict"]["exit_code"])
+"""
 
 from __future__ import annotations
 
@@ -7,14 +14,17 @@ import json
 import os
 import stat
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from provision import defaults
 from provision.doctor.mounts import inventory_exports
 from provision.doctor.runner import DoctorSettings
-from provision.doctor.sources import anaconda_prefixes, check_dataset, check_job_user
+from provision.doctor.sources import anaconda_prefixes, check_dataset
 from provision.errors import ProvisionError
-from provision.inventory.model import Host, open_inventory
+from provision.inventory.model import Host, check_user, open_inventory
+from provision.inventory.targets import resolve_targets
 from provision.playbook.variables import Variables
 from provision.text import shown_value
 
@@ -22,6 +32,90 @@ if TYPE_CHECKING:
     from provision.doctor.drain import DrainReport
     from provision.doctor.perf import PerfSettings
     from provision.doctor.runner import DoctorRun
+
+
+@dataclass(frozen=True)
+class DoctorRequest:
+    """What the user asked of doctor: the ``hosts`` typed (names, groups, patterns of the
+    ``inventory``; none: all), the job ``user``, ``datasets`` (``deep``: hash a sample), the
+    pairwise fan-out, ``--perf`` and its ``rounds``/``budget``/``perf_port``, ``--drain`` (on
+    ``slurm_host``); whether the ``document`` (--json) and the report ``page`` are wanted
+    (``page_file``: where it goes, checked before the run; ``strict``: warnings fail); or, without
+    a run, ``node_script`` (from the facts in ``facts_dir``) or the page of ``from_json``."""
+
+    inventory: Path | None = None
+    hosts: list[str] = field(default_factory=list)
+    user: str | None = None
+    datasets: list[str] = field(default_factory=list)
+    deep: bool = False
+    pairwise_fanout: int | None = None
+    perf: bool = False
+    rounds: int | None = None
+    budget: str | None = None
+    perf_port: int = defaults.PERF_PORT
+    drain: bool = False
+    slurm_host: str | None = None
+    document: bool = False
+    page: bool = False
+    page_file: Path | None = None
+    strict: bool = False
+    node_script: bool = False
+    facts_dir: Path = defaults.FACTS_DIR
+    from_json: Path | None = None
+
+
+@dataclass
+class DoctorOutcome:
+    """What one doctor call gives: the ``run`` (its hosts ``targets``), what ``--drain`` did
+    (``drained``), the ``--json`` ``document`` and the report ``page`` when asked; or only the
+    node check ``script`` (``--node-script``) or the ``page`` of a saved run (``--from-json``)."""
+
+    run: DoctorRun | None = None
+    targets: list[Host] = field(default_factory=list)
+    drained: DrainReport | None = None
+    document: dict | None = None
+    page: str | None = None
+    script: str | None = None
+
+
+def diagnose(request: DoctorRequest, connection) -> DoctorOutcome:
+    """One ``provision doctor`` as ``request`` says, over ``connection`` (its ``ssh`` and
+    ``forks``). Bad input (an option's value, a host name, a report path that cannot be written)
+    raises :class:`ProvisionError` before any host is reached."""
+    if request.from_json is not None:
+        return DoctorOutcome(page=saved_page(request.from_json))
+    if request.node_script:
+        return DoctorOutcome(script=node_check_script(request.inventory, request.hosts, request.facts_dir))
+    from provision.doctor.perf import perf_settings
+    from provision.doctor.runner import doctor
+
+    drain_on = slurm_host(request.inventory, request.slurm_host) if request.drain else None
+    targets, settings = doctor_request(
+        request.inventory,
+        request.hosts,
+        connection,
+        user=request.user,
+        datasets=request.datasets,
+        deep=request.deep,
+        pairwise_fanout=request.pairwise_fanout,
+        perf=perf_settings(request.perf, request.rounds, request.budget, request.perf_port),
+    )
+    if request.page_file is not None:
+        report_target(request.page_file)
+    if not targets:
+        raise ProvisionError("no hosts: name some or give an inventory with -i")
+    outcome = DoctorOutcome(doctor(targets, settings), targets)
+    if drain_on is not None:
+        from provision.doctor.drain import apply_marks, drain_plan
+
+        outcome.drained = apply_marks(drain_plan(outcome.run), drain_on, settings.ssh)
+    if request.document or request.page:
+        outcome.document = run_document(outcome.run, targets, request.inventory, strict=request.strict, drain=outcome.drained)
+    if request.page:
+        from provision.doctor.page import report_page
+
+        outcome.page = report_page(outcome.document)
+    return outcome
 
 
 def doctor_request(
@@ -39,12 +133,11 @@ def doctor_request(
     ``ssh`` and ``forks``. --user and --dataset are checked here, once (ProvisionError: exit 2);
     the inventory's Anaconda prefixes are looked at first, and the inventory's NFS exports must be
     mounted from their server on each client; ``perf``: doctor --perf's settings (checked)."""
-    inv = open_inventory(inventory)
-    targets = inv.resolve(patterns)
+    inv, targets = resolve_targets(inventory, patterns)
     variables = Variables(inv)  # read once: the Anaconda prefixes and the NFS exports both come from it
     settings = DoctorSettings(
         ssh=connection.ssh,
-        user=check_job_user(user) if user else "",
+        user=check_user(user, "--user") if user else "",
         datasets=tuple(check_dataset(path) for path in datasets or []),
         deep=deep,
         forks=connection.forks,
@@ -80,7 +173,7 @@ def node_check_script(inventory: Path | None, patterns: list[str], facts_dir: Pa
     from provision.probe.store import load_host
 
     found, missing = [], []
-    for host in open_inventory(inventory).resolve(patterns):
+    for host in resolve_targets(inventory, patterns)[1]:
         try:
             found.append(load_host(facts_dir, host.name))
         except FactsError as error:

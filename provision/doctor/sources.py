@@ -1,8 +1,8 @@
 """The steps doctor adds to probe's gather script, each next to its pure parser.
 
 The script runs as ``sh -s -- JOB_USER [DATASET...]``: the user name and dataset paths (checked
-at the edge by :func:`check_job_user` / :func:`check_dataset`) reach the steps as positional
-parameters, never as shell text. Cheap by design: /proc and sysfs reads are builtins, globs list
+at the edge by :func:`provision.inventory.model.check_user` / :func:`check_dataset`) reach the
+steps as positional parameters, never as shell text. Cheap by design: /proc and sysfs reads are builtins, globs list
 libraries without running anything; the dataset manifest is one ``find | sort | awk | md5sum``.
 """
 
@@ -15,7 +15,6 @@ from provision.doctor.model import GpuHealth, Limits, Manifest, Software
 from provision.doctor.mounts import holding_mount, parse_mountinfo
 from provision.errors import ParseError, ProvisionError
 from provision.facts.registry import Fact
-from provision.inventory.model import USER_NAME
 from provision.text import is_number, shown_value
 
 CLOCK_START = Fact("doctor-clock-0", (), "date +%s.%N", "the node's clock as the script starts")
@@ -95,16 +94,6 @@ def anaconda_prefixes(variables: Any, hosts: list) -> tuple[str, ...]:
             if isinstance(entry, dict) and entry.get("prefix"):
                 seen[check_prefix(entry["prefix"], "anaconda prefix (inventory)")] = None
     return tuple(seen)
-
-
-def check_job_user(user: str) -> str:
-    """The job user named by ``--user``, safe to pass to the node (the inventory's rule for a user
-    name, :data:`provision.inventory.model.USER_NAME`), else ProvisionError naming the option. Not
-    :func:`provision.operations.base.check_user` (a playbook's user or group argument): importing
-    the operations would cost doctor's start the whole operation registry."""
-    if not USER_NAME.match(user):
-        raise ProvisionError(f"--user {shown_value(user)}: not a user name (letters, digits, ._- after a letter)")
-    return user
 
 
 def check_dataset(path: str) -> str:
@@ -235,7 +224,10 @@ def parse_clock(text: str, source: str = CLOCK_START.name) -> float:
     return float(value)
 
 
-CLOCK_END.parses(lambda text: parse_clock(text, CLOCK_END.name))
+@CLOCK_END.parses
+def parse_clock_end(text: str) -> float:
+    """Seconds since the epoch from ``date +%s.%N``, as the script ends."""
+    return parse_clock(text, CLOCK_END.name)
 
 
 def clock_offset(sent: float, node_start: float, node_end: float, received: float) -> tuple[float, float]:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import shlex
 
-from provision.operations.base import HOME_VAR, check_user
+from provision.inventory.model import check_user
+from provision.operations.base import HOME_VAR
 
 
 def home_users(shell: str) -> list[str]:

@@ -20,18 +20,20 @@ import hashlib
 import os
 import shlex
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from provision.engine.acting import on_stdin
 from provision.engine.script import BECOME_FAILED, remote_command, stdin_for, write_command
-from provision.errors import ProvisionError
+from provision.errors import ArgumentError, ProvisionError
 from provision.inventory.model import Host
-from provision.operations.base import ArgumentError, Write, check_path
+from provision.inventory.targets import resolve_targets
+from provision.operations.base import Write, check_path
 from provision.operations.paths import walk_prelude
 from provision.plans.hostlist import HostlistError, fold
 from provision.text import shown, shown_value
-from provision.transport.adhoc import AdhocResult, run_adhoc
+from provision.transport.adhoc import AdhocResult, run_adhoc, typed_command
 from provision.transport.options import SshOptions
 
 COPY_LIMIT = 64 * 1024 * 1024  # bytes: a file to spread with pdcp, not a dataset (that is what NFS is for)
@@ -47,6 +49,52 @@ class AdhocJob:
     dest: str | None = None
     become: bool = False
     password: str | None = None
+
+
+@dataclass(frozen=True)
+class AdhocRequest:
+    """What ``provision run`` was asked: the ``hosts`` as typed (names, groups, patterns,
+    comma-separated) of the ``inventory``; the program's words (``argv``) or the user's own
+    ``shell`` text, or a file to ``copy`` to ``dest``; as root with ``become``."""
+
+    hosts: str
+    inventory: Path | None = None
+    argv: tuple[str, ...] = ()
+    shell: str | None = None
+    copy: Path | None = None
+    dest: str | None = None
+    become: bool = False
+
+
+@dataclass(frozen=True)
+class AdhocRun:
+    """What ran (``command``: the shell text; ``copy``: the file copied) and each host's result, in
+    host order."""
+
+    command: str | None
+    copy: Path | None
+    results: list[AdhocResult]
+
+
+def run_request(
+    request: AdhocRequest, options: SshOptions, forks: int, ask_password: Callable[[], str] | None = None
+) -> AdhocRun:
+    """One ``provision run``: the command or copy checked, the hosts resolved (a typo of an
+    inventory name refused), the sudo password asked (``ask_password``, which also means
+    --become), then :func:`run_job`. Bad input raises :class:`ProvisionError` before any host."""
+    copying = request.copy is not None and not request.argv and request.shell is None
+    try:
+        text = None if copying else typed_command(list(request.argv), request.shell)
+    except ValueError as error:
+        raise ProvisionError(str(error)) from None
+    _, targets = resolve_targets(request.inventory, [name.strip() for name in request.hosts.split(",") if name.strip()])
+    if not targets:
+        raise ProvisionError("no hosts: name some, or give an inventory with -i")
+    if request.copy is not None and text is not None:
+        raise ProvisionError("give a command or --copy FILE, not both")
+    password = ask_password() if ask_password is not None else None
+    job = AdhocJob(text, request.copy, request.dest, request.become or ask_password is not None, password)
+    return AdhocRun(text, request.copy, run_job(targets, job, options, forks))
 
 
 def copy_script(source: Path, dest: str, become: bool = False) -> str:

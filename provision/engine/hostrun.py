@@ -1,5 +1,9 @@
 """One host's run: what is known of its state (:mod:`provision.engine.statecache`), the changes
-decided but not yet applied, and its results.
+decided but not yet applied, and its results. This is where a task's **read** (step 2 of
+:mod:`provision.engine.task`) and **apply** (step 5) meet the host: :meth:`HostRun.need` reads,
+:meth:`HostRun.plan` queues, :meth:`HostRun.flush` applies, each in one framed round trip
+(:func:`provision.engine.script.build_script`), and :meth:`HostRun._verify` puts each applied
+change's exit status and output on its task's result (step 6, on the host).
 
 Facts are read in as few framed round trips as possible: everything the host's tasks are known
 to need is read in the first. A task decides only on facts no change planned since their reading
@@ -13,7 +17,6 @@ failed), in task order, so the live output never contradicts the recap.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,33 +37,13 @@ from provision.engine.statecache import ANYTHING, IDENTITY, StateCache, scope_of
 from provision.engine.uploads import send_uploads
 from provision.errors import ParseError
 from provision.inventory.model import Host
-from provision.operations.base import StateKey, Write, mask_secrets
+from provision.operations.base import StateKey, mask_secrets
 from provision.operations.state import parse_state
 from provision.text import printable, shown_value
 from provision.transport.frames import new_nonce
 from provision.transport.options import HostFailure
 
-HOSTINFO = IDENTITY
 NO_LOG = "(no_log)"  # what a no_log task shows instead of a change, a diff or a failure
-
-
-def unified_diff(change: Write, host: str | None = None) -> str:
-    """The unified diff of a file change, secrets masked (or hidden entirely for secret files);
-    the headers name ``host`` (``--- w1:/etc/hosts (before)``) when given."""
-    path = f"{host}:{change.path}" if host else change.path
-    if change.secret and change.mask is None:
-        return f"--- {path}\n+++ {path}\n(content hidden: secret)\n"
-    shown = change.mask or (lambda text: text)  # a secret file with a mask: its secret lines hidden, the rest shown
-    try:
-        old = shown((change.old or b"").decode()).splitlines(keepends=True)
-        new = shown(change.content.decode()).splitlines(keepends=True)
-    except UnicodeDecodeError:
-        return f"--- {path}\n+++ {path}\n(binary content differs)\n"
-    if old == new and change.old != change.content:  # the mask hid both sides whole: say so, not an empty diff
-        return f"--- {path}\n+++ {path}\n(content hidden: secret)\n"
-    lines = difflib.unified_diff(old, new, f"{path} (before)" if change.old is not None else "/dev/null", path)
-    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-    return text if change.mask else mask_secrets(text)  # a file's own mask knows its secret lines
 
 
 ITEM_NAMES = ("name", "path", "prefix", "user", "dest")  # the first a loop item has labels it in output
@@ -242,7 +225,7 @@ class HostRun:
         as_root = as_root or any(step.become or step.user for step in steps)
         output = self._run_script(steps, keys, as_root)
         pending, self.pending = self.pending, []
-        self._settle(pending if apply else [], output)
+        self._verify(pending if apply else [], output)
         self.report_ready()
         epoch = self.cache.epoch if apply else 0  # in --check the host still shows the state before every change
         self._store_facts(keys, output, epoch)
@@ -280,7 +263,7 @@ class HostRun:
             raise HostFailed(reason[0])
         return output
 
-    def _settle(self, applied: list[tuple[Step, TaskResult]], output: Output) -> None:
+    def _verify(self, applied: list[tuple[Step, TaskResult]], output: Output) -> None:
         """Each applied change's output and outcome on its task's result; the host stops at a
         failed change, or when the connection was lost before the script's end."""
         done = {index: (code, text) for index, code, text in output.steps}

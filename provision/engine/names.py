@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from provision.engine.task import names_in
+from provision.engine.render import names_in
 from provision.inventory.model import Host
 from provision.playbook.model import Play
 from provision.playbook.variables import VariableError, Variables

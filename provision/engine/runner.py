@@ -7,12 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from provision import defaults
-from provision.engine.hostrun import HOSTINFO, HostFailed, HostRun, TaskResult
+from provision.engine.hostrun import HostFailed, HostRun, TaskResult
 from provision.engine.membership import HostCache, cache_folder, fill_hostvars, save_records, verified_key_problem
 from provision.engine.names import check_entry_keys, check_near_misses, own_fields, read_names
 from provision.engine.recap import RunReport, report_of
+from provision.engine.render import Render, names_in
 from provision.engine.selection import BadInput, check_tags, outline, tag_selected, tasks_before
-from provision.engine.task import Render, becomes, names_in, perform, predict
+from provision.engine.statecache import IDENTITY
+from provision.engine.task import becomes, perform, predict
 from provision.errors import NodeFault, ProvisionError, noting_faults
 from provision.inventory.model import Host, Inventory
 from provision.inventory.patterns import PatternError, select_hosts
@@ -223,7 +225,7 @@ class Runner:
         try:
             if not run.identity():
                 self._status(run, "reading state")
-                run.need([*self.prefetch.get(run.host.name, {}), HOSTINFO], self.root.get(run.host.name, False))
+                run.need([*self.prefetch.get(run.host.name, {}), IDENTITY], self.root.get(run.host.name, False))
                 verified = getattr(run.session, "verified_host_key", lambda: None)()
                 run.connected_address = getattr(run.session, "connected_address", lambda: None)()
                 problem = verified_key_problem(run.host.name, run.identity(), verified)

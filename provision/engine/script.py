@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 
 from provision.engine.acting import acting_user, on_stdin, refused, run_as
 from provision.errors import ParseError
-from provision.operations.base import PATH_KINDS, Run, StateKey, Write, check_user, home_prelude, quote, shell_path
+from provision.inventory.model import check_user
+from provision.operations.base import Run, StateKey, Write, home_prelude, quote, shell_path
 from provision.operations.paths import LOGIN_USER, path_read, walk_prelude
-from provision.operations.state import state_command
+from provision.operations.state import reads_path, state_command
 from provision.text import shown_value
 from provision.transport.frames import frame_line, frame_setup, split_frames
 
@@ -134,12 +135,12 @@ def build_script(steps: list[Step], keys: list[StateKey], nonce: str, as_root: b
         out.append(f"( {command}\n) </dev/null 2>&1; rc=$?")
         out.append(frame_line("rc", index, '"$rc"', newline_before=True))
         out.append('[ "$rc" -eq 0 ] || exit 0')
-    walked = [(index, key.arg, key.user) for index, key in enumerate(keys) if key.kind in PATH_KINDS]
+    walked = [(index, key.arg, key.user) for index, key in enumerate(keys) if reads_path(key)]
     if walked:  # every path's folders, walked in one stat for the whole round trip
         out.append(walk_prelude(walked, as_root).rstrip("\n"))
     for index, key in enumerate(keys):
         out.append(frame_line("fact", index))
-        own = path_read(key.kind, index, key.arg) if key.kind in PATH_KINDS else state_command(key)
+        own = path_read(key.kind, index, key.arg) if reads_path(key) else state_command(key)
         command = read_as(own, key.user, as_root, f"PROVISION_{nonce}_fact{index}")
         out.append(f"( {command}\n) </dev/null 2>/dev/null")
         out.append("printf '\\n'")

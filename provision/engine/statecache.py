@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision.facts.registry import fact
-from provision.operations.base import PATH_KINDS, UNKNOWN, Run, StateKey, UserEntry, Write, split_home
+from provision.operations.base import UNKNOWN, Run, StateKey, UserEntry, Write, split_home
 
 IDENTITY = StateKey("hostinfo")  # host name, addresses, host keys: read once, at the start of the run
 
@@ -37,6 +37,14 @@ def stable(key: StateKey) -> bool:
     try:
         return not key.arg and fact(key.kind).stable
     except KeyError:  # no such fact: nothing says it is stable
+        return False
+
+
+def _of_a_path(key: StateKey) -> bool:
+    """Whether ``key``'s fact is declared one of a path on the node (``Fact.path``)."""
+    try:
+        return fact(key.kind).path
+    except KeyError:  # no such fact: never read, nothing to trust
         return False
 
 
@@ -137,7 +145,7 @@ class StateCache:
             return False
         if any(stated == key for stated, _ in scope.stated):
             return True
-        if scope.paths is None or key.kind not in PATH_KINDS:  # a change that names its paths leaves other paths alone
+        if scope.paths is None or not _of_a_path(key):  # a change that names its paths leaves other paths alone
             return True
         return any(self._paths_overlap(key.arg, path) for path in scope.paths)
 

@@ -1,14 +1,29 @@
-"""A task's life on one host, in the order it happens (pyinfra v3: a task is decided when reached):
+"""A task's life on one host, in the order it happens (pyinfra v3: a task is decided when reached).
+:func:`perform` takes a task through all six steps; each is a function here or names the module
+that does it for a whole host at once:
 
-1. **render**: its variables, its loop items and its arguments (a template becomes a ``file``
-   with its content) — :class:`Render`;
-2. **state needed**: the facts its operation asks for, each read as the task's reader —
-   :func:`needed`;
-3. **decide**: the operation on those facts as they are now (the host reads what it does not
-   trust, after applying the pending changes first; the state model is
-   :mod:`provision.engine.statecache`) — :func:`decide`;
-4. **queue**: its changes wait on the host (:meth:`HostRun.plan`) and are applied in the next
-   round trip: when a later task needs a fact they may alter, or at the play's end.
+1. **render** its variables, loop items and arguments (a template becomes a ``file`` with its
+   content): :class:`provision.engine.render.Render`;
+2. **read** the facts its operation asks for, each as the task's reader (:func:`needed`): the
+   host reads what it does not trust (:meth:`HostRun.need <provision.engine.hostrun.HostRun.need>`;
+   what is trusted, and until when: :mod:`provision.engine.statecache`), after applying the
+   pending changes first, in one framed round trip (:func:`provision.engine.script.build_script`;
+   each fact's command and parser: the registry, :func:`provision.operations.state.parse_state`);
+3. **decide** the changes on those facts as they are now (:func:`decide`:
+   :meth:`Operation.decide <provision.operations.base.Operation.decide>`, pure);
+4. **diff**: what a file change does to the file, for ``--diff`` (:func:`unified_diff`, secrets
+   masked), and the commands ``-v`` shows;
+5. **apply**: the changes wait on the host (:func:`queue`, :meth:`HostRun.plan
+   <provision.engine.hostrun.HostRun.plan>`) and go in its next round trip (when a later task
+   needs a fact they may alter, or at the play's end: :meth:`HostRun.flush
+   <provision.engine.hostrun.HostRun.flush>`), each as its acting user
+   (:mod:`provision.engine.acting`: root never acts in a user's home), stopped at the first that
+   fails;
+6. **verify**: each applied change's exit status and output become its result
+   (``HostRun._verify``; a failure stops the host), reported in task order once final; after the
+   whole run, setup-cluster checks what the roles did, across nodes
+   (:mod:`provision.checks.roles`, :mod:`provision.checks.ssh_pairs`, from
+   :meth:`provision.cluster_setup.ClusterSetup.run`).
 
 --check takes the same path: nothing is applied, so a fact a planned change may have altered is
 not read again; the task is predicted on its last value (and said so).
@@ -23,96 +38,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
-from dataclasses import dataclass, field
-from pathlib import Path
+import difflib
 from typing import Any
 
-from provision.engine.hostrun import NO_LOG, HostFailed, HostRun, TaskResult, unified_diff
+from provision.engine.hostrun import NO_LOG, HostFailed, HostRun, TaskResult
+from provision.engine.render import NO_ITEM, Render, bad_input, names_in
 from provision.engine.script import LOGIN_USER, Step
-from provision.engine.selection import BadInput
 from provision.engine.verbosity import ran_text
-from provision.errors import NodeFault, ProvisionError, TemplateError
-from provision.inventory.model import Host
+from provision.errors import NodeFault, ProvisionError
+from provision.inventory.model import Host, check_user
 from provision.operations import OPERATIONS
-from provision.operations.base import UNKNOWN, ArgumentError, OperationError, StateKey, Write, check_path, check_user
+from provision.operations.base import UNKNOWN, OperationError, StateKey, Write, check_path, mask_secrets
 from provision.playbook.model import Play, Task
-from provision.playbook.variables import Variables
-from provision.resources import resource_dir
-from provision.templating import evaluate_when, render_template, render_value, template_loader, variables_in
-from provision.text import shown_value
-
-NO_ITEM = object()  # a task without a loop runs once, without ``item``
-
-
-# -- 1. render ---------------------------------------------------------------------------------
-@dataclass
-class Render:
-    """What a task's templates see: the inventory's and play's variables, ``run_tags``, and while
-    running the host's registered results and facts, ``hostvars`` and ``play_hosts``."""
-
-    variables: Variables
-    plays: list[Play]
-    play_hosts: list[list[Host]]
-    hostvars: dict[str, dict]  # a HostVars snapshot, replaced after each play (Runner.run)
-    tags: frozenset[str] | None = None
-    template_dirs: tuple = ()
-    # secrets asked at the prompt, by operation and user ({"jupyter_config": {"alice": "..."}}):
-    # given to that operation as its ``password`` argument, never written to a variable or a file
-    prompted: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
-    names: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)  # each play's host names, made once
-
-    def context(self, host: Host, play: Play, run: HostRun | None, item: Any = NO_ITEM) -> dict:
-        """Variables for one task on one host (``run`` None: before any host is touched)."""
-        ctx = self.variables.for_host(host, play.vars)
-        # Ansible's ansible_run_tags: what --tags asked for (["all"] without it), for a role that
-        # runs when asked by name or by an inventory variable.
-        ctx["run_tags"] = sorted(self.tags) if self.tags is not None else ["all"]
-        if run is not None:
-            ctx.update(run.registered)
-            ctx["facts"] = run.identity()
-            ctx["hostvars"] = self.hostvars
-            number = self.plays.index(play)
-            if number not in self.names:  # once per play, not per task and host (O(hosts²), issue 37)
-                self.names[number] = tuple(h.name for h in self.play_hosts[number])
-            ctx["play_hosts"] = self.names[number]
-        if item is not NO_ITEM:
-            ctx["item"] = item
-        return ctx
-
-    def arguments(self, task: Task, play: Play, ctx: dict) -> tuple[str, dict]:
-        """The operation and its rendered arguments (a template becomes a ``file`` with content)."""
-        if task.op == "command":
-            args = {k: render_value(v, ctx, shell=k in ("cmd", "unless")) for k, v in task.args.items()}
-        else:
-            args = render_value(dict(task.args), ctx)
-        asked = self.prompted.get(task.op, {})
-        user = args.get("user") if asked and isinstance(args, dict) else None
-        if isinstance(user, str) and user in asked and "password" not in args:
-            args = {**args, "password": asked[user]}
-        if task.op != "template":
-            return task.op, args
-        env = template_loader([*self.template_dirs, play.base / "templates"])
-        content = render_template(env, str(args.pop("src")), ctx)
-        return "file", {**args, "content": content}
-
-    def loop_items(self, task: Task, ctx: dict) -> list:
-        """The loop's items, or one run without ``item``."""
-        if task.loop is None:
-            return [NO_ITEM]
-        items = render_value(task.loop, ctx)
-        if not isinstance(items, list):
-            raise BadInput(f"{task.where}: loop must give a list, got {type(items).__name__}")
-        return items
-
-
-def names_in(value: Any) -> set[str]:
-    """The top-level variable names the templates inside ``value`` (dicts and lists walked) use."""
-    if isinstance(value, dict):
-        return set().union(*(names_in(v) for v in value.values())) if value else set()
-    if isinstance(value, list):
-        return set().union(*(names_in(v) for v in value)) if value else set()
-    return variables_in(value) if isinstance(value, str) else set()
+from provision.templating import evaluate_when, render_value
 
 
 def becomes(task: Task, play: Play) -> bool:
@@ -120,7 +58,7 @@ def becomes(task: Task, play: Play) -> bool:
     return bool((task.become if task.become is not None else play.become) or task.become_user)
 
 
-# -- 2. state needed ---------------------------------------------------------------------------
+# -- 2. read: the facts needed, as whom ------------------------------------------------------
 def partial_requests(task: Task, ctx: dict) -> list[StateKey]:
     """Facts of a task whose arguments are only partly known yet (e.g. a path known, the
     keys from other hosts not): enough to read its state in the first round trip."""
@@ -203,26 +141,6 @@ def predict(render: Render, play: Play, task: Task, host: Host, deferred: set[st
     return predicted
 
 
-def bad_input(variables: Variables, task: Task, host: Host, error: BaseException) -> BadInput:
-    """The error of a task's arguments, named where the user wrote the values it refused
-    (``hosts.yml:12 (nfs_server)``), and at the task's file:line unless that is provision's
-    own playbook (a path inside the install says nothing to a user). A template error (a filter
-    refusing a setting, in the arguments or in ``when:``) is named so when its text names one of
-    the task's variables (``slurm: controller: ...``)."""
-    whens = task.when if isinstance(task.when, list) else [task.when]
-    conditions = ["{{ " + w + " }}" for w in whens if isinstance(w, str)]
-    names = sorted(names_in([task.args, task.loop, conditions])) if isinstance(error, (ArgumentError, TemplateError)) else []
-    named = [name for name in names if re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w/.-])", str(error))]
-    if not named and isinstance(error, ArgumentError):  # an argument's own check may not name its variable
-        named = names
-    origins = [f"{where} ({name})" for name in named if (where := variables.origin(host, name))]
-    if not origins:
-        return BadInput(f"{task.where}: task {shown_value(task.name)} on {host.name}: {error}")
-    builtin = Path(task.where.rsplit(":", 1)[0]).parent == resource_dir("playbooks")
-    at = f"task {shown_value(task.name)}" + ("" if builtin else f" at {task.where}") + f", host {host.name}"
-    return BadInput(f"{'; '.join(origins)}: {error} ({at})")
-
-
 def needed(run: HostRun, keys: list[StateKey], reader: str, as_root: bool) -> tuple[dict, list[StateKey]]:
     """The facts ``keys`` as the operation names them, read as ``reader`` where that matters,
     and those unknown (--check only: a planned change may have altered them)."""
@@ -267,9 +185,10 @@ def decide(run: HostRun, operation, args: dict, reader: str, as_root: bool, resu
 def perform(
     render: Render, play: Play, task: Task, run: HostRun, notified: list[str] | None, wanted: list[StateKey], diff: bool
 ) -> None:
-    """Run ``task`` on ``run``'s host: each loop item rendered, its state read, decided and its
-    changes queued; ``wanted``: the facts the tasks after it are known to need (read in the same
-    round trip when it must read). Registers its result; a failure stops the host
+    """Take ``task`` through its life on ``run``'s host (see the module): each loop item rendered,
+    its state read, decided, its changes diffed and queued for the next round trip, which applies
+    and verifies them; ``wanted``: the facts the tasks after it are known to need (read in the
+    same round trip when it must read). Registers its result; a failure stops the host
     (:class:`HostFailed`) after applying what earlier tasks decided."""
     become = task.become if task.become is not None else play.become
     run.wanted = dict.fromkeys(wanted)
@@ -291,20 +210,20 @@ def perform(
                 result.status = "skipped"
                 run.finish(result)
                 continue
-            op, args = render.arguments(task, play, ctx)
+            op, args = render.arguments(task, play, ctx)  # 1. render
             user = render_value(task.become_user, ctx) if task.become_user else None
             user = check_user(user) if user else None  # a template may render to none: no switch
             operation = OPERATIONS[op]
             args = operation.check_args(args)
             reader = user or ("root" if become else LOGIN_USER)
-            changes, exact = decide(run, operation, args, reader, bool(become or user), result)
+            changes, exact = decide(run, operation, args, reader, bool(become or user), result)  # 2. read, 3. decide
         except HostFailed:
             result.status, result.message = "aborted", "host stopped"
             run.finish(result)
             raise
         except Exception as error:  # noqa: BLE001 - bad args, render errors, host errors: this task fails
             fail(run, result, error)
-        queue(run, result, changes, (become, user), exact, diff)
+        queue(run, result, changes, (become, user), exact, diff)  # 4. diff, 5. apply (6. verified when applied)
         if changes or result.status == "changed":
             result.status = "changed"
             if notified is not None:
@@ -320,9 +239,30 @@ def perform(
         )
 
 
+# -- 4. diff, 5. apply ---------------------------------------------------------------------------
+def unified_diff(change: Write, host: str | None = None) -> str:
+    """The unified diff of a file change, secrets masked (or hidden entirely for secret files);
+    the headers name ``host`` (``--- w1:/etc/hosts (before)``) when given."""
+    path = f"{host}:{change.path}" if host else change.path
+    if change.secret and change.mask is None:
+        return f"--- {path}\n+++ {path}\n(content hidden: secret)\n"
+    shown = change.mask or (lambda text: text)  # a secret file with a mask: its secret lines hidden, the rest shown
+    try:
+        old = shown((change.old or b"").decode()).splitlines(keepends=True)
+        new = shown(change.content.decode()).splitlines(keepends=True)
+    except UnicodeDecodeError:
+        return f"--- {path}\n+++ {path}\n(binary content differs)\n"
+    if old == new and change.old != change.content:  # the mask hid both sides whole: say so, not an empty diff
+        return f"--- {path}\n+++ {path}\n(content hidden: secret)\n"
+    lines = difflib.unified_diff(old, new, f"{path} (before)" if change.old is not None else "/dev/null", path)
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    return text if change.mask else mask_secrets(text)  # a file's own mask knows its secret lines
+
+
 def queue(run: HostRun, result: TaskResult, changes: list, acting: tuple[bool, str | None], exact: bool, diff: bool) -> None:
-    """Step 4: the changes wait on the host, each to run as ``acting`` says (become, become_user),
-    and ``result`` tells what they are (a no_log task: that there are some)."""
+    """Steps 4 and 5: ``result`` tells what the changes are (a no_log task: that there are some;
+    ``diff``: each file change's diff), and they wait on the host, each to run as ``acting`` says
+    (become, become_user), until its next round trip applies them (:meth:`HostRun.flush`)."""
     for change in changes:
         run.plan(change, result, Step(change, *acting), exact)
         result.changes.append(change.describe if not result.no_log else NO_LOG)

@@ -13,7 +13,8 @@ The same declaration says how the rest of provision uses it, so nothing else nam
   check, a node that differs from the others earning ``differ`` (``"fail"`` or ``"warn"``);
 - ``setup-cluster`` reads any fact by name: a :class:`StateKey(kind, arg)
   <provision.operations.base.StateKey>` is the fact named ``kind`` (:func:`fact`); one declared
-  ``stable`` is read once per run (no change of a run alters it).
+  ``stable`` is read once per run (no change of a run alters it); one declared ``path`` (its
+  argument a path on the node) is read behind the walk of the folders above it.
 
 Two shapes, one class:
 
@@ -70,7 +71,8 @@ class Fact:
     one gives exit 127: "not installed" is a normal answer), the sh ``command`` (a constant, or a
     function of the fact's argument), what it is for (``describe``) and its pure ``parse``r; then,
     each optional, how probe keeps and shows it (``column``, ``shown``), how doctor compares it
-    (``compared``, ``differ``) and whether setup-cluster may trust it for a whole run (``stable``)."""
+    (``compared``, ``differ``), whether setup-cluster may trust it for a whole run (``stable``) and
+    whether its argument is a path on the node (``path``)."""
 
     name: str
     needs: tuple[str, ...]
@@ -82,6 +84,10 @@ class Fact:
     compared: str = ""  # "software" or "hardware": doctor's check that wants it alike on every node
     differ: str = "fail"  # what a node that differs from the others earns in that check
     stable: bool = False  # no change of a setup-cluster run alters it: read once, trusted all run
+    # Its argument is a path on the node: setup-cluster reads it behind the walk of the folders
+    # above the path (provision.operations.paths), and a change that names the paths it touches
+    # leaves the facts of other paths trusted.
+    path: bool = False
     module: str = field(init=False, repr=False)  # the module that declares it
     position: int = field(init=False, repr=False)  # its place among the facts declared
 
@@ -154,6 +160,8 @@ def _declaration_problem(fact: Fact) -> str:
     """What is wrong with a declaration ("" when nothing): each use it declares must be possible."""
     if not _NAME.fullmatch(fact.name):
         return "a fact name is letters, digits and ._+- (it names a capture file)"
+    if fact.path and not fact.takes_arg:
+        return "a fact of a path takes the path as its argument"
     if fact.column and fact.takes_arg:
         return "only a fixed fact can be kept by probe (a column)"
     if fact.compared and not fact.column:

@@ -83,5 +83,13 @@ def parse_ip_addr(addr_text: str, link_text: str) -> tuple[NetInterface, ...]:
 
 
 # Each of the pair alone: the other's lines missing mean "down" or "no address", never an error.
-IP_ADDR.parses(lambda text: parse_ip_addr(text, ""))
-IP_LINK.parses(lambda text: parse_ip_addr("", text))
+@IP_ADDR.parses
+def parse_addresses(text: str) -> tuple[NetInterface, ...]:
+    """The interfaces ``ip -o addr show`` names, with their addresses (state unknown: down)."""
+    return parse_ip_addr(text, "")
+
+
+@IP_LINK.parses
+def parse_links(text: str) -> tuple[NetInterface, ...]:
+    """The interfaces ``ip -o link show`` names, with their state (no addresses)."""
+    return parse_ip_addr("", text)

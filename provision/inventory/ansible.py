@@ -233,3 +233,41 @@ def read_ansible_inventory(path: Path) -> ImportedInventory:
             _walk_yaml(builder, str(group), body, data.key_lines.get(group, 1))
         return builder.build()
     return _parse_ini(path, text)
+
+
+@dataclass
+class Conversion:
+    """``provision inventory import``: the inventory as provision's YAML (``text``), what was
+    dropped or left out (``warnings``), and the files written (``(what, path, where the file it
+    replaced was kept)``), none without an output file."""
+
+    text: str
+    warnings: list[str]
+    written: list[tuple[str, Path, Path | None]]
+
+
+def convert(source: Path, output: Path | None) -> Conversion:
+    """Convert the Ansible inventory ``source``: with ``output``, write it there (atomically; an
+    existing file kept as FILE~) and each group's own variables to ``group_vars/<group>.yml``
+    beside it; without, only the text (the group variables then left out, said in a warning)."""
+    import yaml
+
+    from provision.files import write_atomic
+    from provision.inventory.model import inventory_to_yaml
+
+    imported = read_ansible_inventory(source)
+    done = Conversion(inventory_to_yaml(imported.inventory), list(imported.warnings), [])
+    if output is None:
+        if imported.group_vars:
+            done.warnings.append(
+                f"the variables of group(s) {', '.join(imported.group_vars)} are not in this output: "
+                "give -o FILE to write them to group_vars/<group>.yml beside it"
+            )
+        return done
+    done.written.append(("inventory", output, write_atomic(output, done.text)))
+    for group, variables in imported.group_vars.items():
+        target = output.parent / "group_vars" / f"{group}.yml"
+        target.parent.mkdir(exist_ok=True)
+        text = yaml.safe_dump(variables, sort_keys=False, default_flow_style=False)
+        done.written.append((f"group_vars of {group}", target, write_atomic(target, text)))
+    return done

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from provision.errors import InventoryError
+from provision.errors import ArgumentError, InventoryError
 from provision.text import shown_value
 from provision.yaml_lines import LineDict, load_yaml_with_lines
 
@@ -96,6 +96,21 @@ class Inventory:
     def rack_order(self) -> list[str]:
         """All rack hosts, rack 1 first, as rank_gen expects its host list."""
         return [name for rack in self.racks for name in rack.hosts]
+
+
+def check_user(name: Any, what: str = "user") -> str:
+    """``name`` if it is a safe user or group name (:data:`USER_NAME`), else :class:`ArgumentError`
+    naming ``what`` (an operation's argument, ``--user``): the one rule for a user name, wherever
+    it comes from (the inventory, a playbook, the command line).
+
+    >>> check_user("alice")
+    'alice'
+    """
+    if not isinstance(name, str) or not USER_NAME.match(name):
+        raise ArgumentError(
+            f"{what} name {shown_value(name)} may only hold letters, digits, '.', '_', '-' (and not start with '-')"
+        )
+    return name
 
 
 def check_host_name(name: str, where: str) -> str:

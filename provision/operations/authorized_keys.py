@@ -33,9 +33,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from provision.errors import UnsafeFileError
+from provision.errors import ArgumentError, UnsafeFileError
 from provision.files import read_regular
-from provision.operations.base import ArgumentError
 from provision.text import shown_value
 
 OWN_MARK = "provision-own-key"

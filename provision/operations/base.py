@@ -11,16 +11,16 @@ are checked here and always quoted (:func:`shell_path`), never passed raw to a s
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from provision.errors import ProvisionError
+from provision.errors import ArgumentError, ProvisionError
 from provision.text import is_number, printable, shown_value
 
-USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}\Z")
 PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_:-]{0,127}\Z")
 SERVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.@_:-]{0,127}\Z")
 _HOME_PATH = re.compile(r"^~([A-Za-z_][A-Za-z0-9._-]{0,31})(/.*)?\Z")
@@ -29,10 +29,6 @@ UNKNOWN = object()  # a fact value a change made unknowable (read again, or unkn
 
 class OperationError(ProvisionError):
     """The operation cannot proceed on this host (e.g. a user exists with another uid)."""
-
-
-class ArgumentError(ProvisionError):
-    """A task gave an operation a missing, unknown or malformed argument (bad input)."""
 
 
 @dataclass(frozen=True)
@@ -60,16 +56,20 @@ class FileState:
     own): only operations that say so act there (:func:`refuse_unsafe_paths`); ``r`` a path whose
     walk met a name that kept changing while it was read (``below`` names it)."""
 
-    kind: str
+    kind: str = "f"
     mode: int = 0o644
     owner: str = "root"
     group: str = "root"
-    sha256: str | None = None
+    sha256: str | None = None  # computed from the content when only that is given
     content: bytes | None = None
     below: str | None = None
-    entry: Any = None  # FileState (an ``exists`` fact: True), or None
+    entry: FileState | bool | None = None  # a sticky folder's name: its own state (an ``exists`` fact: True), or None
     mine: bool = False
     acl: bool = False  # ``u``: an ACL lets others write the folder (its mode's group bits are the ACL's mask)
+
+    def __post_init__(self) -> None:
+        if self.content is not None and self.sha256 is None:
+            object.__setattr__(self, "sha256", hashlib.sha256(self.content).hexdigest())
 
 
 # Why each refused kind is refused: root never acts through what a user controls.
@@ -86,7 +86,6 @@ UNWALKED = {
     "links": "it leads through more than 40 links, or a link with a control character",
     "long": "it leads through more than 64 names, or a name over 1024 bytes",
 }
-PATH_KINDS = ("file", "stat", "exists")  # the facts of one path (the walk of its folders decides its kind)
 
 
 @dataclass(frozen=True)
@@ -162,15 +161,12 @@ class Write:
     @property
     def effects(self) -> tuple[tuple[StateKey, Any], ...]:
         """The file fact after the write."""
-        import hashlib
-
         state = FileState(
             "f",
             self.mode if self.mode is not None else (0o600 if self.secret else 0o644),
             self.owner or "root",
             self.group or "root",
-            hashlib.sha256(self.content).hexdigest(),
-            self.content,
+            content=self.content,
         )
         return ((StateKey("file", self.path), state),)
 
@@ -254,7 +250,7 @@ def refuse_unsafe_paths(current: Mapping[StateKey, Any], sticky: str | None = No
     or the reader's own (``sticky="own"``), else refused. Returns the facts to plan on."""
     given = dict(current)
     for key, state in current.items():
-        if key.kind not in PATH_KINDS or not isinstance(state, FileState) or state.kind not in REFUSED_KINDS:
+        if not isinstance(state, FileState) or state.kind not in REFUSED_KINDS:  # only a path's fact is a FileState
             continue
         if state.kind == "s" and sticky == "self":
             continue
@@ -277,15 +273,6 @@ def refuse_unsafe_paths(current: Mapping[StateKey, Any], sticky: str | None = No
             why += f" and is {whose}, not the reader's own"
         raise OperationError(f"{key.arg} {why}: refused")
     return given
-
-
-def check_user(name: Any, what: str = "user") -> str:
-    """A safe user or group name, or :class:`ArgumentError`."""
-    if not isinstance(name, str) or not USER_NAME.match(name):
-        raise ArgumentError(
-            f"{what} name {shown_value(name)} may only hold letters, digits, '.', '_', '-' (and not start with '-')"
-        )
-    return name
 
 
 # A setting: a key (a run of word characters and dots, from its start) then ``=`` or ``:`` and a

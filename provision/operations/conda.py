@@ -26,10 +26,10 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
+from provision.errors import ArgumentError
 from provision.operations.base import (
     UNKNOWN,
     Arg,
-    ArgumentError,
     FileState,
     Operation,
     OperationError,

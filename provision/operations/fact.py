@@ -22,8 +22,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from provision.errors import ArgumentError
 from provision.facts.registry import fact
-from provision.operations.base import Arg, ArgumentError, Operation, StateKey
+from provision.operations.base import Arg, Operation, StateKey
 from provision.text import shown_value
 
 

@@ -8,10 +8,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from provision.errors import ArgumentError
+from provision.inventory.model import check_user
 from provision.operations.base import (
     REFUSED_KINDS,
     Arg,
-    ArgumentError,
     FileState,
     Operation,
     OperationError,
@@ -19,7 +20,6 @@ from provision.operations.base import (
     StateKey,
     Write,
     check_path,
-    check_user,
     parent_of,
     parse_mode,
     quote,

@@ -34,18 +34,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from provision.errors import UnsafeFileError
+from provision.errors import ArgumentError, UnsafeFileError
 from provision.files import read_regular
-from provision.operations.base import (
-    Arg,
-    ArgumentError,
-    Operation,
-    OperationError,
-    StateKey,
-    Write,
-    check_path,
-    check_user,
-)
+from provision.inventory.model import check_user
+from provision.operations.base import Arg, Operation, OperationError, StateKey, Write, check_path
 from provision.operations.files import content_changes
 from provision.templating import render_template, template_loader
 from provision.templating.filters import jupyter_socket

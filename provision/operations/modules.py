@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from provision.errors import ParseError
+from provision.errors import ArgumentError, ParseError
 from provision.facts.registry import Fact
-from provision.operations.base import Arg, ArgumentError, FileState, Operation, OperationError, Run, StateKey, check_path, quote
+from provision.operations.base import Arg, FileState, Operation, OperationError, Run, StateKey, check_path, quote
 from provision.operations.files import HEADER_BYTES, content_changes
 from provision.operations.os_state import os_family
 from provision.operations.platform import OS

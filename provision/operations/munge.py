@@ -37,9 +37,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from provision.errors import UnsafeFileError
+from provision.errors import ArgumentError, UnsafeFileError
 from provision.files import private_dir, read_regular
-from provision.operations.base import Arg, ArgumentError, Operation, StateKey, Write, check_path, check_user
+from provision.inventory.model import check_user
+from provision.operations.base import Arg, Operation, StateKey, Write, check_path
 from provision.operations.files import content_changes
 
 DEFAULT_KEY_FILE = "secrets/munge.key"  # beside the inventory, as the Jupyter password files are

@@ -19,18 +19,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from provision.operations.base import (
-    UNKNOWN,
-    Arg,
-    ArgumentError,
-    FileState,
-    Operation,
-    OperationError,
-    Run,
-    StateKey,
-    check_path,
-    shell_path,
-)
+from provision.errors import ArgumentError
+from provision.operations.base import UNKNOWN, Arg, FileState, Operation, OperationError, Run, StateKey, check_path, shell_path
 from provision.operations.files import content_changes
 from provision.text import printable, shown_value
 

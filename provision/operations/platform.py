@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from provision.operations.base import ArgumentError, OperationError, StateKey
+from provision.errors import ArgumentError
+from provision.operations.base import OperationError, StateKey
 from provision.operations.os_state import os_family
 from provision.text import shown_value
 

@@ -28,7 +28,7 @@ def _mount_command(path: str) -> str:
     return f"awk -v p={shell_path(check_path(path))} {program} /proc/self/mountinfo | tail -n 1"
 
 
-def _parse_mount(path: str, text: str):
+def _parse_mount(path: str, text: str) -> tuple[str, str] | None:
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return None
@@ -54,13 +54,16 @@ def _nfsd_command() -> str:
 
 
 def _parse_word(kind: str, words: tuple[str, ...], takes_arg: bool = True):
-    def parse_text(text: str):
+    def parse_text(text: str) -> str:
         word = text.strip().splitlines()[0].strip() if text.strip() else ""
         if word not in words:
             raise ParseError(kind, f"unexpected output {shown_value(word[:40])}")
         return word
 
-    return (lambda _arg, text: parse_text(text)) if takes_arg else parse_text
+    def parse_of(_arg: str, text: str) -> str:
+        return parse_text(text)
+
+    return parse_of if takes_arg else parse_text
 
 
 def _nfsmount_command() -> str:

@@ -6,20 +6,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from provision.errors import ArgumentError
+from provision.inventory.model import check_user
 from provision.operations.authorized_keys import own_keys, set_own_keys
-from provision.operations.base import (
-    UNKNOWN,
-    Arg,
-    ArgumentError,
-    Operation,
-    OperationError,
-    Run,
-    StateKey,
-    check_path,
-    check_user,
-    quote,
-    shell_path,
-)
+from provision.operations.base import UNKNOWN, Arg, Operation, OperationError, Run, StateKey, check_path, quote, shell_path
 from provision.operations.files import content_changes, edit_block
 from provision.text import shown_value
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from provision.errors import ParseError
 from provision.facts.registry import Fact, fact
+from provision.inventory.model import check_user
 from provision.operations.base import (
     PACKAGE_NAME,
     SERVICE_NAME,
@@ -25,7 +26,6 @@ from provision.operations.base import (
     StateKey,
     UserEntry,
     check_path,
-    check_user,
     quote,
 )
 from provision.operations.paths import path_command
@@ -239,9 +239,13 @@ def _parse_hostinfo(text: str) -> dict[str, Any]:
     return info
 
 
-FILE = Fact("file", (), _file_command, "a path's type, mode, owner and group; a file's sha256 and content", _parse_path("file"))
-STAT = Fact("stat", (), _stat_command, "a path's type, mode, owner and group (never its content)", _parse_path("stat"))
-EXISTS = Fact("exists", (), _exists_command, "whether a name is there (a link counts; never followed)", _parse_path("exists"))
+FILE = Fact(
+    "file", (), _file_command, "a path's type, mode, owner and group; a file's sha256 and content", _parse_path("file"), path=True
+)
+STAT = Fact("stat", (), _stat_command, "a path's type, mode, owner and group (never its content)", _parse_path("stat"), path=True)
+EXISTS = Fact(
+    "exists", (), _exists_command, "whether a name is there (a link counts; never followed)", _parse_path("exists"), path=True
+)
 USER = Fact("user", (), _user_command, "a user's passwd entry and groups", _parse_user)
 GROUP = Fact("group", (), lambda name: f"getent group {quote(check_user(name, 'group'))}; true", "a group's entry", _parse_group)
 UID = Fact("uid", (), _id_command("uid"), "the user name a uid has", _parse_first_word)
@@ -283,6 +287,11 @@ def state_fact(key: StateKey) -> Fact:
     if key.arg and not found.takes_arg:
         raise ValueError(f"fact {key.kind!r} is read without an argument (got {shown_value(key.arg[:60])})")
     return found
+
+
+def reads_path(key: StateKey) -> bool:
+    """Whether ``key``'s fact is one of a path on the node (declared ``path``: file, stat, exists)."""
+    return state_fact(key).path
 
 
 def state_command(key: StateKey) -> str:

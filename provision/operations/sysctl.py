@@ -17,17 +17,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from provision.errors import ArgumentError
 from provision.facts.sysctl import check_key, normalise, proc_path
-from provision.operations.base import (
-    Arg,
-    ArgumentError,
-    FileState,
-    Operation,
-    OperationError,
-    Run,
-    StateKey,
-    quote,
-)
+from provision.operations.base import Arg, FileState, Operation, OperationError, Run, StateKey, quote
 from provision.operations.files import content_changes
 from provision.text import shown_value
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from provision.errors import ArgumentError
 from provision.operations.base import (
     PACKAGE_NAME,
     SERVICE_NAME,
     UNKNOWN,
     Arg,
-    ArgumentError,
     Operation,
     OperationError,
     Run,

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from provision.errors import ArgumentError
+from provision.inventory.model import check_user
 from provision.operations.base import (
     UNKNOWN,
     Arg,
-    ArgumentError,
     GroupEntry,
     Operation,
     OperationError,
@@ -20,7 +21,6 @@ from provision.operations.base import (
     StateKey,
     UserEntry,
     check_path,
-    check_user,
     quote,
 )
 from provision.text import shown_value

@@ -196,7 +196,7 @@ def check_cluster_users(users: Any) -> list[dict]:
     """Validate ``cluster_users`` (a list of {name, uid, gid?, shell?, groups?, state?,
     remove_home?}): names safe, ids numbers, state present/absent, no name or uid twice.
     Raises :class:`VariableError` naming the entry."""
-    from provision.operations.base import USER_NAME
+    from provision.inventory.model import USER_NAME
 
     if users is None:
         return []
@@ -232,8 +232,8 @@ def check_own_keys(users: list[dict], origin: str | None, inventory: Path | None
     folder) checked as sshd reads them, before any host is touched: an error names the line that
     holds the key (``hosts.yml:14: cluster_users[1] (alice): ssh_keys[0]: not a public key line
     (...)``) or the keys file's own ``file:line``."""
+    from provision.errors import ArgumentError
     from provision.operations.authorized_keys import own_keys
-    from provision.operations.base import ArgumentError
 
     source = origin.rsplit(":", 1)[0] if origin and origin.rsplit(":", 1)[-1].isdigit() else origin
     base = str(inventory.parent) if inventory is not None else None
@@ -252,3 +252,19 @@ def check_own_keys(users: list[dict], origin: str | None, inventory: Path | None
                 line = line or getattr(user, "key_lines", {}).get("ssh_keys")
             at = f"{source}:{line}" if source and line else (origin or "-e")
             raise VariableError(f"{at}: cluster_users[{index}] ({user['name']}): {text}") from None
+
+
+def inventory_with_vars(path: Path | None) -> tuple[Inventory, Variables]:
+    """``provision inventory show``: the inventory at ``path`` (None: the default one) and its
+    variables as setup-cluster reads them (group_vars/ and host_vars/ beside it); ProvisionError
+    when there is no inventory at all, saying how to write one."""
+    from provision.inventory.model import DEFAULT_INVENTORY, open_inventory
+
+    inventory = open_inventory(path)
+    if inventory.path is None:
+        raise ProvisionError(
+            f"no inventory: {DEFAULT_INVENTORY} does not exist here and no -i FILE was given; "
+            "write one (`mkdir -p inventory && provision inventory example > inventory/hosts.yml`, then edit it) "
+            "or convert Ansible's (`provision inventory import /etc/ansible/hosts -o inventory/hosts.yml`)"
+        )
+    return inventory, Variables(inventory)

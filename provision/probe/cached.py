@@ -29,7 +29,10 @@ class ProbeSettings:
 
 
 class ProbeFailed(ProvisionError):
-    """Some hosts could not be probed (the others' facts were saved); the message names each."""
+    """Some hosts could not be probed (the others' facts were saved); the message names each
+    (exit 1: not bad input)."""
+
+    code = 1
 
 
 def plan_facts(

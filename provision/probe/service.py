@@ -1,7 +1,8 @@
-"""`provision probe` below the command line: where the results come from (saved captures, SSH,
-one Slurm allocation), and their facts saved; the CLI only reads options and prints. Example::
+"""`provision probe` below the command line: the hosts typed resolved against the inventory, where
+the results come from (saved captures, SSH, one Slurm allocation), and their facts saved; the CLI
+only reads options and prints. Example::
 
-    run = collect(ProbeRequest(Path("inventory/facts"), targets=inventory.resolve(["gpu"])))
+    run = collect(ProbeRequest(Path("inventory/facts"), ["gpu"], inventory=Path("inventory/hosts.yml")))
     failed = [result.host for result in run.results if not result.ok]
 """
 
@@ -15,25 +16,29 @@ from typing import TYPE_CHECKING
 from provision import defaults
 from provision.errors import ProvisionError
 from provision.inventory.model import Host
+from provision.inventory.targets import resolve_targets
 from provision.probe.run import ProbeResult, probe_hosts, replay
 from provision.probe.store import save_hosts
 
-if TYPE_CHECKING:  # SSH is imported only where a host is reached (--replay reaches none)
+if TYPE_CHECKING:  # SSH and Slurm are imported only where a host is reached (--replay reaches none)
+    from provision.probe.slurm import SlurmRequest
     from provision.transport.options import SshOptions
 
 
 @dataclass
 class ProbeRequest:
-    """What to probe, and how: ``targets`` over SSH (``ssh``, ``forks``, ``workers``), or the captures
-    in ``replay_dir`` (``hosts``: which of them), or one Slurm allocation (``slurm``, from ``submit``);
-    ``save``: write facts and captures to ``facts_dir``."""
+    """What to probe, and how: the ``hosts`` typed (names, groups, patterns of the ``inventory``;
+    none: all of it) over SSH (``ssh``, ``forks``, ``workers``); or the captures in ``replay_dir``
+    (``hosts``: which of them); or one Slurm allocation (``slurm``) from the submit host ``via_host``.
+    ``save``: write facts and captures to ``facts_dir`` (None with ``replay_dir``: ``DIR.facts``
+    beside it, never over the live facts of real hosts with the same names)."""
 
-    facts_dir: Path
+    facts_dir: Path | None
     hosts: list[str] = field(default_factory=list)
-    targets: list[Host] = field(default_factory=list)
+    inventory: Path | None = None
     replay_dir: Path | None = None
-    slurm: object | None = None  # a provision.probe.slurm.SlurmRequest
-    submit: Host | None = None
+    slurm: SlurmRequest | None = None
+    via_host: str = "localhost"
     ssh: SshOptions | None = None  # None: SshOptions()
     forks: int = defaults.FORKS
     workers: int | None = None
@@ -42,10 +47,12 @@ class ProbeRequest:
 
 @dataclass
 class ProbeRun:
-    """The results in input order, and one line per host whose facts could not be saved."""
+    """The results in input order, one line per host whose facts could not be saved, and the
+    folder they were saved in."""
 
     results: list[ProbeResult]
     unsaved: list[str]
+    facts_dir: Path | None = None
 
     @property
     def ok(self) -> bool:
@@ -59,12 +66,20 @@ def replay_facts_dir(replay_dir: Path) -> Path:
     return folder.with_name(folder.name + ".facts")
 
 
-def collect(request: ProbeRequest, on_done: Callable[[ProbeResult], None] | None = None) -> ProbeRun:
-    """Probe as ``request`` says (``on_done`` after each SSH host), then save each host's facts.
+def collect(
+    request: ProbeRequest,
+    on_start: Callable[[int], None] | None = None,
+    on_done: Callable[[ProbeResult], None] | None = None,
+) -> ProbeRun:
+    """Probe as ``request`` says, then save each host's facts: ``on_start`` with the number of SSH
+    hosts before the first is reached, ``on_done`` after each one.
 
-    A replay folder that does not exist raises :class:`ProvisionError`; a Slurm allocation that
-    fails raises :class:`provision.probe.slurm.SlurmProbeError` (with its exit code)."""
+    Bad input raises :class:`ProvisionError` before any host is reached (a typo of an inventory
+    name, no hosts, more than one submit host, a replay folder that does not exist); a Slurm
+    allocation that fails raises :class:`provision.probe.slurm.SlurmProbeError` (with its exit code)."""
+    facts_dir = request.facts_dir
     if request.replay_dir is not None:
+        facts_dir = facts_dir or replay_facts_dir(request.replay_dir)
         try:
             results = replay(request.replay_dir, request.hosts or None)
         except FileNotFoundError as error:
@@ -72,11 +87,24 @@ def collect(request: ProbeRequest, on_done: Callable[[ProbeResult], None] | None
     elif request.slurm is not None:
         from provision.probe.slurm import probe_via_slurm
 
-        results = probe_via_slurm(request.submit, request.slurm, request.ssh or _default_ssh())
+        results = probe_via_slurm(_submit_host(request), request.slurm, request.ssh or _default_ssh())
     else:
+        _, targets = resolve_targets(request.inventory, request.hosts)
+        if not targets:
+            raise ProvisionError("no hosts: name some (provision probe localhost) or give an inventory with -i")
+        if on_start is not None:
+            on_start(len(targets))
         ssh = request.ssh or _default_ssh()
-        results = probe_hosts(request.targets, ssh, request.forks, on_done=on_done, workers=request.workers)
-    return ProbeRun(results, save_all(request.facts_dir, results) if request.save else [])
+        results = probe_hosts(targets, ssh, request.forks, on_done=on_done, workers=request.workers)
+    return ProbeRun(results, save_all(facts_dir, results) if request.save else [], facts_dir)
+
+
+def _submit_host(request: ProbeRequest) -> Host:
+    """The one inventory host (or ad-hoc name) ``--via-host`` names."""
+    _, submits = resolve_targets(request.inventory, [request.via_host])
+    if len(submits) != 1:
+        raise ProvisionError(f"--via-host {request.via_host}: name one submit host, not {len(submits)}")
+    return submits[0]
 
 
 def _default_ssh():

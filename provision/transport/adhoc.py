@@ -35,7 +35,7 @@ class AdhocResult:
         return self.exit_code == 0
 
 
-def command_text(argv: list[str] | None, shell: str | None) -> str:
+def typed_command(argv: list[str] | None, shell: str | None) -> str:
     """The remote command: ``argv`` quoted word by word, or the user's own ``shell`` text."""
     if shell is not None:
         if argv:

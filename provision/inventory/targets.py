@@ -1,4 +1,5 @@
-"""Host names from the command line, checked against the inventory before anything is tried.
+"""Host names a user typed (a command's arguments), checked against the inventory before anything
+is tried.
 
 A name the inventory does not know is still an ad-hoc host (reached by name, ~/.ssh/config
 applying), except when it looks like a typo of an inventory host or group: then the command
@@ -26,7 +27,7 @@ def suggestion(inventory: Inventory, name: str) -> str | None:
     return "did you mean " + " or ".join(close) + "?"
 
 
-def check_names(inventory: Inventory, names: list[str]) -> None:
+def refuse_typos(inventory: Inventory, names: list[str]) -> None:
     """Raise naming the first name that is not in the inventory but close to a name that is."""
     if inventory.path is None:
         return
@@ -42,5 +43,5 @@ def check_names(inventory: Inventory, names: list[str]) -> None:
 def resolve_targets(inventory_path: Path | None, names: list[str]) -> tuple[Inventory, list[Host]]:
     """The inventory and the hosts ``names`` choose (all when empty), typos refused first."""
     inventory = open_inventory(inventory_path)
-    check_names(inventory, names)
+    refuse_typos(inventory, names)
     return inventory, inventory.resolve(names)
