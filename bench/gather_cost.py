@@ -25,9 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from provision import __version__  # noqa: E402
 from provision.probe.gather import STEPS, gather_script, new_nonce  # noqa: E402
-from provision.resources import render  # noqa: E402
 
 IMAGE = os.environ.get("PROVISION_NODE_IMAGE", "provision-node:test")
 
@@ -108,14 +106,14 @@ def main() -> None:
             capture_output=True,
         )
     try:
-        prologue = render("gather.sh.j2", mode="stream", steps=(), nonce="0" * 16, version=__version__)
+        prologue = gather_script("0" * 24, steps=())
         empty, _ = cost(container, "", args.runs)
         base, base_counts = cost(container, prologue, args.runs)
         print(f"node CPU per run of the gather script, {args.runs} runs each, in {container}")
         print(f"{'step':<18}{'CPU ms/run':>12}{'execs/forks':>13}")
         total = 0.0
         for step in STEPS:
-            script = render("gather.sh.j2", mode="stream", steps=(step,), nonce="0" * 16, version=__version__)
+            script = gather_script("0" * 24, steps=(step,))
             ms, counts = cost(container, script, args.runs)
             total += ms - base
             print(f"{step.name:<18}{ms - base:>12.2f}{counts:>13}")

@@ -9,12 +9,20 @@ default), on the same hosts, runs the same gather script with:
   paramiko  : a bare script: F threads, SSHClient.connect + exec_command + read (strict host
               keys from the same known_hosts) - the floor for Python SSH
   clush     : ClusterShell `clush -f F` (one OpenSSH subprocess per host, same key/known_hosts)
-Each tool runs as its own process; its wall time and its CPU (user+sys of it and every process
-it waited for: getrusage(RUSAGE_CHILDREN) deltas) are printed, CPU divided by the host count,
-with the ratios. Every tool must reach every host (checked). The containers are removed at the
-end, also on Ctrl-C. Needs root (Docker) and `pip install '.[bench]'` (ClusterShell).
+Each tool runs as its own process, the three in turn within each round (--repeat rounds, medians
+printed); its wall time and its CPU (user+sys of it and every process it waited for:
+getrusage(RUSAGE_CHILDREN) deltas) are printed, CPU divided by the host count, with the ratios
+(of the medians, and the median of each round's own ratio), and the nodes' CPU per host (the
+containers' cgroups). Where provision's controller time goes is printed for each size (issue
+37, item 3; bench/probe_phases.py): its start-up (once per run), the fan-out's threads,
+splitting the framed output, parsing, the --json document, all timed on the same nodes' real
+outputs, and what is left: SSH (paramiko's handshake, channel and packets), which the bare
+paramiko fan-out pays too; saving the facts is printed beside (this bench runs --no-save, as
+the other tools save nothing). Every tool must reach every host (checked). The containers are
+removed at the end, also on Ctrl-C. Needs root (Docker) and `pip install '.[bench]'`
+(ClusterShell).
 
-    python3 bench/probe_scale.py --sizes 16 64 128 256 --forks 64
+    python3 bench/probe_scale.py --sizes 16 64 128 256 --forks 64 --repeat 3
 """
 
 from __future__ import annotations
@@ -22,13 +30,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -36,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from console import tool  # noqa: E402
+from probe_phases import Meter, container_ids, controller_phases, relay_pids, run_header  # noqa: E402
 
 from cluster_support import ensure_docker, wait_for_ssh, write_ed25519  # noqa: E402
 
@@ -144,23 +151,13 @@ class Nodes:
         return paths
 
 
-def measured(command: list[str]) -> tuple[float, float, str]:
-    """Run ``command``; return its wall seconds, the CPU seconds of it and its waited-for children, stdout."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    if done.returncode not in (0,):
-        raise RuntimeError(f"{Path(command[0]).name} failed ({done.returncode}): {done.stdout[-600:]} {done.stderr[-600:]}")
-    return wall, cpu, done.stdout
-
-
-def run_tools(nodes: Nodes, count: int, forks: int, workers: str) -> dict[str, tuple[float, float]]:
+def run_tools(nodes: Nodes, count: int, forks: int, workers: str) -> dict[str, dict]:
+    """One round: provision, the bare paramiko fan-out and clush on the first ``count`` nodes, each
+    checked to reach every host; each tool's wall, controller CPU and nodes' CPU (seconds)."""
     paths = nodes.files(count)
     names = nodes.names[:count]
     ports = [str(nodes.ports[n]) for n in names]
+    meter = Meter(container_ids(names), relay_pids([nodes.ports[n] for n in names]))
     script = subprocess.run(
         [
             sys.executable,
@@ -173,7 +170,7 @@ def run_tools(nodes: Nodes, count: int, forks: int, workers: str) -> dict[str, t
     ).stdout
     results = {}
 
-    wall, cpu, out = measured(
+    figures, out = meter.run(
         [
             tool("provision"),
             "probe",
@@ -193,21 +190,47 @@ def run_tools(nodes: Nodes, count: int, forks: int, workers: str) -> dict[str, t
     )
     ok = sum(h["status"] == "ok" for h in json.loads(out)["hosts"])
     assert ok == count, f"provision reached {ok}/{count} hosts"
-    results["provision"] = (wall, cpu)
+    results["provision"] = figures
 
-    wall, cpu, out = measured(
+    figures, out = meter.run(
         [sys.executable, "-c", PARAMIKO_SCRIPT, str(nodes.key), str(paths["known_hosts"]), str(forks), *ports]
     )
     assert int(out) == count, f"paramiko reached {out.strip()}/{count} hosts"
-    results["paramiko"] = (wall, cpu)
+    results["paramiko"] = figures
 
-    wall, cpu, out = measured(
+    figures, out = meter.run(
         [tool("clush"), "-f", str(forks), "-o", f"-F {paths['ssh_config']}", "-S", "-w", ",".join(names), "--", script]
     )
     reached = {line.split(":", 1)[0] for line in out.splitlines()} & set(names)
     assert reached == set(names), f"clush reached {len(reached)}/{count} hosts"
-    results["clush"] = (wall, cpu)
+    results["clush"] = figures
     return results
+
+
+def where_the_time_goes(nodes: Nodes, count: int, forks: int, provision_cpu: float, paramiko_cpu: float) -> str:
+    """provision's controller CPU per host, phase by phase (bench/probe_phases.py), the rest SSH;
+    beside it the bare paramiko fan-out's, whose start-up is its interpreter and imports."""
+    paths = nodes.files(count)
+    phases = controller_phases(paths["hosts.yml"], paths["known_hosts"], min(forks, count))
+    total = 1000 * provision_cpu / count
+    start = phases["start-up"] / count
+    measured = ("threads", "framing", "parsing", "json")
+    rest = total - start - sum(phases[name] for name in measured)
+    return (
+        f"  provision {total:.1f} ms/host = start-up {start:.1f} ({phases['start-up']:.0f} ms per run) + "
+        + " + ".join(f"{name} {phases[name]:.2f}" for name in measured)
+        + f" + SSH and the rest {rest:.1f}; saving the facts (not in this run) {phases['saving']:.2f} ms/host"
+        + f"\n  paramiko  {1000 * paramiko_cpu / count:.1f} ms/host (its start-up: the interpreter, paramiko, the script)"
+    )
+
+
+def _median(values: list) -> float | None:
+    present = [value for value in values if value is not None]
+    return statistics.median(present) if present else None
+
+
+def _per_host(seconds: float | None, count: int) -> str:
+    return f"{1000 * seconds / count:.1f}" if seconds is not None else "n/a"
 
 
 def main() -> None:
@@ -215,7 +238,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 128, 256])
     parser.add_argument("--forks", type=int, default=64, help="hosts in flight, every tool (default 64)")
     parser.add_argument("--workers", default="0", help="provision's --workers (default 0: automatic)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per tool and size; the median is printed")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds per size (default 3); medians are printed")
     args = parser.parse_args()
     if not Path(tool("clush")).exists():
         sys.exit("ClusterShell is needed: pip install '.[bench]'")
@@ -229,34 +252,41 @@ def main() -> None:
         try:
             nodes.grow(min(args.sizes))
             run_tools(nodes, min(args.sizes), args.forks, args.workers)  # warm-up: page cache, byte-compiling
+            print(run_header(f"provision probe against a bare paramiko fan-out and clush, forks {args.forks}"))
+            print("CPU = user+sys of the tool's processes per host (start-up included); nodes = the containers' CPU per host")
             print(
-                f"{time.strftime('%Y-%m-%d %H:%M %Z')}, forks {args.forks}, {len(os.sched_getaffinity(0))} cores, "
-                f"load average {os.getloadavg()[0]:.1f}; CPU = user+sys of the tool's processes per host (start-up included)"
-            )
-            print(
-                f"{'hosts':>5} {'load':>5} | {'provision s':>11} {'ms/host':>7} | {'paramiko s':>10} {'ms/host':>7} | "
-                f"{'clush s':>7} {'ms/host':>7} | {'prov/paramiko':>13} {'prov/clush':>10}"
+                f"{'hosts':>5} {'load':>5} | {'provision s':>11} {'ms/host':>7} {'nodes':>6} | {'paramiko s':>10} {'ms/host':>7} "
+                f"{'nodes':>6} | {'clush s':>7} {'ms/host':>7} | {'prov/paramiko wall':>18} {'CPU':>6} | {'prov/clush':>10}"
             )
             totals = {}  # size -> {tool: CPU seconds}
             for count in sorted(args.sizes):
                 nodes.grow(count)
                 load = os.getloadavg()[0]
                 runs = [run_tools(nodes, count, args.forks, args.workers) for _ in range(args.repeat)]
-                r = {name: tuple(statistics.median(run[name][i] for run in runs) for i in (0, 1)) for name in runs[0]}
-                ms = {name: 1000 * cpu / count for name, (_, cpu) in r.items()}
-                totals[count] = {name: cpu for name, (_, cpu) in r.items()}
+                r = {name: {key: _median([run[name][key] for run in runs]) for key in runs[0][name]} for name in runs[0]}
+                ms = {name: 1000 * r[name]["controller"] / count for name in r}
+                node_ms = {name: _per_host(r[name]["nodes"], count) for name in r}
+                wall = statistics.median(run["provision"]["wall"] / run["paramiko"]["wall"] for run in runs)
+                cpu = statistics.median(run["provision"]["controller"] / run["paramiko"]["controller"] for run in runs)
+                totals[count] = {name: r[name]["controller"] for name in r}
                 print(
-                    f"{count:>5} {load:>5.1f} | {r['provision'][0]:>11.2f} {ms['provision']:>7.1f} | {r['paramiko'][0]:>10.2f} "
-                    f"{ms['paramiko']:>7.1f} | {r['clush'][0]:>7.2f} {ms['clush']:>7.1f} | "
-                    f"{r['provision'][0] / r['paramiko'][0]:>12.2f}x {r['provision'][0] / r['clush'][0]:>9.2f}x",
+                    f"{count:>5} {load:>5.1f} | "
+                    f"{r['provision']['wall']:>11.2f} {ms['provision']:>7.1f} {node_ms['provision']:>6} | "
+                    f"{r['paramiko']['wall']:>10.2f} {ms['paramiko']:>7.1f} {node_ms['paramiko']:>6} | "
+                    f"{r['clush']['wall']:>7.2f} {ms['clush']:>7.1f} | {wall:>17.2f}x {cpu:>5.2f}x | "
+                    f"{r['provision']['wall'] / r['clush']['wall']:>9.2f}x",
                     flush=True,
                 )
+                print(where_the_time_goes(nodes, count, args.forks, r["provision"]["controller"], r["paramiko"]["controller"]))
             sizes = sorted(totals)
             for small, big in zip(sizes, sizes[1:], strict=False):  # start-up cost cancels out: the cost of one more host
                 slope = {name: 1000 * (totals[big][name] - totals[small][name]) / (big - small) for name in totals[big]}
                 print(f"marginal CPU per host {small}->{big}: " + ", ".join(f"{n} {v:.1f} ms" for n, v in slope.items()))
             print(f"load average at the end {os.getloadavg()[0]:.1f}")
-            print("goals (issue 28): provision <= 15 ms/host at 128 and 256 hosts (total and marginal), prov/paramiko <= 1.1x")
+            print(
+                "goals (issue 37, item 3): at 128 hosts provision's CPU per host <= 1.2x the bare paramiko fan-out's "
+                "(start-up included), its wall <= 1.1x (ratios: median of each round's own)"
+            )
         finally:
             nodes.close()
 

@@ -15,7 +15,16 @@ Starts N real sshd containers (the test image), then times, on the same hosts in
 Every run must reach every host: provision's JSON (status ok per host), Ansible's one-line
 output (`host | SUCCESS` and ansible_hostname = host per host) and Fabric's results (exit 0,
 and the host's own name in its output) are checked, and the counts printed. Each is run
---repeat times after one warm-up run; medians are reported, with ratios. Needs root (Docker).
+--repeat times after one warm-up run, the tools in turn within each round (the load moves
+between rounds, not between the tools of a round); medians are reported, with the ratios of
+the medians and the median of each round's own ratio. Needs root (Docker).
+
+Beside the wall time (issue 37), per host and tool: the controller's CPU (the tool's processes),
+the nodes' CPU (the containers' cgroups: sshd, the shell, the gather) and the relay's (the
+docker-proxy processes every packet passes through here); the node-side gather alone (the
+script's CPU on one node, no SSH), and the controller's phases of a probe (threads, splitting
+the framed output, parsing, the --json document, saving the facts; start-up once per run),
+timed on this run's nodes (bench/probe_phases.py). The date, commit and load come first.
 
     python3 bench/probe_vs_ansible.py --sizes 16 64 --repeat 3
 """
@@ -29,14 +38,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from console import tool  # noqa: E402
-from sshd_nodes import start_nodes, stop_nodes  # noqa: E402
+from probe_phases import Meter, container_ids, controller_phases, gather_alone, relay_pids, run_header  # noqa: E402
+from sshd_nodes import node_names, start_nodes, stop_nodes  # noqa: E402
 
 from cluster_support import ensure_docker  # noqa: E402
 
@@ -64,16 +73,6 @@ def right(name, result):
     return split_output(result.stdout, nonce)["hostname"].stdout.strip() == name
 print(json.dumps({by_port[c.port]: right(by_port[c.port], r) for c, r in results.items()}))
 """
-
-
-def run(command: list[str], env: dict | None = None) -> tuple[float, str]:
-    """Seconds taken and stdout; a failing command stops the benchmark."""
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
-    elapsed = time.perf_counter() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"{command[0]} failed ({done.returncode}): {done.stdout[-800:]} {done.stderr[-800:]}")
-    return elapsed, done.stdout
 
 
 def reached_provision(stdout: str, names: list[str]) -> int:
@@ -121,8 +120,15 @@ def close_masters(folder: Path) -> None:
         subprocess.run(["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "bench"], capture_output=True)
 
 
-def bench_size(count: int, repeat: int, work: Path) -> tuple[dict[str, float], dict[str, int]]:
+def bench_size(count: int, repeat: int, work: Path) -> tuple[dict[str, list[dict]], dict[str, int], dict]:
+    """Every timed run's figures by tool, the hosts each tool reached, and the node-side and
+    controller-side breakdown of provision's probe."""
     names, ports, key, _known = start_nodes("bench", count, work)
+    meter = Meter(container_ids(names), relay_pids(list(ports.values())))
+
+    def run(command: list[str], env: dict | None = None) -> tuple[dict, str]:
+        return meter.run(command, env)
+
     try:
         inventory = work / "hosts.yml"
         inventory.write_text(
@@ -182,21 +188,61 @@ def bench_size(count: int, repeat: int, work: Path) -> tuple[dict[str, float], d
             "fabric-gather": (lambda: run([sys.executable, "-c", FABRIC_SCRIPT, str(key), "gather", *pairs]), reached_fabric),
             "fabric-hostname": (lambda: run([sys.executable, "-c", FABRIC_SCRIPT, str(key), "hostname", *pairs]), reached_fabric),
         }
-        times: dict[str, list[float]] = {label: [] for label in LABELS}
+        figures: dict[str, list[dict]] = {label: [] for label in LABELS}
         reached: dict[str, int] = {label: count for label in LABELS}
         for round_ in range(repeat + 1):  # round 0 is the warm-up (page cache, byte-compiling), not counted
             for label in LABELS:
                 make, check = runs[label]
-                seconds, stdout = make()
+                measured, stdout = make()
                 got = check(stdout, names)
                 reached[label] = min(reached[label], got)
                 if round_:
-                    times[label].append(seconds)
+                    figures[label].append(measured | {"load": os.getloadavg()[0]})
                 if label == "ansible-warm":
                     close_masters(current_dir["path"])  # untimed: no idle masters linger into the next runs
-        return {label: statistics.median(values) for label, values in times.items()}, reached
+        breakdown = controller_phases(inventory, work / "known_hosts", count)
+        breakdown["gather alone"] = gather_alone(node_names("bench", count)[0])
+        return figures, reached, breakdown
     finally:
         stop_nodes("bench", count)
+
+
+def _median(runs: list[dict], key: str) -> float | None:
+    values = [run[key] for run in runs if run[key] is not None]
+    return statistics.median(values) if values else None
+
+
+def report(count: int, figures: dict[str, list[dict]], reached: dict[str, int], breakdown: dict) -> None:
+    """The table of one size: per tool the medians (wall, and per host the CPU of the controller,
+    the nodes and the relay), then the ratios and provision's breakdown."""
+    print(f"  {'tool':<16} {'wall s':>7} {'ctl ms/h':>9} {'nodes ms/h':>11} {'relay ms/h':>11}  reached")
+    for label in LABELS:
+        runs = figures[label]
+        cells = [f"{_median(runs, 'wall'):>7.2f}"]
+        for key, width in (("controller", 9), ("nodes", 11), ("relay", 11)):
+            value = _median(runs, key)
+            cells.append(f"{1000 * value / count:>{width}.1f}" if value is not None else f"{'n/a':>{width}}")
+        print(f"  {label:<16} {' '.join(cells)}  {reached[label]}/{count}")
+
+    def ratio(top: str, bottom: str) -> str:
+        of_medians = _median(figures[top], "wall") / _median(figures[bottom], "wall")
+        per_round = statistics.median(a["wall"] / b["wall"] for a, b in zip(figures[top], figures[bottom], strict=True))
+        return f"{of_medians:>5.2f}x (median of each round's ratio {per_round:.2f}x)"
+
+    print(f"  provision / fabric-hostname (the floor; goal <= 1.3x)  {ratio('provision', 'fabric-hostname')}")
+    print(f"  ansible-cold / provision (goal >= 8x)                  {ratio('ansible-cold', 'provision')}")
+    print(f"  ansible-warm / provision                               {ratio('ansible-warm', 'provision')}")
+    print(f"  provision / fabric-gather (the same remote work)       {ratio('provision', 'fabric-gather')}")
+    nodes = {label: _median(figures[label], "nodes") for label in ("provision", "fabric-hostname")}
+    if None not in nodes.values():
+        extra = 1000 * (nodes["provision"] - nodes["fabric-hostname"]) / count
+        print(f"  node side: the gather costs {extra:.1f} ms of node CPU per host over the floor's login + hostname;")
+    print(f"             the gather script alone on one node (no SSH) {breakdown['gather alone']:.1f} ms of CPU per run")
+    print(
+        "  controller, provision's phases per host (this process, this run's outputs): "
+        + ", ".join(f"{name} {breakdown[name]:.2f} ms" for name in ("threads", "framing", "parsing", "json", "saving"))
+        + f"; start-up {breakdown['start-up']:.0f} ms per run ({breakdown['start-up'] / count:.1f} ms per host here)"
+    )
 
 
 def main() -> None:
@@ -207,25 +253,25 @@ def main() -> None:
     if not Path(tool("ansible")).exists():
         sys.exit("ansible-core is needed: pip install '.[bench]'")
     ensure_docker()
-    print(f"medians of {args.repeat} runs, seconds; 'reached' = hosts every run of that tool reached and read correctly")
+    # As installed: pip compiles a wheel's modules; with this set (a CI image's habit) every run of
+    # provision and Fabric would compile provision's modules from source again.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    print(run_header("provision probe against Ansible's setup and Fabric on the same sshd containers"))
+    print(f"medians of {args.repeat} rounds; 'reached' = hosts every run of that tool reached and read correctly")
     for count in args.sizes:
         load_before = os.getloadavg()[0]
         with tempfile.TemporaryDirectory(prefix="provision-bench.") as tmp:
-            times, reached = bench_size(count, args.repeat, Path(tmp))
+            figures, reached, breakdown = bench_size(count, args.repeat, Path(tmp))
+        loads = [run["load"] for runs in figures.values() for run in runs]
         print(
-            f"\n{count} hosts (1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, "
-            f"{os.cpu_count()} CPUs: all containers and tools share them)"
+            f"\n{count} hosts (1-min load average {load_before:.1f} before, {min(loads):.1f}-{max(loads):.1f} during, "
+            f"{os.getloadavg()[0]:.1f} after; {os.cpu_count()} CPUs: all containers and tools share them)"
         )
-        for label in LABELS:
-            print(f"  {label:<16} {times[label]:>7.2f} s   reached {reached[label]}/{count}")
-        p = times["provision"]
-        print(f"  ansible-cold / provision      {times['ansible-cold'] / p:>6.2f}x")
-        print(f"  ansible-warm / provision      {times['ansible-warm'] / p:>6.2f}x")
-        print(f"  provision / fabric-gather     {p / times['fabric-gather']:>6.2f}x")
-        print(f"  provision / fabric-hostname   {p / times['fabric-hostname']:>6.2f}x", flush=True)
+        report(count, figures, reached, breakdown)
+        sys.stdout.flush()
         if any(reached[label] != count for label in LABELS):
             sys.exit(f"not every tool reached every host at {count} hosts: {reached}")
-    print("\ngoal (issue 6, item 22): provision >= 6x faster than pipelined Ansible at 64 hosts")
+    print("\ngoals (issue 37, item 2): at 64 hosts provision <= 1.3x Fabric's `hostname` fan-out and >= 8x Ansible (cold)")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 import os
 import re
+import select
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -172,11 +174,51 @@ def test_script_runs_under_sh_s_on_stdin_and_no_step_can_read_stdin(tmp_path, mo
 
 
 def test_script_is_one_compound_command_and_uses_no_predictable_temporary_path():
-    for script in (gather_script(new_nonce()), capture_script()):
+    for script, last in ((gather_script(new_nonce()), "} 4>&1 </dev/null"), (capture_script(), "} </dev/null")):
         body = [line for line in script.splitlines() if line and not line.startswith("#")]
-        assert body[0] == "{" and body[-1] == "} </dev/null"
+        assert body[0] == "{" and body[-1] == last
         assert "$$" not in script and "/tmp/" not in script
     assert "mktemp" not in gather_script(new_nonce())  # streaming needs no temporary files at all
+
+
+@pytest.mark.parametrize("shell", ["/bin/sh", "/bin/bash"])
+def test_both_streams_leave_the_node_whole_at_the_end(tmp_path, shell):
+    # Issue 37: stdout and stderr are each printed once, when every step is done (a few SSH packets
+    # instead of one per frame), and byte for byte as the steps printed them: the trailing blank
+    # lines that a command substitution strips are kept. A TEST STAND-IN lscpu prints such lines
+    # and a warning, fails, then waits until the test has seen that nothing came out yet.
+    started, release = tmp_path / "started", tmp_path / "release"
+    lscpu = f"printf 'CPU(s): 2\\n\\n\\n'; echo 'lscpu: warning' >&2; : >'{started}'\n"
+    lscpu += f"while [ ! -e '{release}' ]; do sleep 0.05; done; exit 1\n"
+    path = _path_without(tmp_path, set(), {"lscpu": lscpu})
+    nonce = new_nonce()
+    (tmp_path / "script").write_text(gather_script(nonce))
+    with open(tmp_path / "script", "rb") as script:  # on the stdin of `sh -s`, as over SSH
+        node = subprocess.Popen(
+            [shell, "-s"], stdin=script, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PATH": path}
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists(), "the stand-in lscpu never ran"
+        ready, _, _ = select.select([node.stdout, node.stderr], [], [], 0.5)
+        assert ready == []  # hwloc-xml, uname-r and lscpu itself have printed: none of it has left yet
+        release.touch()
+        out, err = node.communicate(timeout=60)
+    finally:
+        node.kill()
+    captures = split_output(out.decode(), nonce, err.decode())
+    assert captures["lscpu"].stdout == "CPU(s): 2\n\n\n"
+    assert captures["lscpu"].why_unavailable() == "exit 1: lscpu: warning"
+    assert set(captures) == set(CAPTURE_NAMES) and captures["meminfo"].available
+
+
+def test_uname_r_step_prints_what_uname_r_prints():
+    # Read from /proc/sys/kernel/osrelease by the shell (no process), the same string as uname -r.
+    script = next(step.command for step in STEPS if step.name == "uname-r")
+    mine = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
+    assert mine == subprocess.run(["uname", "-r"], capture_output=True, text=True, check=True).stdout
 
 
 def test_every_step_is_a_fact_declared_beside_its_parser():

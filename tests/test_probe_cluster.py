@@ -68,6 +68,24 @@ def test_probe_real_container_facts(cluster, cluster_files, tmp_path):
     assert not (tmp_path / "facts" / "node1" / "nvidia-smi-query.txt").exists()
 
 
+@pytest.mark.parametrize("node", ["node1", "m51"])  # hwloc 2.9 (Debian 12), 2.12 (Debian 13)
+def test_hwloc_plugins_left_closed_change_nothing_in_the_xml(cluster, node):
+    # Issue 37: the hwloc-xml step keeps hwloc's plugin files closed (HWLOC_PLUGINS_BLACKLIST).
+    # On the real hwloc, with the plugins these images install (pci, gl, opencl, libxml), the XML
+    # it prints is what hwloc prints with them loaded: the linux component finds the PCI devices.
+    from provision.facts.hwloc import PLUGINS_NOT_LOADED, SOURCE
+
+    installed = cluster.docker_exec(node, "sh", "-c", "ls /usr/lib/*/hwloc/")
+    assert {"hwloc_pci.so", "hwloc_xml_libxml.so"} <= set(installed.split())
+    step = cluster.docker_exec(node, "sh", "-c", SOURCE.command, user="mpi")
+    loaded = cluster.docker_exec(node, "sh", "-c", SOURCE.command.replace("HWLOC_PLUGINS_BLACKLIST=", "UNUSED="), user="mpi")
+    assert step == loaded and "PCIDev" in step
+    verbose_run = f"export HWLOC_PLUGINS_VERBOSE=1; {{ {SOURCE.command}\n}} 2>&1 >/dev/null"
+    verbose = cluster.docker_exec(node, "sh", "-c", verbose_run, user="mpi")
+    assert all(f"`{name}' is blacklisted" in verbose for name in installed.replace(".so", "").split()), verbose
+    assert set(installed.replace(".so", "").split()) <= set(PLUGINS_NOT_LOADED)
+
+
 def test_probe_minsky_standin_over_ssh(cluster, cluster_files, tmp_path):
     inventory, known_hosts = cluster_files
     done, report = probe_json(inventory, known_hosts, tmp_path / "facts", "minsky")

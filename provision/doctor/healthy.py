@@ -17,7 +17,6 @@ from dataclasses import replace
 
 from provision.doctor.model import FAIL, CheckResult
 from provision.doctor.perf import PerfSettings
-from provision.doctor.perf_judge import decide
 from provision.doctor.runner import DoctorRun, DoctorSettings, doctor
 from provision.errors import PlanError
 from provision.inventory.model import Host, Rack
@@ -39,7 +38,7 @@ def at_fault(run: DoctorRun, order: Sequence[str], *, bad_links: bool = True) ->
         for link in [*run.perf.links, *(run.perf.rdma.links if run.perf.rdma is not None else [])]:
             kinds.setdefault(link.kind, []).append(link)
     for kind, links in kinds.items():  # each kind on its own (TCP, each RDMA rail), as doctor judged it
-        verdict = decide(links)
+        verdict = run.perf.verdicts[kind]  # the verdict doctor's checks gave (judged once per run)
         perf = "perf" if kind.startswith("tcp") else f"perf {kind}"
         for host, why in verdict.bad_nodes.items():
             unhealthy.setdefault(host, f"{perf}: bad node: {why}")

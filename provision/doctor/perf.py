@@ -32,11 +32,12 @@ import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from provision import defaults
 from provision.doctor.matchings import Pair, circle_rounds, greedy_matchings, random_rounds
 from provision.doctor.model import FAIL, CheckResult, NodeReport
-from provision.doctor.perf_judge import Coverage, Link, decide, judge_kind
+from provision.doctor.perf_judge import Coverage, Link, Verdict, decide, judge_kind, verdicts_by_kind
 from provision.doctor.perf_rdma import NO_PORT, RdmaPairs, RdmaRun, node_rails, rdma_preflight
 from provision.doctor.perf_server import collect_command, parse_collected, parse_started, start_command
 from provision.errors import ParseError, ProvisionError
@@ -164,14 +165,21 @@ class PerfRun:
     rdma: RdmaRun | None = None  # None: no node has an active RDMA port
     nccl: CheckResult | None = None  # None: no node has a GPU
 
+    @cached_property
+    def verdicts(self) -> dict[str, Verdict]:
+        """Each kind of link (TCP, each RDMA rail) judged once, when first asked: the checks, the
+        ``--json`` document and ``--drain`` all read these (three judgements of every kind before)."""
+        return verdicts_by_kind([*self.links, *(self.rdma.links if self.rdma is not None else [])])
+
     def results(self, node_count: int) -> list[CheckResult]:
         """The checks: one per kind of link (TCP, each RDMA rail), one failing for nodes that could
         not be tested."""
         kind = f"tcp {self.interface or '?'}"
-        tcp = judge_kind(kind, self.links, node_count, self.coverage)
+        tcp = judge_kind(kind, self.links, node_count, self.coverage, self.verdicts.get(kind))
         if self.rdma is None:
             tcp = replace(tcp, detail=f"{tcp.detail}; {NO_PORT}" if tcp.detail else NO_PORT)
-        results = [tcp, *(self.rdma.results() if self.rdma is not None else []), *([self.nccl] if self.nccl else [])]
+        rdma = self.rdma.results(self.verdicts) if self.rdma is not None else []
+        results = [tcp, *rdma, *([self.nccl] if self.nccl else [])]
         if self.left_out:
             detail = "; ".join(f"{', '.join(h)}: {why}" for why, h in reasons_once(self.left_out).items())  # issue 34
             nodes = {host: f"not tested: {why}" for host, why in self.left_out.items()}

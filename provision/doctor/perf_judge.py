@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 
 from provision.doctor.model import FAIL, PASS, WARN, CheckResult, LinkFinding
@@ -89,27 +90,35 @@ def _gbps(value: float) -> str:
 
 
 def decide(links: list[Link], slow: float = SLOW, node_share: float = NODE) -> Verdict:
-    """Bad nodes and bad links among ``links`` (all of one kind); failed tests are not judged here."""
+    """Bad nodes and bad links among ``links`` (all of one kind); failed tests are not judged here.
+
+    Linear in the links: each node's links are listed once (:func:`_by_node`), and every count
+    below is read from those lists, never by scanning all links for each node or each slow link
+    (that was O(nodes x links) and took seconds at 256 nodes: issue 37)."""
     measured = [link for link in links if link.gbps is not None]
     if not measured:
         return Verdict(None, None, {}, {}, {})
+    by_node = _by_node(measured)
     median = statistics.median(link.gbps for link in measured)
-    slow_links = [link for link in measured if link.gbps < slow * median]
-    bad_nodes = _bad_nodes(measured, slow_links, node_share)
+    bad_nodes = _bad_nodes(by_node, slow * median, node_share)
     if bad_nodes:  # the reference again without the bad nodes' links
         rest = [link for link in measured if link.a not in bad_nodes and link.b not in bad_nodes]
         if rest:
             median = statistics.median(link.gbps for link in rest)
-            slow_links = [link for link in measured if link.gbps < slow * median]
-            bad_nodes = _bad_nodes(measured, slow_links, node_share) or bad_nodes
+            bad_nodes = _bad_nodes(by_node, slow * median, node_share) or bad_nodes
     threshold = slow * median
+    slow_links = [link for link in measured if link.gbps < threshold]
+    # Per node, its links with no bad node at either end ("fair"), and how many of them are slow.
+    fair = {node: [link for link in own if link.a not in bad_nodes and link.b not in bad_nodes] for node, own in by_node.items()}
+    fair_slow = {node: sum(1 for link in own if link.gbps < threshold) for node, own in fair.items()}
+    copies = Counter(id(link) for link in slow_links)  # the same test listed twice counts as one
     bad_links: dict[tuple[str, str], str] = {}
     unsure: dict[tuple[str, str], str] = {}
     for link in slow_links:
         if link.a in bad_nodes or link.b in bad_nodes:
             continue
-        fair = [other for other in measured if other.a not in bad_nodes and other.b not in bad_nodes]
-        fine_elsewhere = [_fine_with_others(node, link, fair, threshold) for node in (link.a, link.b)]
+        # Fine elsewhere: the node has other fair links, and none of them is slow (this one is).
+        fine_elsewhere = [len(fair[node]) > copies[id(link)] and fair_slow[node] == copies[id(link)] for node in (link.a, link.b)]
         why = f"{_gbps(link.gbps)} ({_direction(link)})"
         if all(fine_elsewhere):
             bad_links[(link.a, link.b)] = why
@@ -118,21 +127,36 @@ def decide(links: list[Link], slow: float = SLOW, node_share: float = NODE) -> V
     return Verdict(median, threshold, bad_nodes, bad_links, unsure)
 
 
-def _bad_nodes(measured: list[Link], slow_links: list[Link], node_share: float) -> dict[str, str]:
+def verdicts_by_kind(links: list[Link]) -> dict[str, Verdict]:
+    """Each kind of link among ``links`` -> :func:`decide` of its links: judged once per run, and
+    that one verdict is what the checks, ``--json``'s document and ``--drain`` read.
+
+    >>> sorted(verdicts_by_kind([Link("tcp eth0", "a", "b", 9.0), Link("rdma mlx5_0:1", "a", "b", 90.0)]))
+    ['rdma mlx5_0:1', 'tcp eth0']
+    """
+    kinds: dict[str, list[Link]] = {}
+    for link in links:
+        kinds.setdefault(link.kind, []).append(link)
+    return {kind: decide(kind_links) for kind, kind_links in kinds.items()}
+
+
+def _by_node(measured: list[Link]) -> dict[str, list[Link]]:
+    """Each node (sorted) -> the links it is an end of (a link of a node with itself: once)."""
+    by_node: dict[str, list[Link]] = {}
+    for link in measured:
+        by_node.setdefault(link.a, []).append(link)
+        if link.b != link.a:
+            by_node.setdefault(link.b, []).append(link)
+    return dict(sorted(by_node.items()))
+
+
+def _bad_nodes(by_node: dict[str, list[Link]], threshold: float, node_share: float) -> dict[str, str]:
     bad: dict[str, str] = {}
-    nodes = sorted({n for link in measured for n in (link.a, link.b)})
-    for node in nodes:
-        tested = [link for link in measured if node in (link.a, link.b)]
-        slow = [link for link in slow_links if node in (link.a, link.b)]
+    for node, tested in by_node.items():
+        slow = [link.gbps for link in tested if link.gbps < threshold]
         if len(tested) >= 2 and len(slow) >= max(2, math.ceil(node_share * len(tested))):
-            figure = statistics.median(link.gbps for link in slow)
-            bad[node] = f"slow with {len(slow)} of {len(tested)} peers (median {_gbps(figure)})"
+            bad[node] = f"slow with {len(slow)} of {len(tested)} peers (median {_gbps(statistics.median(slow))})"
     return bad
-
-
-def _fine_with_others(node: str, slow_link: Link, measured: list[Link], threshold: float) -> bool:
-    others = [link for link in measured if node in (link.a, link.b) and link is not slow_link]
-    return bool(others) and all(link.gbps >= threshold for link in others)
 
 
 def _direction(link: Link) -> str:
@@ -145,11 +169,14 @@ def _shown(items: list[str], limit: int = 6) -> str:
     return "; ".join(items[:limit]) + (f"; and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def judge_kind(kind: str, links: list[Link], nodes: int, coverage: Coverage | None = None) -> CheckResult:
+def judge_kind(
+    kind: str, links: list[Link], nodes: int, coverage: Coverage | None = None, verdict: Verdict | None = None
+) -> CheckResult:
     """One check for one kind of link: fail on a bad node, a bad link, a slow link that cannot be
-    placed, or a test that failed; the median, the threshold and the coverage always said."""
+    placed, or a test that failed; the median, the threshold and the coverage always said
+    (``verdict``: :func:`decide` of ``links`` when the caller has it already)."""
     name = f"perf {kind}"
-    verdict = decide(links)
+    verdict = decide(links) if verdict is None else verdict
     failed = [link for link in links if link.gbps is None]
     measured = [link for link in links if link.gbps is not None]
     parts: list[str] = []

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from provision.doctor.matchings import Pair
 from provision.doctor.model import FAIL, WARN, CheckResult
-from provision.doctor.perf_judge import Coverage, Link, judge_kind
+from provision.doctor.perf_judge import Coverage, Link, Verdict, judge_kind
 from provision.doctor.perf_server import collect_command, parse_collected, parse_started, start_command
 from provision.errors import ParseError
 from provision.facts.model import HostFacts
@@ -196,8 +196,10 @@ class RdmaRun:
     rounds_planned: int = 0
     budget_s: float | None = None
 
-    def results(self) -> list[CheckResult]:
-        """One check per rail kind, and one failing for nodes that have ports but no perftest."""
+    def results(self, verdicts: dict[str, Verdict] | None = None) -> list[CheckResult]:
+        """One check per rail kind, and one failing for nodes that have ports but no perftest
+        (``verdicts``: each kind's links already judged, :attr:`PerfRun.verdicts
+        <provision.doctor.perf.PerfRun.verdicts>`)."""
         results = []
         for kind in sorted({link.kind for link in self.links}, key=lambda k: rail_key(self._rail(k))):
             hca = kind.split(" ", 1)[1]
@@ -211,7 +213,7 @@ class RdmaRun:
                 self.budget_s,
                 self.rounds_run < self.rounds_planned,
             )
-            results.append(judge_kind(kind, links, len(nodes), coverage))
+            results.append(judge_kind(kind, links, len(nodes), coverage, (verdicts or {}).get(kind)))
         if not self.links and len(self.rails) > 1:
             listing = "; ".join(f"{host} {', '.join(rails)}" for host, rails in self.rails.items())
             results.append(

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from provision import __version__
 from provision.doctor.fixes import fix_for
 from provision.doctor.model import CheckResult
-from provision.doctor.perf_judge import NODE, SLOW, Link, decide
+from provision.doctor.perf_judge import NODE, SLOW, Link, Verdict, decide
 from provision.doctor.verdict import verdict
 
 if TYPE_CHECKING:
@@ -36,10 +36,10 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def link_verdicts(links: list[Link]) -> dict[tuple[str, str], str]:
+def link_verdicts(links: list[Link], judged: Verdict | None = None) -> dict[tuple[str, str], str]:
     """(a, b) -> how doctor judged that test: ok, slow (a bad node's link), bad link, slow link
-    (not placed on a node or a link) or failed."""
-    judged = decide(links)
+    (not placed on a node or a link) or failed (``judged``: :func:`decide` of ``links``, when known)."""
+    judged = decide(links) if judged is None else judged
     verdicts = {}
     for link in links:
         pair = (link.a, link.b)
@@ -56,11 +56,12 @@ def link_verdicts(links: list[Link]) -> dict[tuple[str, str], str]:
     return verdicts
 
 
-def kind_document(kind: str, links: list[Link], order: list[str]) -> dict:
+def kind_document(kind: str, links: list[Link], order: list[str], judged: Verdict | None = None) -> dict:
     """One kind of link: the judgement's figures, every test, and the matrix ``gbps[i][j]``: what
-    ``nodes[i]`` sent to ``nodes[j]`` (Gbit/s; null: not measured)."""
-    judged = decide(links)
-    verdicts = link_verdicts(links)
+    ``nodes[i]`` sent to ``nodes[j]`` (Gbit/s; null: not measured). ``judged``: :func:`decide` of
+    ``links`` when the caller has it (the run's, :attr:`PerfRun.verdicts`)."""
+    judged = decide(links) if judged is None else judged
+    verdicts = link_verdicts(links, judged)
     seen = {end for link in links for end in (link.a, link.b)}
     nodes = [host for host in order if host in seen] + sorted(seen - set(order))
     index = {host: i for i, host in enumerate(nodes)}
@@ -110,7 +111,7 @@ def perf_document(perf: PerfRun, order: list[str]) -> dict:
         "seconds": round(perf.seconds, 3),
         "coverage": perf.coverage.to_dict(),
         "left_out": [{"host": host, "why": why} for host, why in perf.left_out.items()],
-        "kinds": [kind_document(kind, kind_links, order) for kind, kind_links in kinds.items()],
+        "kinds": [kind_document(kind, kind_links, order, perf.verdicts.get(kind)) for kind, kind_links in kinds.items()],
     }
 
 
