@@ -35,7 +35,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from provision.errors import UnsafeFileError
+from provision.errors import ArgumentError, UnsafeFileError
 from provision.text import shown_value
 
 # A capture, a facts file, a rank file: megabytes at most on the largest machine (lstopo's XML of
@@ -104,6 +104,25 @@ def read_regular(
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_input_text(path: str | Path, *, what: str, limit: int, error: type[ArgumentError] = ArgumentError) -> str:
+    """The UTF-8 text of a controller file a user named (a key file, a password file), read as
+    :func:`read_regular` reads (never through a link, never a FIFO, ``limit`` bytes at most); any
+    failure is one ``error`` naming ``what`` and the file, never its content.
+
+    >>> read_input_text("/nonexistent", what="ssh_keys_file", limit=10)
+    Traceback (most recent call last):
+    provision.errors.ArgumentError: ssh_keys_file /nonexistent: No such file or directory
+    """
+    try:
+        return read_regular(path, limit=limit).decode()
+    except UnsafeFileError as problem:
+        raise error(f"{what} {problem}") from None
+    except OSError as problem:
+        raise error(f"{what} {path}: {problem.strerror or problem}") from None
+    except UnicodeDecodeError:
+        raise error(f"{what} {path}: not UTF-8 text") from None
 
 
 def open_dir(path: str | Path, *, dir_fd: int | None = None) -> int:

@@ -33,8 +33,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from provision.errors import ArgumentError, UnsafeFileError
-from provision.files import read_regular
+from provision.errors import ArgumentError
+from provision.files import read_input_text
 from provision.text import shown_value
 
 OWN_MARK = "provision-own-key"
@@ -190,16 +190,7 @@ def read_keys_file(path: Path) -> list[KeyLine]:
     """The keys of a controller file in authorized_keys format (``#`` comments and blank lines
     skipped); an error names ``path:LINE``. Never through a link, never a FIFO (it would hold
     the run), 1 MiB at most."""
-    try:
-        data = read_regular(path, limit=MAX_FILE)
-    except UnsafeFileError as error:
-        raise ArgumentError(f"ssh_keys_file {error}") from None
-    except OSError as error:
-        raise ArgumentError(f"ssh_keys_file {path}: {error.strerror or error}") from None
-    try:
-        text = data.decode()
-    except UnicodeDecodeError:
-        raise ArgumentError(f"{path}: not UTF-8 text") from None
+    text = read_input_text(path, what="ssh_keys_file", limit=MAX_FILE)
     keys = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):

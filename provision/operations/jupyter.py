@@ -34,8 +34,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from provision.errors import ArgumentError, UnsafeFileError
-from provision.files import read_regular
+from provision.errors import ArgumentError
+from provision.files import read_input_text
 from provision.inventory.model import check_user
 from provision.operations.base import Arg, Operation, OperationError, StateKey, Write, check_path
 from provision.operations.files import content_changes
@@ -61,16 +61,8 @@ class PasswordFileError(ArgumentError):
 def read_password(path: str) -> str:
     """The first line of the controller file ``path`` (stripped of its newline); the file must be
     readable and the password non-empty. The message names the file, never its content."""
-    try:  # a regular file, not a link, FIFO or device (a FIFO would hold the run forever), size capped
-        data = read_regular(path, limit=MAX_PASSWORD_FILE)
-    except UnsafeFileError as error:
-        raise PasswordFileError(f"jupyter password file {error}") from None
-    except OSError as error:
-        raise PasswordFileError(f"jupyter password file {path}: {error.strerror or error}") from None
-    try:
-        text = data.decode()
-    except UnicodeDecodeError:
-        raise PasswordFileError(f"jupyter password file {path}: not UTF-8 text") from None
+    # a regular file, not a link, FIFO or device (a FIFO would hold the run forever), size capped
+    text = read_input_text(path, what="jupyter password file", limit=MAX_PASSWORD_FILE, error=PasswordFileError)
     password = text.splitlines()[0] if text.splitlines() else ""
     if not password:
         raise PasswordFileError(f"jupyter password file {path}: empty (the first line is the password)")
