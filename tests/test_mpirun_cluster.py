@@ -509,6 +509,8 @@ def test_nodes_that_cannot_ssh_each_other_get_no_tree_spawn_and_an_unreachable_h
     said = " ".join(done.stderr.split())
     assert done.returncode == 1 and time.monotonic() - started < 60, said
     assert f"cannot SSH without a prompt to {hosts[1]}, {hosts[2]}" in said or f"{hosts[2]}, {hosts[1]}" in said
+    inventory = common[common.index("-i") + 1]
+    assert f"(provision setup-cluster -i {inventory})" in said, said  # the hint pastes: this inventory
 
 
 def test_openmpi5_daemons_skip_the_tree_when_nodes_cannot_ssh_each_other(cluster, tmp_path):

@@ -83,7 +83,7 @@ _SSH_CHECK = "ssh -n -o BatchMode=yes -o ConnectTimeout=30"
 _SSH_AT_ONCE = 16  # checks in flight from the first host (each is a key exchange: CPU there)
 
 
-def _peer_reachability(connection, first: str, peers: list[str]) -> bool:
+def _peer_reachability(connection, first: str, peers: list[str], inventory_path: str | None = None) -> bool:
     """Check that the first host reaches every other planned host by SSH without a prompt (else
     :class:`LaunchError` naming them: mpirun would hang or fail), and whether the second reaches
     the third: OpenMPI's tree spawn needs every node to reach every other. Returns True when it
@@ -100,7 +100,8 @@ def _peer_reachability(connection, first: str, peers: list[str]) -> bool:
         listed = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
         raise LaunchError(
             f"cannot SSH without a prompt to {listed} (ssh -o BatchMode=yes; {names[0]}: {shown_value(failed[names[0]])}): "
-            "mpirun would hang or fail there; set up passwordless SSH between the hosts (provision setup-cluster)"
+            "mpirun would hang or fail there; set up passwordless SSH between the hosts "
+            f"(provision setup-cluster{' -i ' + shlex.quote(inventory_path) if inventory_path else ''})"
         )
     if len(others) < 2:
         return False
@@ -234,12 +235,13 @@ def run_from_first_host(
     *,
     allow_run_as_root: bool = False,
     check: bool = False,
+    inventory_path: str | None = None,
 ) -> int:
     """Put ``files`` ({name: text}) in a fresh directory on ``host``, run ``argv_for(directory,
     unset)`` there in a terminal (``unset``: the default ``-x`` variables not set on the host;
     ``no_tree_spawn=True`` is added when the hosts cannot SSH to each other),
     streaming its output here; remove the directory after. ``check``: compare the reported bindings
-    with ``plan``. Returns mpirun's exit status (2: refused before it ran,
+    with ``plan``; ``inventory_path`` goes into the setup-cluster hint. Returns mpirun's exit status (2: refused before it ran,
     1: a host failed or bindings differ from the plan, 130: interrupted)."""
     connection = None
     run_dir = None
@@ -254,7 +256,7 @@ def run_from_first_host(
         unset = _unset_variables(connection, DEFAULT_EXPORTS)
         for name in sorted(unset):
             print(f"provision: {name} is not set on {host.name}: not passed with -x", file=sys.stderr)
-        no_tree = _peer_reachability(connection, plan.hosts[0].host, [h.host for h in plan.hosts])
+        no_tree = _peer_reachability(connection, plan.hosts[0].host, [h.host for h in plan.hosts], inventory_path)
         argv = argv_for(run_dir, unset, no_tree_spawn=no_tree) if no_tree else argv_for(run_dir, unset)
         print(f"[{host.name}] $ {quoted(argv)}", file=sys.stderr, flush=True)
         channel = connection.client.get_transport().open_session()

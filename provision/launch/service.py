@@ -129,6 +129,7 @@ def launch(request: LaunchRequest, connection, hooks: LaunchHooks = LaunchHooks(
         job.argv,
         allow_run_as_root=options.allow_run_as_root,
         check=options.report_bindings,
+        inventory_path=str(request.plan.inventory) if request.plan.inventory else None,
     )
     return LaunchOutcome(exit_code=code)
 
