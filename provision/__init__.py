@@ -14,6 +14,7 @@ LAYERS = (
         "provision.errors",
         "provision.defaults",
         "provision.resources",
+        "provision.sandbox",
         "provision.yaml_lines",
         "provision.files",
         "provision.text",

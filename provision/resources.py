@@ -34,46 +34,9 @@ def resource_file(relative: str) -> Path:
     raise FileNotFoundError(f"provision's {relative} is missing from this install ({_PACKAGE_DIR})")
 
 
-MAX_BUILT = 1 << 24  # characters or items one ``*`` of a template may build (16 Mi); the bits of a ``**``: 1 Mi
-
-
-def _bounded(left: object, right: object, operator: str) -> None:
-    """Refuse (jinja2's ``SecurityError``, as the sandbox refuses a ``range`` too big) a ``*`` that
-    repeats a text or list past :data:`MAX_BUILT`, and an integer ``**`` whose result would need
-    more than 1 Mi bits: ``{{ 'x' * 4000000000 }}`` took gigabytes and minutes, then failed with
-    an empty MemoryError."""
-    from jinja2.exceptions import SecurityError
-
-    if operator == "*":
-        for sequence, times in ((left, right), (right, left)):
-            if isinstance(sequence, (str, bytes, list, tuple)) and isinstance(times, int) and len(sequence) * times > MAX_BUILT:
-                raise SecurityError(
-                    f"'*' would build {len(sequence) * times} {'characters' if isinstance(sequence, str) else 'items'}: "
-                    f"templates build at most {MAX_BUILT}"
-                )
-    elif isinstance(left, int) and isinstance(right, int) and right > 0 and right * abs(left).bit_length() > 1 << 20:
-        bits = right * abs(left).bit_length()
-        raise SecurityError(f"'**' would build a number of about {bits} bits: templates build at most {1 << 20}")
-
-
-@lru_cache(maxsize=1)
-def _sandbox_class() -> type:
-    from jinja2.sandbox import SandboxedEnvironment
-
-    class BoundedSandbox(SandboxedEnvironment):
-        """jinja2's sandbox, with ``*`` and ``**`` bounded (:func:`_bounded`)."""
-
-        intercepted_binops = frozenset({"*", "**"})
-
-        def call_binop(self, context, operator, left, right):
-            _bounded(left, right, operator)
-            return super().call_binop(context, operator, left, right)
-
-    return BoundedSandbox
-
-
 def jinja_environment(*, autoescape: bool = False, **extra) -> SandboxedEnvironment:
-    """provision's one kind of Jinja2 environment: sandboxed (``*`` and ``**`` bounded too), strict
+    """provision's one kind of Jinja2 environment: sandboxed, what it builds bounded
+    (:mod:`provision.sandbox`), strict
     (an undefined variable is an error), trailing newlines kept, nothing HTML-escaped (``autoescape``:
     everything, for a web page). ``extra`` adds a loader or a finalizer; the templating layer adds its
     filters on top. Jinja2 is imported here, on first use: a command that renders nothing never loads it.
@@ -83,7 +46,9 @@ def jinja_environment(*, autoescape: bool = False, **extra) -> SandboxedEnvironm
     """
     import jinja2
 
-    return _sandbox_class()(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=autoescape, **extra)
+    from provision.sandbox import bounded_sandbox
+
+    return bounded_sandbox()(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=autoescape, **extra)
 
 
 @lru_cache(maxsize=1)

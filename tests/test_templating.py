@@ -133,9 +133,9 @@ def test_a_value_too_large_to_build_is_refused_at_once(text, message):
 
 
 def test_running_out_of_memory_says_so_with_the_task_and_the_file(tmp_path, monkeypatch):
-    import provision.resources
+    import provision.sandbox
 
-    monkeypatch.setattr(provision.resources, "MAX_BUILT", 1 << 70)  # unbounded: malloc refuses 4 EiB at once
+    monkeypatch.setattr(provision.sandbox, "MAX_BUILT", 1 << 70)  # unbounded: malloc refuses 4 EiB at once
     with pytest.raises(TemplateError, match=r"^its value is too large to build \(out of memory\)$"):
         render_value("{{ 'x' * 2 ** 62 }}", {})
     (tmp_path / "t.j2").write_text("a\n{{ [0] * 2 ** 61 }}\n")
@@ -288,3 +288,47 @@ def test_home_writer_is_derived_once_per_snapshot_and_play(monkeypatch):
     assert home_writer(plain, list(hosts), "auto") == "n1" and len(scans) == 4  # no snapshot: computed each time
     with pytest.raises(TypeError, match="snapshot"):
         snapshot.update({"n1": {}})
+
+
+# Issue 33, second pass: the other ways a short template builds a huge value, each refused at once
+# (estimated from its arguments, never built); the same calls at a sane size still work.
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("{{ '%0*d' % (10 ** 9, 1) }}", "'%' would build 1000000000 characters"),
+        ("{{ '%999999999d' % 1 }}", "'%' would build 999999999 characters"),
+        ("{{ '%.999999999f' % 1.5 }}", "'%' would build 999999999 characters"),
+        ("{{ '%*s'|format(10 ** 9, '') }}", "format would build 1000000000 characters"),
+        ("{{ '{:>999999999}'.format(1) }}", "format would build 999999999 characters"),
+        ("{{ '{:>{w}}'.format(1, w=10 ** 9) }}", "format would build 1000000000 characters"),
+        ("{{ 'x'.center(10 ** 9) }}", "center would build 1000000000 characters"),
+        ("{{ 'x'.zfill(10 ** 9) }}", "zfill would build 1000000000 characters"),
+        ("{{ 'x'|center(10 ** 9) }}", "center would build 1000000000 characters"),
+        ("{{ ('a' * 10 ** 6).replace('', 'b' * 100) }}", "replace would build 101000100 characters"),
+        ("{{ ('a' * 10 ** 6)|replace('a', 'b' * 100) }}", "replace would build 100000000 characters"),
+        ("{{ ('\t' * 10 ** 6).expandtabs(10 ** 3) }}", "expandtabs would build 1000000000 characters"),
+        ("{{ ('a\n' * 10 ** 6)|indent(10 ** 3) }}", "indent would build 1000001000 characters"),
+        ("{{ [1]|batch(10 ** 9, 0)|list }}", "batch would build 1000000000 items"),
+        ("{{ [1]|slice(10 ** 9)|list }}", "slice would build 1000000000 items"),
+        ("{{ lipsum(10 ** 6) }}", "lipsum would build 1200000000 characters"),
+    ],
+)
+def test_every_way_a_template_pads_or_repeats_is_bounded(text, message):
+    with pytest.raises(SecurityError) as caught:
+        render_value(text, {})
+    assert str(caught.value) == f"{message}: templates build at most 16777216"
+
+
+def test_the_bounded_ways_still_work_at_a_sane_size():
+    text = (
+        "{{ '%03d' % 7 }} {{ '%*d' % (4, 7) }} {{ '%s-%s'|format('a', 'b') }} {{ '{:>4}'.format(1) }} "
+        "{{ 'x'.center(3) }}|{{ 'x'|center(3) }}|{{ 'ab'.replace('', '.') }} {{ 'a\tb'.expandtabs(2) }} "
+        "{{ [1, 2, 3]|batch(2, 0)|list }} {{ [1, 2, 3]|slice(2)|list }} {{ 'a\nb'|indent(2) }} {{ '100'.zfill(5) }}"
+    )
+    assert render_value(text, {}) == ("007    7 a-b    1  x | x |.a.b. a b [[1, 2], [3, 0]] [[1, 2], [3]] a\n  b 00100")
+
+
+def test_what_adds_up_in_a_loop_is_bounded_by_the_whole_output():
+    # each step is within bounds (1 Mi characters), 100 steps print 100 Mi: stopped at 64 Mi
+    with pytest.raises(SecurityError, match="the template printed more than 67108864 characters"):
+        render_value("{% for i in range(100) %}{{ 'x' * 2 ** 20 }}{% endfor %}", {})
