@@ -107,6 +107,11 @@ def test_from_zero_the_controller_and_the_nodes_get_slurm_and_nothing_else_does(
         ({"controller": "head", "nodes": "gpu", "partition": "a b"}, "partition 'a b'"),
         ({"controller": "head", "nodes": "gpu", "munge_key": ""}, "munge_key must be a file on the controller"),
         ({"controller": "head", "nodes": "gpu", "cgroup": "cgroup.conf"}, "cgroup must be an absolute path"),
+        # HealthCheckProgram= in the slurm.conf every node reads: one word, never a line of its own
+        ({"controller": "head", "nodes": "gpu", "health_check": "/sbin/x\nSlurmdUser=mpi"}, r"health_check.*./sbin/x\\x0aSlurm"),
+        ({"controller": "head", "nodes": "gpu", "health_check": "/sbin/node check"}, "health_check must be an absolute path"),
+        ({"controller": "head", "nodes": "gpu", "health_check": "provision-node-check"}, "health_check must be an absolute path"),
+        ({"nodes": "gpu", "health_check": ["/sbin/check"]}, "health_check must be an absolute path"),
         ({"controller": "head", "nodes": ["node01", "node02", "login"]}, r"no facts for host login: .*provision probe login"),
     ],
 )

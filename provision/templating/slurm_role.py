@@ -51,6 +51,9 @@ SLURM_DEFAULTS = {
 _CLUSTER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 _PARTITION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _OWNERS = ("provision", "admin")
+# A path slurm.conf names (HealthCheckProgram=): one word of safe characters, so that the inventory
+# can never add a line or a setting to the file every node reads.
+_PROGRAM = re.compile(r"(/[A-Za-z0-9._+@-]+)+")
 
 
 def _named_hosts(names: Any, groups: dict, what: str) -> list[str]:
@@ -127,6 +130,12 @@ def _checked(settings: Any) -> dict:
         )
     if merged["munge_key"] is not None and (not isinstance(merged["munge_key"], str) or not merged["munge_key"]):
         raise TemplateError(f"slurm: munge_key must be a file on the controller, not {shown_value(merged['munge_key'])}")
+    check = merged["health_check"]
+    if check is not None and (not isinstance(check, str) or not _PROGRAM.fullmatch(check)):
+        raise TemplateError(
+            f"slurm: health_check must be an absolute path of letters, digits, '.', '_', '+', '@', '-' and '/', "
+            f"not {shown_value(check)}"
+        )
     if merged["conf_owner"] is not None and merged["conf_owner"] not in _OWNERS:
         raise TemplateError(
             f"slurm: conf_owner {shown_value(merged['conf_owner'])}: provision (slurm.conf written whole) or admin "
@@ -214,9 +223,8 @@ def slurm_node_check(settings: Any, groups: Any, facts_dir: Any = None, base_dir
     writes lines for, the same script for every host; ``slurm.health_check`` must be an absolute
     path (where it goes)."""
     merged = slurm_files(settings, groups, facts_dir, base_dir, host)
-    where = merged["health_check"]
-    if not isinstance(where, str) or not where.startswith("/") or not where.strip("/"):
-        raise TemplateError(f"slurm: health_check must be an absolute path, not {shown_value(where)}")
+    if merged["health_check"] is None:
+        raise TemplateError("slurm: health_check is not set: say where the node check goes")
     folder = Path(merged["facts_dir"])
     try:
         stamp = folder.stat().st_mtime_ns
