@@ -140,10 +140,15 @@ def wait_for_ssh(ports: dict[str, int], timeout: float = 60.0) -> None:
 
 @contextmanager
 def compose_cluster(
-    compose_file: Path, material_variable: str, project: str, material: Path, nodes: tuple[str, ...]
+    compose_file: Path,
+    material_variable: str,
+    project: str,
+    material: Path,
+    nodes: tuple[str, ...],
+    services: tuple[str, ...] = (),
 ) -> Iterator[Cluster]:
-    """A private cluster: every service of ``compose_file`` up as compose project ``project``, sshd
-    answering on ``nodes``. The keys are made in ``material`` first (the client's key and its
+    """A private cluster: every service of ``compose_file`` (or only ``services``) up as compose
+    project ``project``, sshd answering on ``nodes``. The keys are made in ``material`` first (the client's key and its
     authorized_keys, one host key per node, their ssh_known_hosts), which the compose file mounts
     from ``$material_variable``; with the cluster, a strict known_hosts for the controller is
     ``material/known_hosts``. The containers are removed at the end, even after a failure."""
@@ -158,7 +163,7 @@ def compose_cluster(
         return subprocess.run(command, env=env, capture_output=True, text=True, check=check)
 
     try:
-        compose("up", "-d")
+        compose("up", "-d", *services)
         ports = {n: int(compose("port", n, "22").stdout.strip().rsplit(":", 1)[1]) for n in nodes}
         wait_for_ssh(ports)
         cluster = Cluster(ports, host_keys, project, key=material / "id_ed25519")

@@ -46,35 +46,45 @@ def wait_for_boot(cluster: Cluster, nodes=SYSTEMD_NODES, timeout: float = 120) -
 
 @contextmanager
 def systemd_cluster(project: str, material: Path, nodes=SYSTEMD_NODES) -> Iterator[Cluster]:
-    """ctl and sn1-sn3 under systemd, booted, sshd answering; removed at the end, even after a failure."""
+    """``nodes`` (ctl and sn1-sn3 unless told) under systemd, booted, sshd answering; only they are
+    started; removed at the end, even after a failure."""
     ensure_systemd_image()
-    with compose_cluster(SYSTEMD_COMPOSE, "SYSTEMD_DIR", project, material, nodes) as cluster:
+    with compose_cluster(SYSTEMD_COMPOSE, "SYSTEMD_DIR", project, material, nodes, services=nodes) as cluster:
         wait_for_boot(cluster, nodes)
         yield cluster
 
 
-def slurm_inventory(cluster: Cluster, material: Path, slurm: str = SLURM_FROM_ZERO) -> Path:
-    """``material/hosts.yml``: ctl and sn1-sn3 on their published ports as user mpi, group ``gpu``
-    (sn1-sn3), and ``vars: slurm:`` set to ``slurm`` (Slurm from zero by default)."""
+def slurm_inventory(cluster: Cluster, material: Path, slurm: str = SLURM_FROM_ZERO, nodes=SYSTEMD_NODES) -> Path:
+    """``material/hosts.yml``: ``nodes`` (ctl and sn1-sn3 unless told) on their published ports as
+    user mpi, group ``gpu`` (every one but ctl), and ``vars: slurm:`` set to ``slurm`` (Slurm from
+    zero by default)."""
     inventory = material / "hosts.yml"
-    inventory.write_text(cluster.inventory_yaml(SYSTEMD_NODES) + f"groups:\n  gpu: [sn1, sn2, sn3]\nvars:\n  slurm: {slurm}\n")
+    gpu = ", ".join(node for node in nodes if node != "ctl")
+    inventory.write_text(cluster.inventory_yaml(nodes) + f"groups:\n  gpu: [{gpu}]\nvars:\n  slurm: {slurm}\n")
     return inventory
 
 
-def start_slurm_from_zero(cluster: Cluster, material: Path, run_cli) -> Path:
+def start_slurm_from_zero(
+    cluster: Cluster, material: Path, run_cli, slurm: str = SLURM_FROM_ZERO, nodes=SYSTEMD_NODES
+) -> tuple[Path, float]:
     """Slurm installed and running on the fresh nodes the way a user does it: probe the compute
     nodes, then ``setup-cluster`` (tests/test_slurm_from_zero_cluster.py checks each step).
-    Returns the inventory once ``sinfo`` shows sn1-sn3 idle; raises naming what failed."""
-    inventory = slurm_inventory(cluster, material)
+    Returns the inventory and setup-cluster's seconds once ``sinfo`` shows every compute node
+    idle; raises naming what failed."""
+    inventory = slurm_inventory(cluster, material, slurm, nodes)
     common = ["-i", str(inventory), "--known-hosts", str(material / "known_hosts")]
+    took = 0.0
     for step in (["probe", "gpu", *common], ["setup-cluster", *common]):
+        started = time.monotonic()
         done = run_cli(*step)
+        took = time.monotonic() - started
         if done.returncode:
             raise RuntimeError(f"{step[0]} failed: {done.stdout[-3000:]}{done.stderr[-3000:]}")
+    computes = [node for node in nodes if node != "ctl"]
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         states = cluster.docker_exec("ctl", "sh", "-c", "sinfo -N -h -o '%N %T' 2>/dev/null; true").split()
-        if states[1::2] == ["idle"] * 3:
-            return inventory
+        if states[1::2] == ["idle"] * len(computes):
+            return inventory, took
         time.sleep(1)
     raise RuntimeError(f"sinfo: not every node idle: {states}")

@@ -63,6 +63,11 @@ def _run(tmp_path, slurm: str, key: tuple[bytes, int] | None = None):
             "secrets/site.key: holds a PEM or OpenSSH key, not a MUNGE key",
         ),
         ("{controller: head, nodes: gpu, munge_key: secrets/none.key}", None, "secrets/none.key: no such file"),
+        (
+            '{controller: head, nodes: gpu, health_check: "/usr/sbin/check\\nSlurmdUser=mpi"}',
+            None,
+            "slurm: health_check must be an absolute path",
+        ),
     ],
 )
 def test_bad_slurm_input_is_one_line_naming_it_exit_2_before_any_node(tmp_path, slurm, key, message):

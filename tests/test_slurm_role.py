@@ -107,6 +107,22 @@ def test_from_zero_the_controller_and_the_nodes_get_slurm_and_nothing_else_does(
         ({"controller": "head", "nodes": "gpu", "partition": "a b"}, "partition 'a b'"),
         ({"controller": "head", "nodes": "gpu", "munge_key": ""}, "munge_key must be a file on the controller"),
         ({"controller": "head", "nodes": "gpu", "cgroup": "cgroup.conf"}, "cgroup must be an absolute path"),
+        # HealthCheckProgram= in the slurm.conf every node reads: one word, never a line of its own
+        ({"controller": "head", "nodes": "gpu", "health_check": "/sbin/x\nSlurmdUser=mpi"}, r"health_check.*./sbin/x\\x0aSlurm"),
+        ({"controller": "head", "nodes": "gpu", "health_check": "/sbin/node check"}, "health_check must be an absolute path"),
+        ({"controller": "head", "nodes": "gpu", "health_check": "provision-node-check"}, "health_check must be an absolute path"),
+        ({"nodes": "gpu", "health_check": ["/sbin/check"]}, "health_check must be an absolute path"),
+        ({"controller": "head", "nodes": "gpu", "health_check": "/c", "health_check_interval": 0}, "interval 0: .* 1 to 65535"),
+        ({"controller": "head", "nodes": "gpu", "health_check": "/c", "health_check_interval": "5m"}, "interval '5m': seconds"),
+        (
+            {"controller": "head", "nodes": "gpu", "health_check": "/c", "health_check_prolog": "yes"},
+            "prolog must be true or false",
+        ),
+        ({"controller": "head", "nodes": "gpu", "health_check_prolog": True}, "health_check_prolog without health_check"),
+        (
+            {"controller": "head", "nodes": "gpu", "conf_owner": "admin", "health_check": "/c", "health_check_interval": 60},
+            r"health_check_interval set lines of the slurm.conf provision writes; .* HealthCheckInterval=",
+        ),
         ({"controller": "head", "nodes": ["node01", "node02", "login"]}, r"no facts for host login: .*provision probe login"),
     ],
 )
@@ -145,10 +161,32 @@ def test_slurm_conf_written_whole_names_the_controller_the_plugins_the_nodes_and
         node_lines + "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n"
     )
     assert _render("slurm.conf.j2", slurm, folder, "head") == conf  # one file on every host
+    assert "HealthCheck" not in conf and "Prolog" not in conf  # no node check asked for
     cgroup = _render("cgroup.conf.j2", slurm, folder)
     assert [line for line in cgroup.splitlines() if not line.startswith("#")] == [
         "ConstrainCores=yes", "ConstrainRAMSpace=yes", "ConstrainDevices=yes",
     ]  # fmt: skip
+
+
+def test_slurm_conf_names_the_node_check_when_asked_its_interval_and_as_the_prolog_when_asked(tmp_path):
+    folder = _facts_folder(tmp_path, "node01", "node02")
+    slurm = {"controller": "head", "nodes": "gpu", "health_check": "/usr/local/sbin/provision-node-check"}
+
+    def settings(conf: str) -> list[str]:
+        return [line for line in conf.splitlines() if line.startswith(("HealthCheck", "Prolog"))]
+
+    assert settings(_render("slurm.conf.j2", slurm, folder)) == [
+        "HealthCheckProgram=/usr/local/sbin/provision-node-check",
+        "HealthCheckInterval=300",
+        "HealthCheckNodeState=ANY",  # a drained node is checked too: else it could never be resumed
+    ]
+    slurm.update(health_check_interval=3600, health_check_prolog=True)
+    assert settings(_render("slurm.conf.j2", slurm, folder)) == [
+        "HealthCheckProgram=/usr/local/sbin/provision-node-check",
+        "HealthCheckInterval=3600",
+        "HealthCheckNodeState=ANY",
+        "Prolog=/usr/local/sbin/provision-node-check",
+    ]
 
 
 ROCKY = OsRelease("rocky", ("rhel", "centos", "fedora"), "9.4")

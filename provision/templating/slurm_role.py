@@ -44,6 +44,8 @@ SLURM_DEFAULTS = {
     "cluster_name": "cluster",
     "partition": "batch",
     "health_check": None,  # where doctor's node check goes (HealthCheckProgram), if anywhere
+    "health_check_interval": 300,  # seconds between slurmd's runs of it (HealthCheckInterval)
+    "health_check_prolog": False,  # also run it before each job (Prolog)
     "munge_key": None,  # controller file; default secrets/munge.key beside the inventory, made once
 }
 # slurm.conf(5) ClusterName: upper case is mapped to lower case "silently", so only lower case is
@@ -51,6 +53,9 @@ SLURM_DEFAULTS = {
 _CLUSTER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 _PARTITION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _OWNERS = ("provision", "admin")
+# A path slurm.conf names (HealthCheckProgram=): one word of safe characters, so that the inventory
+# can never add a line or a setting to the file every node reads.
+_PROGRAM = re.compile(r"(/[A-Za-z0-9._+@-]+)+")
 
 
 def _named_hosts(names: Any, groups: dict, what: str) -> list[str]:
@@ -127,6 +132,26 @@ def _checked(settings: Any) -> dict:
         )
     if merged["munge_key"] is not None and (not isinstance(merged["munge_key"], str) or not merged["munge_key"]):
         raise TemplateError(f"slurm: munge_key must be a file on the controller, not {shown_value(merged['munge_key'])}")
+    check = merged["health_check"]
+    if check is not None and (not isinstance(check, str) or not _PROGRAM.fullmatch(check)):
+        raise TemplateError(
+            f"slurm: health_check must be an absolute path of letters, digits, '.', '_', '+', '@', '-' and '/', "
+            f"not {shown_value(check)}"
+        )
+    interval = merged["health_check_interval"]
+    if isinstance(interval, bool) or not isinstance(interval, int) or not 1 <= interval <= 65535:
+        # slurm.conf(5) of 22.05, HealthCheckInterval: "The default value is zero, which disables
+        # execution", the start-up run too (SchedMD/slurm d525b6872a10, src/slurmd/slurmd/slurmd.c:2858-2859
+        # "if (slurm_conf.health_check_program &&" / "slurm_conf.health_check_interval) {")
+        raise TemplateError(
+            f"slurm: health_check_interval {shown_value(interval)}: seconds between slurmd's runs of the node check, "
+            "1 to 65535 (0 would stop slurmd running it at all)"
+        )
+    if not isinstance(merged["health_check_prolog"], bool):
+        raise TemplateError(f"slurm: health_check_prolog must be true or false, not {shown_value(merged['health_check_prolog'])}")
+    named = [key for key in ("health_check_interval", "health_check_prolog") if key in settings and settings[key] is not None]
+    if named and check is None:
+        raise TemplateError(f"slurm: {' and '.join(named)} without health_check: say where the node check goes")
     if merged["conf_owner"] is not None and merged["conf_owner"] not in _OWNERS:
         raise TemplateError(
             f"slurm: conf_owner {shown_value(merged['conf_owner'])}: provision (slurm.conf written whole) or admin "
@@ -157,6 +182,12 @@ def slurm_files(settings: Any, groups: Any, facts_dir: Any = None, base_dir: Any
     owner = merged["conf_owner"] or ("provision" if controller else "admin")
     if owner == "provision" and controller is None:
         raise TemplateError("slurm: conf_owner provision needs slurm.controller (the SlurmctldHost of the slurm.conf it writes)")
+    slurm_conf_only = [k for k in ("health_check_interval", "health_check_prolog") if (settings or {}).get(k) is not None]
+    if owner == "admin" and slurm_conf_only:
+        raise TemplateError(
+            f"slurm: {' and '.join(slurm_conf_only)} set lines of the slurm.conf provision writes; the admin's slurm.conf "
+            "(conf_owner admin) names the node check itself: HealthCheckInterval=, Prolog="
+        )
     if merged["facts_dir"] is not None:  # the inventory's setting: relative to its folder
         if not isinstance(merged["facts_dir"], str) or not merged["facts_dir"]:
             raise TemplateError(f"slurm: facts_dir must be a folder, not {shown_value(merged['facts_dir'])}")
@@ -214,9 +245,8 @@ def slurm_node_check(settings: Any, groups: Any, facts_dir: Any = None, base_dir
     writes lines for, the same script for every host; ``slurm.health_check`` must be an absolute
     path (where it goes)."""
     merged = slurm_files(settings, groups, facts_dir, base_dir, host)
-    where = merged["health_check"]
-    if not isinstance(where, str) or not where.startswith("/") or not where.strip("/"):
-        raise TemplateError(f"slurm: health_check must be an absolute path, not {shown_value(where)}")
+    if merged["health_check"] is None:
+        raise TemplateError("slurm: health_check is not set: say where the node check goes")
     folder = Path(merged["facts_dir"])
     try:
         stamp = folder.stat().st_mtime_ns
