@@ -7,7 +7,9 @@ cluster users (different names and uids, so each tool's first run really creates
   ansible   : `ansible-playbook bench/setup-cluster-ansible.yml` (ansible-core only; pipelining on,
               ControlPersist 60s: the no-change run reuses the first run's connections)
   pyinfra   : `pyinfra INV bench/setup_cluster_pyinfra.py` twice (stage keys, stage trust)
-For each: the first run, then the no-change run (median of --repeat). Prints times and ratios.
+For each: the first run, then the no-change run (median of --repeat). Prints times and ratios, and
+provision's no-change run against the floor, `provision run all -- true` (start-up, the inventory,
+one SSH round trip to every host), timed alternately with it.
 Needs root (Docker) and the bench extra (`pip install -e '.[bench]'`).
 
     python3 bench/setup_vs_ansible.py --sizes 16 64 --repeat 3
@@ -36,6 +38,7 @@ from sshd_nodes import start_nodes, stop_nodes  # noqa: E402
 from cluster_support import ensure_docker  # noqa: E402
 
 CONNECT_TIMEOUT = 60  # the same for every tool: the 2-core machine is shared and often overloaded
+FLOOR: dict[int, float] = {}  # hosts -> median seconds of `provision run all -- true`, measured beside provision's runs
 
 
 def users(prefix: str, base: int) -> list[dict]:
@@ -87,13 +90,20 @@ def provision_runs(ports, key, known, work, repeat) -> tuple[float, float]:
         str(CONNECT_TIMEOUT),
         "--json",
     ]
+    # the floor (issue 37): start-up, the inventory and one SSH round trip to every host, nothing else
+    floor = [tool("provision"), "run", "all", "-i", str(inventory), "--known-hosts", str(known)]
+    floor += ["--forks", str(len(ports)), "--connect-timeout", str(CONNECT_TIMEOUT), "--json", "--", "true"]
     first, _ = timed(command)
-    times = []
-    for _ in range(repeat):
+    times, floors = [], []
+    for _ in range(repeat):  # alternated, so that both see the same load
         elapsed, done = timed(command)
         recap = json.loads(done.stdout)["recap"]
         assert all(r["changed"] == 0 and r["round_trips"] == 1 for r in recap), recap
         times.append(elapsed)
+        elapsed, done = timed(floor)
+        assert [h["exit_code"] for h in json.loads(done.stdout)["hosts"]] == [0] * len(ports), done.stdout[-2000:]
+        floors.append(elapsed)
+    FLOOR[len(ports)] = statistics.median(floors)
     return first, statistics.median(times)
 
 
@@ -214,6 +224,10 @@ def print_row(row: dict) -> None:
     for name in ("provision", "ansible", "pyinfra"):
         if name in row:
             print(f"  {name:<10} first {row[name][0]:7.2f}   no-change {row[name][1]:7.2f}")
+    if row["hosts"] in FLOOR:
+        floor = FLOOR[row["hosts"]]
+        print(f"  the floor  `provision run all -- true` {floor:7.2f}")
+        print(f"  no-change: provision / the floor = {steady / floor:5.2f}x (goal <= 1.5x)")
     for name in ("ansible", "pyinfra"):
         if name in row:
             print(
