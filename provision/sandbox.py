@@ -128,7 +128,8 @@ def check_method(method: object, args: tuple, kwargs: dict) -> None:
     elif name == "replace" and len(args) >= 2:
         _replaced(name, owner, *args[:3])
     elif name in ("format", "format_map"):
-        _check_format(owner, args if name == "format" else (), kwargs if name == "format" else (first or {}))
+        mapping = kwargs if name == "format" else first if isinstance(first, dict) else {}
+        _check_format(owner, args if name == "format" else (), mapping)
 
 
 def _bounded_filters(filters: dict) -> dict:
@@ -136,7 +137,6 @@ def _bounded_filters(filters: dict) -> dict:
 
     def guard(name, check):
         original = filters[name]
-
         passed = getattr(original, "jinja_pass_arg", None) is not None  # its first argument: the context
 
         @wraps(original)
@@ -158,8 +158,8 @@ def _bounded_filters(filters: dict) -> dict:
     def format_(value, *args, **kwargs):
         _check_percent("format", str(value), args or tuple(kwargs.values()))
 
-    def replace(value, old, new, count=None):
-        _replaced("replace", str(value), old, new, -1 if count is None else count)
+    def replace(value, old, new, count=None):  # the filter replaces str(old) by str(new)
+        _replaced("replace", str(value), str(old), str(new), -1 if count is None else count)
 
     def batch(_value, linecount, fill_with=None):  # pads the last batch to linecount items
         if fill_with is not None and isinstance(linecount, int) and linecount > MAX_BUILT:

@@ -306,6 +306,7 @@ def test_home_writer_is_derived_once_per_snapshot_and_play(monkeypatch):
         ("{{ 'x'|center(10 ** 9) }}", "center would build 1000000000 characters"),
         ("{{ ('a' * 10 ** 6).replace('', 'b' * 100) }}", "replace would build 101000100 characters"),
         ("{{ ('a' * 10 ** 6)|replace('a', 'b' * 100) }}", "replace would build 100000000 characters"),
+        ("{{ ('a' * 10 ** 6)|replace('', 10 ** 99) }}", "replace would build 101000100 characters"),
         ("{{ ('\t' * 10 ** 6).expandtabs(10 ** 3) }}", "expandtabs would build 1000000000 characters"),
         ("{{ ('a\n' * 10 ** 6)|indent(10 ** 3) }}", "indent would build 1000001000 characters"),
         ("{{ [1]|batch(10 ** 9, 0)|list }}", "batch would build 1000000000 items"),
