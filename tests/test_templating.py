@@ -333,3 +333,30 @@ def test_what_adds_up_in_a_loop_is_bounded_by_the_whole_output():
     # each step is within bounds (1 Mi characters), 100 steps print 100 Mi: stopped at 64 Mi
     with pytest.raises(SecurityError, match="the template printed more than 67108864 characters"):
         render_value("{% for i in range(100) %}{{ 'x' * 2 ** 20 }}{% endfor %}", {})
+
+
+def test_the_variables_a_template_reads_are_jinja2s_own_answer_on_every_shipped_template_and_playbook():
+    """variables_in walks the parsed template instead of generating its code (issue 37: setup-cluster
+    reads every playbook value and template each run); jinja2's meta is the specification."""
+    import yaml
+    from jinja2 import meta
+
+    from provision.resources import resource_dir
+    from provision.templating import ENV, variables_in
+
+    def strings(value):
+        if isinstance(value, dict):
+            for item in value.values():
+                yield from strings(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from strings(item)
+        elif isinstance(value, str) and ("{{" in value or "{%" in value):
+            yield value
+
+    texts = [path.read_text() for path in sorted(resource_dir("templates").glob("*.j2"))]
+    for path in sorted(resource_dir("playbooks").glob("*.yml")):
+        texts += list(strings(yaml.safe_load(path.read_text())))
+    assert len(texts) > 100
+    for text in texts:
+        assert variables_in(text) == meta.find_undeclared_variables(ENV.parse(text)), text[:200]
