@@ -67,14 +67,10 @@ def test_a_nodes_rails_are_its_active_ports_by_device_port_with_the_roce_gid_ind
     assert node_rails(facts("b", "10.0.0.2")) == {} and node_rails(None) == {}
 
 
-def test_a_pair_is_tested_rail_by_rail_in_the_same_place_whatever_the_names():
-    """As NCCL pairs rails (provision.plans.rails, cited there): by place, not by name. With no GPU
-    and no PCI address, a port's place is its rank among the node's ports in natural order."""
+def test_a_pair_is_tested_on_the_ports_both_ends_have_under_the_same_name():
     a = node_rails(facts("a", "10.0.0.1", ("mlx5_0", "mlx5_1", "mlx5_2")))
     b = node_rails(facts("b", "10.0.0.2", ("mlx5_1", "mlx5_0", "mlx5_3")))
-    assert shared_rails(a, b) == [("mlx5_0:1", "mlx5_0:1"), ("mlx5_1:1", "mlx5_1:1"), ("mlx5_2:1", "mlx5_3:1")]
-    c = node_rails(facts("c", "10.0.0.3", ("mlx5_4",)))  # one card, renamed: the first place only
-    assert shared_rails(a, c) == [("mlx5_0:1", "mlx5_4:1")] and shared_rails(c, a) == [("mlx5_4:1", "mlx5_0:1")]
+    assert shared_rails(a, b) == ["mlx5_0:1", "mlx5_1:1"]
 
 
 def test_the_commands_are_perftests_documented_server_and_client():
@@ -123,8 +119,7 @@ class _Node:
 
 
 def _rails(*devices):
-    """A node's rails, each in its own place in the order given (no GPU: the n-th port's place)."""
-    return {f"{d}:1": NodeRail(Rail(d, 1, "InfiniBand", IB.rate, ((), n)), None) for n, d in enumerate(devices)}
+    return {f"{d}:1": NodeRail(Rail(d, 1, "InfiniBand", IB.rate), None) for d in devices}
 
 
 def test_each_shared_rail_is_one_link_of_its_own_kind_and_bad_output_fails_that_rail_only():
@@ -258,18 +253,3 @@ def test_a_server_that_did_not_start_fails_the_rail_named_and_no_client_runs():
     assert link.gbps is None
     assert link.error == "the test server on b did not start: Couldn't bind to port 47201: Address already in use (exit 1)"
     assert client.commands == []
-
-
-def test_a_rail_named_otherwise_on_the_other_node_is_tested_with_each_end_s_own_device():
-    sessions = {"a": _Node({"mlx5_0": 96.5}), "b": _Node()}
-    rails = {"a": _rails("mlx5_0"), "b": _rails("mlx5_4")}  # the same place, another name (a card swap)
-    (link,) = RdmaPairs(sessions, {"a": "10.0.0.1", "b": "10.0.0.2"}, rails, 47201).run(("a", "b"), 3, 20.0)
-    assert (link.kind, link.gbps) == ("rdma mlx5_0:1=mlx5_4:1", 96.5)
-    clients = [c for c in sessions["a"].commands if c.startswith("out=$(") and "ib_write_bw" in c]
-    servers = [c for c in sessions["b"].commands if "ib_write_bw" in c and "mktemp" in c]
-    assert [re.search(r"ib_write_bw (.*?) 2>&1", c).group(1) for c in clients] == [
-        "-d mlx5_0 -i 1 -p 47201 -D 3 --report_gbits -F 10.0.0.2"
-    ]
-    assert [re.search(r"\( ib_write_bw (.*?) >", c).group(1) for c in servers] == [
-        "-d mlx5_4 -i 1 -p 47201 -D 3 --report_gbits -F"
-    ]

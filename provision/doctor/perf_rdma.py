@@ -1,12 +1,9 @@
 """`doctor --perf` over RDMA: ``ib_write_bw`` and ``ib_write_lat`` (perftest) per rail, on the same matchings as the TCP tests.
 
-A rail is an ACTIVE port (on RoCE with a RoCE v2 GID): each node's rails come from
-:func:`provision.plans.rails.host_rails` on its facts, the ports `launch` would hand NCCL. The two
-nodes of a pair are tested rail by rail in the same *place* (the GPUs the port is nearest, its rank
-among them: :func:`provision.plans.rails.places`), as NCCL pairs them, whatever the ports are named
-(``mlx5_0`` on one node may be ``mlx5_4`` on another). Each rail of a pair is tested alone (one
-after the other), so a slow figure belongs to that port and its cable; links are judged per kind
-(``rdma mlx5_0:1``, or ``rdma mlx5_0:1=mlx5_4:1`` where the names differ) by
+A rail is a port both nodes of a pair have ACTIVE under the same ``device:port`` name (on RoCE with
+a RoCE v2 GID): each node's rails come from :func:`provision.plans.rails.host_rails` on its facts,
+the ports `launch` would hand NCCL. Each rail of a pair is tested alone (one after the other), so a
+slow figure belongs to that port and its cable; links are judged per kind (``rdma mlx5_0:1``) by
 :func:`provision.doctor.perf_judge.judge_kind`, each against the median of its own kind.
 
 The commands follow perftest's README (linux-rdma/perftest, README section 5 "Running Tests"):
@@ -62,12 +59,9 @@ def node_rails(facts: HostFacts | None) -> dict[str, NodeRail]:
     return {rail.hca(): NodeRail(rail, gid.get(rail)) for rail in rails}
 
 
-def shared_rails(a: dict[str, NodeRail], b: dict[str, NodeRail]) -> list[tuple[str, str]]:
-    """``(a's device:port, b's)`` for every place both ends have a rail in, in ``a``'s natural
-    order (``mlx5_2:1`` before ``mlx5_10:1``); the names may differ."""
-    theirs = {rail.rail.place: hca for hca, rail in b.items()}
-    mine = sorted(a, key=lambda hca: rail_key(a[hca].rail))
-    return [(hca, theirs[a[hca].rail.place]) for hca in mine if a[hca].rail.place in theirs]
+def shared_rails(a: dict[str, NodeRail], b: dict[str, NodeRail]) -> list[str]:
+    """The ``device:port`` names both ends have, in natural order (``mlx5_2:1`` before ``mlx5_10:1``)."""
+    return sorted(set(a) & set(b), key=lambda hca: rail_key(a[hca].rail))
 
 
 def write_bw_options(rail: Rail, gid_index: int | None, port: int, seconds: int) -> str:
@@ -111,12 +105,12 @@ class RdmaPairs:
         client, server = pair
         if client not in self.rails or server not in self.rails:
             return []
-        return [self._one(pair, hcas, seconds, limit) for hcas in shared_rails(self.rails[client], self.rails[server])]
+        return [self._one(pair, hca, seconds, limit) for hca in shared_rails(self.rails[client], self.rails[server])]
 
-    def _one(self, pair: Pair, hcas: tuple[str, str], seconds: int, limit: float) -> Link:
+    def _one(self, pair: Pair, hca: str, seconds: int, limit: float) -> Link:
         client, server = pair
-        kind = f"rdma {hcas[0]}" if hcas[0] == hcas[1] else f"rdma {hcas[0]}={hcas[1]}"
-        mine, theirs = self.rails[client][hcas[0]], self.rails[server][hcas[1]]
+        kind = f"rdma {hca}"
+        mine, theirs = self.rails[client][hca], self.rails[server][hca]
         served_options = write_bw_options(theirs.rail, theirs.gid_index, self.port, seconds)
         folder, why = self._start(server, served_options, seconds + 10, limit)
         if folder is None:
