@@ -36,7 +36,7 @@ import stat
 from pathlib import Path
 
 from provision.errors import ArgumentError, UnsafeFileError
-from provision.text import shown_value
+from provision.text import shown as visible, shown_value
 
 # A capture, a facts file, a rank file: megabytes at most on the largest machine (lstopo's XML of
 # a 8-GPU, 10-NIC EPYC server is 0.4 MB). A node's whole output is capped at the same size
@@ -115,14 +115,15 @@ def read_input_text(path: str | Path, *, what: str, limit: int, error: type[Argu
     Traceback (most recent call last):
     provision.errors.ArgumentError: ssh_keys_file /nonexistent: No such file or directory
     """
+    shown = visible(str(path), newlines=False)  # a path's control characters made visible: one line
     try:
-        return read_regular(path, limit=limit).decode()
+        return read_regular(path, limit=limit, shown=shown).decode()
     except UnsafeFileError as problem:
         raise error(f"{what} {problem}") from None
     except OSError as problem:
-        raise error(f"{what} {path}: {problem.strerror or problem}") from None
+        raise error(f"{what} {shown}: {problem.strerror or problem}") from None
     except UnicodeDecodeError:
-        raise error(f"{what} {path}: not UTF-8 text") from None
+        raise error(f"{what} {shown}: not UTF-8 text") from None
 
 
 def open_dir(path: str | Path, *, dir_fd: int | None = None) -> int:

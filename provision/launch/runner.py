@@ -83,6 +83,11 @@ _SSH_CHECK = "ssh -n -o BatchMode=yes -o ConnectTimeout=30"
 _SSH_AT_ONCE = 16  # checks in flight from the first host (each is a key exchange: CPU there)
 
 
+def _pasted(path: str) -> str:
+    """``path`` as a shell word to paste, or made visible when it would break the line."""
+    return shlex.quote(path) if path.isprintable() else shown(path, newlines=False)
+
+
 def _peer_reachability(connection, first: str, peers: list[str], inventory_path: str | None = None) -> bool:
     """Check that the first host reaches every other planned host by SSH without a prompt (else
     :class:`LaunchError` naming them: mpirun would hang or fail), and whether the second reaches
@@ -101,7 +106,7 @@ def _peer_reachability(connection, first: str, peers: list[str], inventory_path:
         raise LaunchError(
             f"cannot SSH without a prompt to {listed} (ssh -o BatchMode=yes; {names[0]}: {shown_value(failed[names[0]])}): "
             "mpirun would hang or fail there; set up passwordless SSH between the hosts "
-            f"(provision setup-cluster{' -i ' + shlex.quote(inventory_path) if inventory_path else ''})"
+            f"(provision setup-cluster{' -i ' + _pasted(inventory_path) if inventory_path else ''})"
         )
     if len(others) < 2:
         return False
