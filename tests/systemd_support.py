@@ -88,3 +88,16 @@ def start_slurm_from_zero(
             return inventory, took
         time.sleep(1)
     raise RuntimeError(f"sinfo: not every node idle: {states}")
+
+
+def finished_job(show) -> str:
+    """``show()`` (``scontrol show job N``'s record) once the job has left COMPLETING, at most 30 s:
+    ``sbatch --wait`` returns at the job's end, while its nodes may still be completing it
+    (epilog, cleanup), which scontrol shows as JobState=COMPLETING."""
+    record = show()
+    for _ in range(60):
+        if "JobState=COMPLETING" not in record:
+            break
+        time.sleep(0.5)
+        record = show()
+    return record

@@ -20,7 +20,7 @@ import subprocess
 import time
 
 import pytest
-from systemd_support import slurm_inventory, systemd_cluster
+from systemd_support import finished_job, slurm_inventory, systemd_cluster
 
 from conftest import run_cli
 
@@ -194,7 +194,7 @@ def test_the_batch_script_of_launch_format_sbatch_runs_on_every_node(zero, tmp_p
         "ctl", "runuser", "-u", "mpi", "--", "sbatch", "--wait", "--chdir=/tmp", "--output=/tmp/job-%j.out", "/home/mpi/job.sh"
     )
     job = re.search(r"Submitted batch job (\d+)", submitted).group(1)
-    accounted = cluster.docker_exec("ctl", "scontrol", "show", "job", job)
+    accounted = finished_job(lambda: cluster.docker_exec("ctl", "scontrol", "show", "job", job))
     assert "JobState=COMPLETED" in accounted and "ExitCode=0:0" in accounted, accounted
     # the output is on the batch host (the first node; the nodes share no file system)
     output = cluster.docker_exec("sn1", "cat", f"/tmp/job-{job}.out")

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from systemd_support import start_slurm_from_zero, systemd_cluster
+from systemd_support import finished_job, start_slurm_from_zero, systemd_cluster
 
 from conftest import run_cli
 
@@ -382,7 +382,7 @@ def test_the_batch_script_of_launch_format_sbatch_runs_on_the_nodes_left_idle(li
         cluster, "ctl", "runuser -u mpi -- sbatch --wait --chdir=/tmp --output=/tmp/job-%j.out /home/mpi/job.sh"
     )  # the node check runs first on each node, as the Prolog: they pass
     job = re.search(r"Submitted batch job (\d+)", submitted).group(1)
-    accounted = _root(cluster, "ctl", f"scontrol show job {job}")
+    accounted = finished_job(lambda: _root(cluster, "ctl", f"scontrol show job {job}"))
     assert "JobState=COMPLETED" in accounted and "ExitCode=0:0" in accounted, accounted
     output = _root(cluster, idle[0], f"cat /tmp/job-{job}.out")  # on the batch host (the nodes share no file system)
     ranks = dict(re.findall(r"^rank (\d+) on (\w+)$", output, re.MULTILINE))
