@@ -355,18 +355,12 @@ def test_the_variables_a_template_reads_are_jinja2s_own_answer_on_every_shipped_
     import yaml
     from jinja2 import meta
 
+    from provision.engine.names import _strings
     from provision.resources import resource_dir
     from provision.templating import ENV, variables_in
 
-    def strings(value):
-        if isinstance(value, dict):
-            for item in value.values():
-                yield from strings(item)
-        elif isinstance(value, list):
-            for item in value:
-                yield from strings(item)
-        elif isinstance(value, str) and ("{{" in value or "{%" in value):
-            yield value
+    def strings(value):  # the playbook's strings that are templates
+        return (text for text in _strings(value) if "{{" in text or "{%" in text)
 
     texts = [path.read_text() for path in sorted(resource_dir("templates").glob("*.j2"))]
     for path in sorted(resource_dir("playbooks").glob("*.yml")):
