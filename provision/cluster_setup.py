@@ -122,26 +122,32 @@ class SetupResult:
 def setup_cluster(request: SetupRequest, connection, hooks: SetupHooks = SetupHooks()) -> SetupOutcome:
     """One ``provision setup-cluster``: everything the user asked in ``request``, over
     ``connection`` (its ``ssh``, ``forks`` and ``facts_dir``). Bad input raises
-    :class:`ProvisionError` naming the file, line, task or host, before any host is touched."""
+    :class:`ProvisionError` naming the file, line, task or host, before any command runs on a host."""
     setup = ClusterSetup(request, connection, on_result=hooks.result, on_host=hooks.host)
     tell = hooks.warn or (lambda _text: None)
     _tell(setup.warnings, tell)
     setup.select()
     if request.list_hosts or request.list_tasks or request.list_tags:
         return SetupOutcome(setup.outline(hosts=request.list_hosts, tasks=request.list_tasks, tags=request.list_tags))
-    setup.users()  # who each host's cluster users are (a warning where none are set)
-    jupyter_users = setup.jupyter_users() if request.ask_jupyter_pass else []
-    _tell(setup.warnings, tell)
-    if (request.ask_become_pass or jupyter_users) and hooks.ask is None:
-        raise ProvisionError("a password is to be asked, and nobody is there to answer")
-    become = hooks.ask("BECOME password: ") if request.ask_become_pass else None
-    asked = {user: hooks.ask(f"Jupyter password for {user}: ") for user in jupyter_users}
-    setup.prepare(become_password=become, jupyter_passwords=asked)
-    if request.syntax_check:
-        return SetupOutcome([setup.syntax_line()])
-    if hooks.started is not None:
-        hooks.started(setup.hosts)
-    return SetupOutcome(done=setup.run())  # its warnings are the result's, printed with it
+    if not request.syntax_check:  # the first hosts' handshakes overlap the checks below; no command runs before run()
+        setup.runner.connect_ahead()
+    try:
+        setup.users()  # who each host's cluster users are (a warning where none are set)
+        jupyter_users = setup.jupyter_users() if request.ask_jupyter_pass else []
+        _tell(setup.warnings, tell)
+        if (request.ask_become_pass or jupyter_users) and hooks.ask is None:
+            raise ProvisionError("a password is to be asked, and nobody is there to answer")
+        become = hooks.ask("BECOME password: ") if request.ask_become_pass else None
+        asked = {user: hooks.ask(f"Jupyter password for {user}: ") for user in jupyter_users}
+        setup.prepare(become_password=become, jupyter_passwords=asked)
+        if request.syntax_check:
+            return SetupOutcome([setup.syntax_line()])
+        if hooks.started is not None:
+            hooks.started(setup.hosts)
+        return SetupOutcome(done=setup.run())  # its warnings are the result's, printed with it
+    except BaseException:
+        setup.runner.abandon()  # bad input found after the handshakes began: no command ran
+        raise
 
 
 def _tell(warnings: list[str], warn: Callable[[str], None]) -> None:

@@ -53,14 +53,17 @@ def jinja_environment(*, autoescape: bool = False, **extra) -> SandboxedEnvironm
 
 @lru_cache(maxsize=1)
 def template_environment() -> SandboxedEnvironment:
-    """The environment for provision's own ``templates/`` (the capture script, the batch script)."""
+    """The environment for the commands' own templates, ``templates/commands/`` (the capture
+    script, the batch script, the rank file). They are kept apart from the roles' templates in
+    ``templates/``: those are what a playbook renders, and what setup-cluster reads each run for
+    the variables a playbook reads (:func:`provision.engine.names.read_names`)."""
     import jinja2
 
-    return jinja_environment(loader=jinja2.FileSystemLoader(str(resource_dir("templates"))))
+    return jinja_environment(loader=jinja2.FileSystemLoader(str(resource_dir("templates") / "commands")))
 
 
 def render(template: str, **values) -> str:
-    """Render ``templates/<template>`` with ``values``."""
+    """Render ``templates/commands/<template>`` with ``values``."""
     return template_environment().get_template(template).render(**values)
 
 
@@ -76,13 +79,14 @@ def _visible(value: object) -> object:
 
 @lru_cache(maxsize=1)
 def page_environment() -> SandboxedEnvironment:
-    """The environment for provision's HTML pages (``templates/*.html.j2``): every value
+    """The environment for provision's HTML pages (``templates/commands/*.html.j2``): every value
     HTML-escaped, its control characters made visible first. Node text lands in these pages."""
     import jinja2
 
-    return jinja_environment(autoescape=True, finalize=_visible, loader=jinja2.FileSystemLoader(str(resource_dir("templates"))))
+    folder = str(resource_dir("templates") / "commands")
+    return jinja_environment(autoescape=True, finalize=_visible, loader=jinja2.FileSystemLoader(folder))
 
 
 def render_page(template: str, **values) -> str:
-    """Render the HTML page ``templates/<template>`` with ``values`` (:func:`page_environment`)."""
+    """Render the HTML page ``templates/commands/<template>`` with ``values`` (:func:`page_environment`)."""
     return page_environment().get_template(template).render(**values)

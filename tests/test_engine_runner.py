@@ -642,3 +642,21 @@ def test_check_predicts_on_what_a_planned_change_would_set(tmp_path):
         ("user", "changed"),
         ("key pair", "changed"),
     ], [(r.task, r.status, r.message) for r in checked.results]
+
+
+def test_connect_ahead_starts_the_hosts_the_run_reaches_first_and_the_run_uses_those_sessions(tmp_path):
+    """Issue 37: the handshakes of the first ``forks`` hosts start before prepare's checks; the run
+    then uses those very sessions (one connection per host), and reaches the others as before."""
+    ahead = []
+
+    class AheadSession(LocalSession):
+        def open_ahead(self):
+            ahead.append(self)
+
+    runner = make(tmp_path, hosts=("h1", "h2", "h3"), forks=2)
+    runner.session_factory, runner.sessions = AheadSession, {}
+    runner.connect_ahead()
+    assert [s.host.name for s in ahead] == ["h1", "h2"]
+    report = runner.run()
+    assert recap(report) == {h: (7, 7, 0, 0, 0) for h in ("h1", "h2", "h3")}
+    assert all(report.runs[s.host.name].session is s and s.round_trips >= 1 for s in ahead)

@@ -1,4 +1,4 @@
-"""doctor's node-local mode (provision/plans/node_check.py, templates/node-check.sh.j2): the script
+"""doctor's node-local mode (provision/plans/node_check.py, templates/commands/node-check.sh.j2): the script
 rendered from facts, run here with sh against this machine's /proc and sysfs, a TEST STAND-IN
 nvidia-smi printing the real ``-q -x`` captures of tests/fixtures/nvidia-smi-q-x/, and the Slurm
 stand-ins of tests/standins/slurm/. tests/test_slurm_drain_cluster.py runs it under the real

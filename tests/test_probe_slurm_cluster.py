@@ -102,7 +102,7 @@ def test_a_hostile_node_that_knows_the_nonce_forges_no_other_nodes_frames(slurm_
 
 def test_a_task_that_dies_on_one_node_costs_that_node_only(slurm_cluster, tmp_path):
     # On sn2, lscpu kills the shell running the gather script half way: its parent is the $(...)
-    # that gathers the steps' stdout (templates/gather.sh.j2), whose parent is the task's shell.
+    # that gathers the steps' stdout (templates/commands/gather.sh.j2), whose parent is the task's shell.
     stand_in = '#!/bin/sh\\nkill -KILL $PPID $(cut -d" " -f4 /proc/$PPID/stat)\\n'
     slurm_cluster.exec(
         "sn2", "sh", "-c", f"printf '{stand_in}' >/usr/local/bin/lscpu && chmod 755 /usr/local/bin/lscpu", user="root"

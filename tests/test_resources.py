@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_checkout_or_install_layout():
-    assert (resource_dir("templates") / "gather.sh.j2").exists()
+    assert (resource_dir("templates") / "commands" / "gather.sh.j2").exists()
     assert resource_dir("playbooks").is_dir()
     assert render("gather.sh.j2", mode="dir", steps=(), nonce="", version="x").startswith("#!/bin/sh")
 

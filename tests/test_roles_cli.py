@@ -179,3 +179,26 @@ def test_no_password_file_needs_the_prompt(tmp_path):
     )
     asked = run(tmp_path, users, "--ask-jupyter-pass", "--no-verify", input=PASSWORD + "\n")
     assert asked.returncode == 1 and "unreachable" in asked.stdout  # past the checks: only the hosts are missing
+
+
+def test_bad_input_found_after_the_handshakes_began_runs_nothing_and_closes_them(tmp_path, monkeypatch):
+    """Issue 37: setup-cluster starts its first hosts' SSH handshakes before its own checks, so
+    that they overlap; a refusal found by those checks runs no command on any host and abandons
+    every connection begun, and --syntax-check connects to none."""
+    from conftest import run_in_process
+
+    from provision.transport.session import Session
+
+    calls = []
+    open_ahead, abandon = Session.open_ahead, Session.abandon
+    monkeypatch.setattr(Session, "open_ahead", lambda self: (calls.append(("ahead", self.host.name)), open_ahead(self))[1])
+    monkeypatch.setattr(Session, "abandon", lambda self: (calls.append(("abandon", self.host.name)), abandon(self))[1])
+    monkeypatch.setattr(Session, "run", lambda self, *a, **k: calls.append(("run", self.host.name)))
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(INVENTORY + "vars:\n  nfs_server: n1\n  nfs_export: [{path: /data/x}]\n")
+    common = ["setup-cluster", "-i", str(inventory), "--known-hosts", str(tmp_path / "kh")]
+    done = run_in_process(*common)
+    assert done.returncode == 2 and "did you mean nfs_exports?" in done.stderr, done.stderr
+    assert sorted(calls) == [("abandon", "n1"), ("abandon", "n2"), ("ahead", "n1"), ("ahead", "n2")]
+    calls.clear()
+    assert run_in_process(*common, "--syntax-check").returncode == 2 and calls == []

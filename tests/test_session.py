@@ -82,3 +82,87 @@ def test_past_the_limit_the_least_recently_used_idle_connection_is_closed(monkey
     for session in sessions:
         session.close()
     assert len(session_module.CONNECTED) == 0 and not any(c.is_open for c in connections)
+
+
+def _gated_connections(monkeypatch, fail: set[str] = frozenset()):
+    """open_connection replaced by fakes whose open() waits for ``gate`` (a slow handshake) and
+    fails as unreachable for the hosts in ``fail``; returns (gate, connections, commands run)."""
+    import threading
+
+    import provision.transport.session as session_module
+
+    gate, connections, commands = threading.Event(), [], []
+
+    class Slow(_FakeConnection):
+        def open(self):
+            assert gate.wait(10)
+            if self.host in fail:
+                raise OSError("connection refused")
+            self.made = True
+            super().open()
+
+    def connect(host, options):
+        connections.append(Slow(host, options))
+        return connections[-1]
+
+    def run(connection, command, *args):
+        commands.append((connection.host, command))
+        return session_module.CommandResult("ran", "", 0)
+
+    monkeypatch.setattr(session_module, "open_connection", connect)
+    monkeypatch.setattr(session_module, "run_on_connection", run)
+    monkeypatch.setattr(session_module, "describe_failure", lambda error, *a: HostFailure("unreachable", str(error)))
+    monkeypatch.setattr(session_module, "CONNECTED", session_module._Connected())
+    return gate, connections, commands
+
+
+def test_open_ahead_returns_at_once_and_the_first_run_waits_for_the_handshake(monkeypatch):
+    """Issue 37: setup-cluster starts the handshakes before its own checks (open_ahead) so they
+    overlap; the first command waits for its connection, and no command runs before it is asked."""
+    import threading
+
+    gate, connections, commands = _gated_connections(monkeypatch)
+    session = Session(Host("n1", address="10.0.0.1"), SshOptions())
+    session.open_ahead()  # returns while the handshake waits at the gate
+    assert len(connections) == 1 and not connections[0].is_open and commands == []
+    results = []
+    runner = threading.Thread(target=lambda: results.append(session.run("true")))
+    runner.start()
+    runner.join(0.2)
+    assert runner.is_alive() and commands == []  # waiting for the handshake, not connecting twice
+    gate.set()
+    runner.join(5)
+    assert [r.stdout for r in results] == ["ran"] and commands == [("10.0.0.1", "true")]
+    assert len(connections) == 1 and session.round_trips == 1
+    session.close()
+
+
+def test_a_failed_handshake_ahead_is_the_first_runs_failure(monkeypatch):
+    gate, connections, commands = _gated_connections(monkeypatch, fail={"10.0.0.2"})
+    gate.set()
+    session = Session(Host("n2", address="10.0.0.2"), SshOptions())
+    session.open_ahead()
+    with pytest.raises(HostFailure) as caught:
+        session.run("true")
+    assert caught.value.kind == "unreachable" and "connection refused" in str(caught.value)
+    assert commands == [] and len(connections) == 1  # raised as if it had connected then, not retried
+
+
+def test_abandon_closes_a_connection_ahead_without_waiting_for_it(monkeypatch):
+    """Bad input found while the handshake is under way: abandon() returns at once, and the
+    connection is closed once it is made; nothing ever runs."""
+    import time
+
+    gate, connections, commands = _gated_connections(monkeypatch)
+    session = Session(Host("n3", address="10.0.0.3"), SshOptions())
+    session.open_ahead()
+    started = time.monotonic()
+    session.abandon()
+    assert time.monotonic() - started < 1
+    gate.set()
+    deadline = time.monotonic() + 5
+    while not session._lock.acquire(blocking=False):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    session._lock.release()
+    assert connections[0].made and not connections[0].is_open and session._connection is None and commands == []

@@ -1,4 +1,4 @@
-"""Slurm marks by LBNL NHC's rule (templates/slurm-mark.sh.j2, provision/plans/slurm_marks.py).
+"""Slurm marks by LBNL NHC's rule (templates/commands/slurm-mark.sh.j2, provision/plans/slurm_marks.py).
 
 The sh runs here against TEST STAND-INs of sinfo, scontrol and sudo (tests/standins/slurm/), one
 case per state and reason the rule must handle; tests/test_slurm_drain_cluster.py runs it against

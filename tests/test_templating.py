@@ -362,7 +362,7 @@ def test_the_variables_a_template_reads_are_jinja2s_own_answer_on_every_shipped_
     def strings(value):  # the playbook's strings that are templates
         return (text for text in _strings(value) if "{{" in text or "{%" in text)
 
-    texts = [path.read_text() for path in sorted(resource_dir("templates").glob("*.j2"))]
+    texts = [path.read_text() for path in sorted(resource_dir("templates").rglob("*.j2"))]
     for path in sorted(resource_dir("playbooks").glob("*.yml")):
         texts += list(strings(yaml.safe_load(path.read_text())))
     assert len(texts) > 100

@@ -16,7 +16,7 @@ From one doctor run (:func:`drain_plan`, pure):
 Checks that say nothing about the node itself are never a reason to drain: reaching it and its
 job user, pairwise SSH and name resolution (a job started by Slurm needs neither), the clock
 (a warning), a node left out of the bandwidth tests, the all-reduce (it names no node). Then
-:func:`apply_marks` runs ``templates/slurm-marks.sh.j2`` on the Slurm host, one round trip:
+:func:`apply_marks` runs ``templates/commands/slurm-marks.sh.j2`` on the Slurm host, one round trip:
 one ``sinfo`` for every node, then the rule on each (scontrol as the SSH user, or through
 ``sudo -n`` where Slurm refuses that user).
 """

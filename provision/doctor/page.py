@@ -149,7 +149,7 @@ def page_values(data: object) -> dict:
 
 
 def report_page(data: object) -> str:
-    """The whole page (``templates/doctor-report.html.j2``) of a ``doctor --json`` document."""
+    """The whole page (``templates/commands/doctor-report.html.j2``) of a ``doctor --json`` document."""
     from provision.doctor.heatmap import DEFS
 
     return render_page("doctor-report.html.j2", page=page_values(data), defs=Markup(DEFS))

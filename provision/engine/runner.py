@@ -1,4 +1,5 @@
-"""Run a playbook: check everything that can be checked before any host is touched, then play
+"""Run a playbook: check everything that can be checked before any command runs on a host (the
+first hosts' SSH handshakes may overlap those checks: :meth:`Runner.connect_ahead`), then play
 by play (hosts in parallel, bounded by ``forks``; tasks in order on each host), and recap."""
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ class Runner:
         self.upcoming: dict[str, list[tuple[Task, list[StateKey]]]] = {}  # per host, in task order
         self.root: dict[str, bool] = {}
         self.hosts: dict[str, Host] = {}
+        self.sessions: dict[str, object] = {}  # each host's session, made on first need (connect_ahead, run)
         self.play_hosts: list[list[Host]] = []
         self.cache = HostCache(cache_folder(inventory))
         self.known: dict[str, dict | None] = {}  # each inventory host's cached record (read once)
@@ -148,7 +150,29 @@ class Runner:
         hosts = self.inventory.resolve(list(play.hosts))
         return [h for h in hosts if self.limit is None or h.name in self.limit]
 
-    # -- before any host is touched ------------------------------------------------------------
+    def _session(self, name: str):
+        if name not in self.sessions:
+            self.sessions[name] = self.session_factory(self.hosts[name], self.ssh)
+        return self.sessions[name]
+
+    # -- before any command runs on a host -----------------------------------------------------
+    def connect_ahead(self) -> None:
+        """Start the SSH handshakes of the hosts the run reaches first (``forks`` of them, in the
+        order :meth:`run` takes them) and return at once, so that they overlap :meth:`prepare`'s
+        checks and predictions (a no-change run of 3 hosts spent ~0.2 s there, then ~0.3 s in
+        each handshake). Nothing runs on a host before :meth:`run`; :meth:`abandon` closes them
+        when the run does not happen. Sessions without ``open_ahead`` connect on first use."""
+        self.select()
+        for name in list(self.hosts)[: self.options.forks]:
+            open_ahead = getattr(self._session(name), "open_ahead", None)
+            if open_ahead is not None:
+                open_ahead()
+
+    def abandon(self) -> None:
+        """Close what :meth:`connect_ahead` opened, when the run is not to happen (bad input)."""
+        for session in self.sessions.values():
+            getattr(session, "abandon", session.close)()
+
     def prepare(self) -> None:
         """Resolve hosts, render every task that can be rendered now and check its arguments;
         collect the facts each host's tasks need (read in its first round trip). Raises
@@ -187,7 +211,7 @@ class Runner:
         runs = {
             name: HostRun(
                 host,
-                self.session_factory(host, self.ssh),
+                self._session(name),
                 self.options.check,
                 self.options.become_password,
                 on_result=self._emit,

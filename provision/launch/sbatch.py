@@ -1,4 +1,4 @@
-"""`provision launch --format sbatch`: a launch plan as a Slurm batch script (templates/sbatch.sh.j2).
+"""`provision launch --format sbatch`: a launch plan as a Slurm batch script (templates/commands/sbatch.sh.j2).
 
 The allocation is the plan's: ``--nodes`` (Y·Z), ``--ntasks-per-node`` (X), ``--nodelist`` (the
 planned hosts, which the rank file names), ``--exclusive`` (the rank file binds across whole

@@ -1,7 +1,7 @@
 """doctor's node-local mode: the node check Slurm runs on each node (HealthCheckProgram, Prolog), from verified facts.
 
 A node has no provision on it, and Slurm's health check cannot fan out over SSH, so the node
-check is a self-contained POSIX sh script (``templates/node-check.sh.j2``), rendered like probe's
+check is a self-contained POSIX sh script (``templates/commands/node-check.sh.j2``), rendered like probe's
 gather script: one file for every node of the cluster (slurm.conf names one path everywhere),
 holding one ``case`` per Slurm NodeName with what `provision probe` verified there: the GPU count
 and the device files gres.conf names, the online CPUs, MemTotal, the job's interface and its MTU

@@ -3,7 +3,7 @@
 provision drains a node with a reason that starts with its marker and names the check,
 ``provision: gpu count: nvidia-smi lists 1 GPU(s), expected 2``, and resumes only nodes whose
 reason starts with the marker and names a check that has just passed there. The sh that does it
-(``templates/slurm-mark.sh.j2``) is one piece, included both by the node check Slurm runs on each
+(``templates/commands/slurm-mark.sh.j2``) is one piece, included both by the node check Slurm runs on each
 node (:mod:`provision.plans.node_check`) and by ``doctor --drain``'s script on the Slurm host
 (:mod:`provision.doctor.drain`). Its rule is NHC's (mej/nhc, helpers/node-mark-offline and
 node-mark-online, cited in tests/test_slurm_marks.py):

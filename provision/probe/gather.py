@@ -36,7 +36,7 @@ __all__ = [
 NOT_INSTALLED = 127
 STDERR_KEPT = 2000  # characters of a failed step's stderr kept (the first line names the cause)
 # The remote command: valid in every login shell (sh, bash, tcsh, fish). The script goes on its
-# stdin, followed by EOF; see templates/gather.sh.j2.
+# stdin, followed by EOF; see templates/commands/gather.sh.j2.
 REMOTE_COMMAND = "sh -s"
 
 # Every fixed fact of provision/facts/, each declared once beside its parser, in the registry's

@@ -1,6 +1,6 @@
 """Probe through Slurm: one ``salloc`` + ``srun --nodes=N --ntasks-per-node=1`` instead of SSH to each node.
 
-The submit host (the controller itself, or a login node over SSH) runs templates/probe-slurm.sh.j2:
+The submit host (the controller itself, or a login node over SSH) runs templates/commands/probe-slurm.sh.j2:
 it allocates the nodes, prints their names in task order, and runs the same gather script as the
 SSH probe (:func:`provision.probe.gather.gather_script`) as one task per node. What comes back is one
 stream for all nodes, so who wrote each byte must not depend on anything a node prints:

@@ -106,6 +106,8 @@ class Session:
         self._lock = threading.Lock()
         self._verified: str | None = None  # of the last connection, kept when it is closed
         self._address: str | None = None
+        self._failed_ahead: HostFailure | None = None  # open_ahead's failure, raised by the first use
+        self._abandoned = False
 
     def __enter__(self) -> Session:
         return self
@@ -115,6 +117,9 @@ class Session:
 
     def open(self) -> None:
         """Connect (once); raises :class:`HostFailure`."""
+        if self._failed_ahead is not None:
+            failure, self._failed_ahead = self._failed_ahead, None
+            raise failure
         if self.host.is_local or self._connection is not None:
             return
         connection = None
@@ -126,6 +131,43 @@ class Session:
         self._connection = connection
         self._verified, self._address = self.verified_host_key(), self.connected_address()
         CONNECTED.opened(self)
+
+    def open_ahead(self) -> None:
+        """Start connecting in a background thread and return at once, so that the handshake (TCP,
+        key exchange, the host key checked, authentication) overlaps the controller's own work
+        before the first command; the first :meth:`run` waits for it. A failure is kept and raised
+        by that first use, as if it had connected then. No command runs; :meth:`abandon` closes
+        the connection when no command is to follow.
+
+            session.open_ahead()      # returns at once
+            ...                       # the controller checks its playbooks meanwhile
+            session.run("true")       # waits for the handshake, then runs
+        """
+        if self.host.is_local or self._connection is not None:
+            return
+        self._lock.acquire()  # taken here, released by the thread: a run() called meanwhile waits for it
+
+        def connect() -> None:
+            try:
+                self.open()
+            except HostFailure as failure:
+                self._failed_ahead = failure
+            finally:
+                if self._abandoned:
+                    self.close()
+                self._lock.release()
+
+        threading.Thread(target=connect, name=f"connect {self.host.name}", daemon=True).start()
+
+    def abandon(self) -> None:
+        """Close a connection :meth:`open_ahead` opened (or is opening: it closes when it is done)
+        when no command is to follow; never waits for a handshake."""
+        self._abandoned = True
+        if self._lock.acquire(blocking=False):
+            try:
+                self.close()
+            finally:
+                self._lock.release()
 
     def run(self, command: str, stdin: bytes | str | None = None, timeout: float | None = None) -> CommandResult:
         """Run ``command`` with ``stdin`` fed then closed. A non-zero exit is a result; a broken
