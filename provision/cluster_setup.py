@@ -22,7 +22,7 @@ from provision.engine.runner import BadInput, Runner, RunOptions
 from provision.engine.selection import split_tags
 from provision.errors import ProvisionError
 from provision.files import unignored_in_git
-from provision.inventory.model import open_inventory
+from provision.inventory.model import Inventory, open_inventory
 from provision.inventory.patterns import name_list
 from provision.operations.jupyter import checked_password
 from provision.playbook.cluster_users import rotation_names, run_users
@@ -150,6 +150,27 @@ def setup_cluster(request: SetupRequest, connection, hooks: SetupHooks = SetupHo
         raise
 
 
+def connect_first(inventory: Inventory, limit: tuple[str, ...], connection) -> dict:
+    """Start the SSH handshakes of the hosts the shipped playbook reaches first (its plays all run
+    on every host: ``tests/test_setup_cluster_unit.py`` holds it to that), in the order its run
+    takes them (the inventory's, less what ``--limit`` leaves out; ``--forks`` of them), before
+    the playbook is read and checked: they overlap that work as they overlap ``prepare``'s
+    (:meth:`provision.engine.runner.Runner.connect_ahead`). ``{name: session}``; none when
+    ``--limit`` does not parse (the run's own check says why)."""
+    from provision.inventory.patterns import PatternError, select_hosts
+    from provision.transport.session import Session
+
+    try:
+        chosen = {h.name for h in select_hosts(inventory, list(limit), what="--limit")} if limit else None
+    except PatternError:
+        return {}
+    hosts = [h for h in inventory.resolve(["all"]) if chosen is None or h.name in chosen]
+    sessions = {host.name: Session(host, connection.ssh) for host in hosts[: connection.forks]}
+    for session in sessions.values():
+        session.open_ahead()
+    return sessions
+
+
 def _tell(warnings: list[str], warn: Callable[[str], None]) -> None:
     """Say each warning not said yet, once (they are taken off the list)."""
     while warnings:
@@ -181,6 +202,18 @@ class ClusterSetup:
         if not self.inventory.hosts:
             raise ProvisionError("no hosts: give an inventory with -i (see 'provision inventory --help')")
         self.source = request.playbook or resource_dir("playbooks") / "setup-cluster.yml"
+        touches_hosts = not (request.syntax_check or request.list_hosts or request.list_tasks or request.list_tags)
+        # the shipped playbook's plays all run on every host: its hosts are known before it is read
+        early = connect_first(self.inventory, request.limit, connection) if touches_hosts and not request.playbook else {}
+        try:
+            self._read(request, connection, on_result, on_host)
+        except BaseException:
+            for session in early.values():
+                session.abandon()
+            raise
+        self.runner.sessions.update(early)
+
+    def _read(self, request: SetupRequest, connection, on_result: Callable | None, on_host: Callable | None) -> None:
         self.plays = load_playbook(self.source)
         extra = parse_extra_vars(list(request.extra_vars))
         self.rotate = rotation_names(request.rotate_user_keys, bool(request.limit))

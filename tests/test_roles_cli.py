@@ -199,6 +199,6 @@ def test_bad_input_found_after_the_handshakes_began_runs_nothing_and_closes_them
     common = ["setup-cluster", "-i", str(inventory), "--known-hosts", str(tmp_path / "kh")]
     done = run_in_process(*common)
     assert done.returncode == 2 and "did you mean nfs_exports?" in done.stderr, done.stderr
-    assert sorted(calls) == [("abandon", "n1"), ("abandon", "n2"), ("ahead", "n1"), ("ahead", "n2")]
+    assert set(calls) == {("abandon", "n1"), ("abandon", "n2"), ("ahead", "n1"), ("ahead", "n2")}
     calls.clear()
     assert run_in_process(*common, "--syntax-check").returncode == 2 and calls == []

@@ -269,3 +269,39 @@ def test_the_limit_hint_is_the_command_as_typed_less_limit_and_it_runs_when_past
     assert "None" not in done.stderr and "--limit" not in hint.group(1)
     pasted = run_cli(*words[1:], cwd=tmp_path)  # reaches the hosts (unreachable here: exit 1), no usage error
     assert pasted.returncode == 1 and "n1" in pasted.stdout and "n2" in pasted.stdout, pasted.stdout + pasted.stderr
+
+
+def test_every_play_of_the_shipped_playbook_runs_on_every_host():
+    """What connect_first stands on (issue 37): the shipped playbook's hosts are the inventory's
+    (less --limit), known before the playbook is read."""
+    plays = load_playbook(resource_dir("playbooks") / "setup-cluster.yml")
+    assert len(plays) > 3 and {tuple(play.hosts) for play in plays} == {("all",)}
+
+
+@pytest.mark.parametrize(
+    "extra,early,said",
+    [
+        ([], ["n1", "n2"], "unreachable"),  # port 1: then unreachable, as before
+        (["--forks", "1"], ["n1"], "unreachable"),
+        (["--limit", "n2"], ["n2"], "without --limit"),  # refused after the handshakes began: they are abandoned
+    ],
+)
+def test_the_shipped_playbook_connects_before_it_is_read(tmp_path, monkeypatch, extra, early, said):
+    """Issue 37: with the shipped playbook, the handshakes of the hosts its run reaches first
+    start before the playbook is read and checked (they overlap that work); a playbook of the
+    user's own is read first, its hosts are its plays'. No command runs before the run."""
+    import provision.cluster_setup as cluster_setup
+    from conftest import run_in_process
+    from provision.transport.session import Session
+
+    started, seen_when_read = [], []
+    load = cluster_setup.load_playbook
+    monkeypatch.setattr(Session, "open_ahead", lambda self: started.append(self.host.name))
+    monkeypatch.setattr(cluster_setup, "load_playbook", lambda path: (seen_when_read.append(list(started)), load(path))[1])
+    done = run_in_process(*files(tmp_path), "--check", *extra)
+    assert seen_when_read == [early] and done.returncode == (2 if said == "without --limit" else 1)
+    assert said in done.stdout + done.stderr
+    started.clear(), seen_when_read.clear()
+    own = "- hosts: n2\n  tasks:\n    - {name: t, command: {cmd: 'true'}}\n"
+    run_in_process(*files(tmp_path, playbook=own), "--check")
+    assert seen_when_read == [[]] and started == ["n2"]

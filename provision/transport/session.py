@@ -108,6 +108,7 @@ class Session:
         self._address: str | None = None
         self._failed_ahead: HostFailure | None = None  # open_ahead's failure, raised by the first use
         self._abandoned = False
+        self._ahead = False  # open_ahead was called: it is connecting, or has
 
     def __enter__(self) -> Session:
         return self
@@ -143,8 +144,9 @@ class Session:
             ...                       # the controller checks its playbooks meanwhile
             session.run("true")       # waits for the handshake, then runs
         """
-        if self.host.is_local or self._connection is not None:
+        if self.host.is_local or self._connection is not None or self._ahead:
             return
+        self._ahead = True
         self._lock.acquire()  # taken here, released by the thread: a run() called meanwhile waits for it
 
         def connect() -> None:
