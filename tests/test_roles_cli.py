@@ -186,7 +186,6 @@ def test_bad_input_found_after_the_handshakes_began_runs_nothing_and_closes_them
     that they overlap; a refusal found by those checks runs no command on any host and abandons
     every connection begun, and --syntax-check connects to none."""
     from conftest import run_in_process
-
     from provision.transport.session import Session
 
     calls = []
