@@ -4,10 +4,11 @@
 On 3 plain sshd containers (bench/sshd_nodes.py, two cluster users as bench/setup_vs_ansible.py
 makes them): one first run, then --repeat no-change runs, each in a child interpreter whose
 phases are stamped (no profiler: the figures are the real run's): the interpreter and provision's
-imports, the command line, inventory and playbooks up to `prepare`, `prepare` (the typo check
-over every variable the playbooks and templates read, and each task's prediction), and `run`
-with each host's round trip (the SSH handshake, sudo, the node's script). Each run is followed by
-the floor, `provision run all -- true`. Needs root (Docker) and the bench extra.
+imports, reading the playbook, each host's SSH handshake (``open``: with the shipped playbook it
+starts before the playbook is read, in the background), `prepare` (the typo check over every
+variable the playbooks and templates read, and each task's prediction), and `run` with each
+host's round trip (sudo and the node's script, once its handshake is done). Each run is followed
+by the floor, `provision run all -- true`. Needs root (Docker) and the bench extra.
 
     python3 bench/setup_timeline.py --repeat 5
 """
@@ -40,7 +41,7 @@ t0 = time.perf_counter()
 marks = []
 def mark(name, at=None):
     marks.append((name, time.perf_counter() - t0 if at is None else at))
-import provision.engine.runner as runner, provision.transport.session as session
+import provision.engine.runner as runner, provision.transport.session as session, provision.cluster_setup as setup
 prepare, run, round_trip, read_names = runner.Runner.prepare, runner.Runner.run, session.Session.run, runner.read_names
 def timed(name, function):
     def wrapper(*args, **kwargs):
@@ -48,12 +49,16 @@ def timed(name, function):
         try:
             return function(*args, **kwargs)
         finally:
-            who = name if name != "round trip" else f"round trip {args[0].host.name}"
+            who = f"{name} {args[0].host.name}" if name in ("round trip", "open") else name
             mark(who + " start", start - t0)
             mark(who + " took", time.perf_counter() - start)
     return wrapper
 runner.Runner.prepare, runner.Runner.run = timed("prepare", prepare), timed("run", run)
 session.Session.run, runner.read_names = timed("round trip", round_trip), timed("read_names", read_names)
+opened = session.Session.open
+def open_once(self):  # the handshake's own time: a later open() of a connected session is not stamped
+    return opened(self) if self._connection is not None else timed("open", opened)(self)
+session.Session.open, setup.load_playbook = open_once, timed("load_playbook", setup.load_playbook)
 mark("imported")
 from provision.cli import main
 try:
