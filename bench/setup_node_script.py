@@ -31,9 +31,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-import yaml  # noqa: E402
 from console import tool  # noqa: E402
-from sshd_nodes import start_nodes, stop_nodes  # noqa: E402
+from sshd_nodes import setup_inventory, start_nodes, stop_nodes  # noqa: E402
 
 FACT_FRAME = re.compile(r"^printf '%s fact %s\\n' \"\$PROVISION_FRAME\" (\d+)$")
 END_FRAME = "printf '%s end\\n' \"$PROVISION_FRAME\""
@@ -111,11 +110,7 @@ def main() -> None:
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load}: best of {repeat}, ms on the node")
     try:
         names, ports, key, known = start_nodes("snscript", 1, work)
-        inventory = work / "hosts.yml"
-        users = [{"name": "pu1", "uid": 3001}, {"name": "pu2", "uid": 3002}]
-        hosts = {name: {"address": "127.0.0.1", "port": port} for name, port in ports.items()}
-        document = {"defaults": {"user": "mpi", "key": str(key)}, "hosts": hosts, "vars": {"cluster_users": users}}
-        inventory.write_text(yaml.safe_dump(document))
+        inventory = setup_inventory(work, ports, key)
         first = [tool("provision"), "setup-cluster", "-i", str(inventory), "--known-hosts", str(known), "--no-verify"]
         subprocess.run(first, capture_output=True, check=True)
         command, script = capture(inventory, known)

@@ -29,9 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-import yaml  # noqa: E402
 from console import tool  # noqa: E402
-from sshd_nodes import start_nodes, stop_nodes  # noqa: E402
+from sshd_nodes import setup_inventory, start_nodes, stop_nodes  # noqa: E402
 
 # The child: provision's own CLI, with its phases stamped (seconds since the interpreter started
 # running this code; the interpreter's own start is in the whole run's time, measured outside).
@@ -80,11 +79,7 @@ def main() -> None:
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load}: seconds of each no-change run")
     try:
         _names, ports, key, known = start_nodes("stimeline", 3, work)
-        inventory = work / "hosts.yml"
-        users = [{"name": "pu1", "uid": 3001}, {"name": "pu2", "uid": 3002}]
-        hosts = {name: {"address": "127.0.0.1", "port": port} for name, port in ports.items()}
-        document = {"defaults": {"user": "mpi", "key": str(key)}, "hosts": hosts, "vars": {"cluster_users": users}}
-        inventory.write_text(yaml.safe_dump(document))
+        inventory = setup_inventory(work, ports, key)
         common = ["-i", str(inventory), "--known-hosts", str(known), "--forks", "3", "--connect-timeout", "60"]
         setup = ["setup-cluster", *common, "--no-verify", "--json"]
         subprocess.run([tool("provision"), *setup], capture_output=True, env=env, check=True)

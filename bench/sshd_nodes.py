@@ -71,6 +71,22 @@ def start_nodes(
     return names, ports, key, known
 
 
+# The two cluster users of the setup benches (bench/setup_vs_ansible.py makes the same two).
+SETUP_USERS = [{"name": "pu1", "uid": 3001}, {"name": "pu2", "uid": 3002}]
+
+
+def setup_inventory(work: Path, ports: dict[str, int], key: Path) -> Path:
+    """``work/hosts.yml``: the nodes of :func:`start_nodes` (user mpi, ``key``) with
+    :data:`SETUP_USERS` as their cluster users."""
+    import yaml
+
+    hosts = {name: {"address": "127.0.0.1", "port": port} for name, port in ports.items()}
+    document = {"defaults": {"user": "mpi", "key": str(key)}, "hosts": hosts, "vars": {"cluster_users": SETUP_USERS}}
+    inventory = work / "hosts.yml"
+    inventory.write_text(yaml.safe_dump(document))
+    return inventory
+
+
 def node_names(prefix: str, count: int) -> list[str]:
     """The container names :func:`start_nodes` uses."""
     return [f"{prefix}{index:03d}" for index in range(count)]
