@@ -1,5 +1,5 @@
 """Allow ``python -m provision``."""
 
-from provision.cli import main
+from provision.cli import command_line
 
-main()
+command_line()

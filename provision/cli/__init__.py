@@ -225,6 +225,22 @@ def _usage_line(error: typer.TyperException) -> str:
     return f"{error.format_message()}{where}"
 
 
+def command_line() -> None:
+    """The ``provision`` command (and ``python -m provision``): :func:`main` on the command line,
+    then the process ends without the interpreter's last garbage collection, which walks every
+    object the run made (~0.07-0.09 s after imports alone, on every command; measured in
+    docs/benchmarks.md). ``gc.freeze()`` leaves them to the process's end: files are closed and
+    streams flushed as ever (by their owners, atexit and the interpreter), only objects in
+    reference cycles are not collected before the exit frees them all. Not :func:`main` itself:
+    tests call it many times in one process."""
+    import gc
+
+    try:
+        main()
+    finally:
+        gc.freeze()
+
+
 def main(args: list[str] | None = None) -> None:
     """Entry point: run the app on ``args`` (default: the command line), turning usage errors and
     provision's errors into one line; always ends in ``sys.exit``.
