@@ -59,9 +59,10 @@ def open_once(self):  # the handshake's own time: a later open() of a connected 
     return opened(self) if self._connection is not None else timed("open", opened)(self)
 session.Session.open, setup.load_playbook = open_once, timed("load_playbook", setup.load_playbook)
 mark("imported")
-from provision.cli import main
+from provision.cli import command_line  # what the provision command runs, its way out included
+sys.argv = ["provision", *sys.argv[1:]]
 try:
-    main(sys.argv[1:])
+    command_line()
 except SystemExit:
     pass
 mark("end")
