@@ -125,13 +125,13 @@ def setup_cluster(request: SetupRequest, connection, hooks: SetupHooks = SetupHo
     :class:`ProvisionError` naming the file, line, task or host, before any command runs on a host."""
     setup = ClusterSetup(request, connection, on_result=hooks.result, on_host=hooks.host)
     tell = hooks.warn or (lambda _text: None)
-    _tell(setup.warnings, tell)
-    setup.select()
-    if request.list_hosts or request.list_tasks or request.list_tags:
-        return SetupOutcome(setup.outline(hosts=request.list_hosts, tasks=request.list_tasks, tags=request.list_tags))
-    if not request.syntax_check:  # the first hosts' handshakes overlap the checks below; no command runs before run()
-        setup.runner.connect_ahead()
     try:
+        _tell(setup.warnings, tell)
+        setup.select()
+        if request.list_hosts or request.list_tasks or request.list_tags:
+            return SetupOutcome(setup.outline(hosts=request.list_hosts, tasks=request.list_tasks, tags=request.list_tags))
+        if not request.syntax_check:  # the first hosts' handshakes overlap the checks below; no command runs before run()
+            setup.runner.connect_ahead()
         setup.users()  # who each host's cluster users are (a warning where none are set)
         jupyter_users = setup.jupyter_users() if request.ask_jupyter_pass else []
         _tell(setup.warnings, tell)
@@ -146,13 +146,13 @@ def setup_cluster(request: SetupRequest, connection, hooks: SetupHooks = SetupHo
             hooks.started(setup.hosts)
         return SetupOutcome(done=setup.run())  # its warnings are the result's, printed with it
     except BaseException:
-        setup.runner.abandon()  # bad input found after the handshakes began: no command ran
+        setup.runner.abandon()  # bad input found after the handshakes began (connect_first): no command ran
         raise
 
 
 def connect_first(inventory: Inventory, limit: tuple[str, ...], connection) -> dict:
     """Start the SSH handshakes of the hosts the shipped playbook reaches first (its plays all run
-    on every host: ``tests/test_setup_cluster_unit.py`` holds it to that), in the order its run
+    on every host: ``tests/test_setup_cli.py`` holds it to that), in the order its run
     takes them (the inventory's, less what ``--limit`` leaves out; ``--forks`` of them), before
     the playbook is read and checked: they overlap that work as they overlap ``prepare``'s
     (:meth:`provision.engine.runner.Runner.connect_ahead`). ``{name: session}``; none when

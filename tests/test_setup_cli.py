@@ -284,6 +284,7 @@ def test_every_play_of_the_shipped_playbook_runs_on_every_host():
         ([], ["n1", "n2"], "unreachable"),  # port 1: then unreachable, as before
         (["--forks", "1"], ["n1"], "unreachable"),
         (["--limit", "n2"], ["n2"], "without --limit"),  # refused after the handshakes began: they are abandoned
+        (["--tags", "userz"], ["n1", "n2"], "userz"),  # refused by the selection, the first check after them
     ],
 )
 def test_the_shipped_playbook_connects_before_it_is_read(tmp_path, monkeypatch, extra, early, said):
@@ -294,13 +295,16 @@ def test_the_shipped_playbook_connects_before_it_is_read(tmp_path, monkeypatch, 
     from conftest import run_in_process
     from provision.transport.session import Session
 
-    started, seen_when_read = [], []
+    started, seen_when_read, abandoned = [], [], []
     load = cluster_setup.load_playbook
     monkeypatch.setattr(Session, "open_ahead", lambda self: started.append(self.host.name))
+    monkeypatch.setattr(Session, "abandon", lambda self: abandoned.append(self.host.name))
     monkeypatch.setattr(cluster_setup, "load_playbook", lambda path: (seen_when_read.append(list(started)), load(path))[1])
     done = run_in_process(*files(tmp_path), "--check", *extra)
-    assert seen_when_read == [early] and done.returncode == (2 if said == "without --limit" else 1)
+    refused = said != "unreachable"
+    assert seen_when_read == [early] and done.returncode == (2 if refused else 1)
     assert said in done.stdout + done.stderr
+    assert sorted(abandoned) == (early if refused else []), abandoned
     started.clear(), seen_when_read.clear()
     own = "- hosts: n2\n  tasks:\n    - {name: t, command: {cmd: 'true'}}\n"
     run_in_process(*files(tmp_path, playbook=own), "--check")
