@@ -31,6 +31,10 @@ from provision.playbook.variables import Variables, parse_extra_vars
 from provision.resources import resource_dir
 from provision.templating.nfs_clients import unreported_addresses
 
+# Seconds a refused run waits in all for the handshakes under way to end, so that each ends as a
+# clean logout rather than a login cut off half way (which sshd logs as a closed preauth connection).
+ABANDON_WAIT = 2.0
+
 
 @dataclass(frozen=True)
 class SetupRequest:
@@ -130,8 +134,8 @@ def setup_cluster(request: SetupRequest, connection, hooks: SetupHooks = SetupHo
         setup.select()
         if request.list_hosts or request.list_tasks or request.list_tags:
             return SetupOutcome(setup.outline(hosts=request.list_hosts, tasks=request.list_tasks, tags=request.list_tags))
-        if not request.syntax_check:  # the first hosts' handshakes overlap the checks below; no command runs before run()
-            setup.runner.connect_ahead()
+        if not request.syntax_check and not connection.ssh.accept_new_host_keys:  # overlap the checks below
+            setup.runner.connect_ahead()  # no command runs before run(); see connects_first
         setup.users()  # who each host's cluster users are (a warning where none are set)
         jupyter_users = setup.jupyter_users() if request.ask_jupyter_pass else []
         _tell(setup.warnings, tell)
@@ -145,30 +149,39 @@ def setup_cluster(request: SetupRequest, connection, hooks: SetupHooks = SetupHo
         if hooks.started is not None:
             hooks.started(setup.hosts)
         return SetupOutcome(done=setup.run())  # its warnings are the result's, printed with it
-    except BaseException:
-        setup.runner.abandon()  # bad input found after the handshakes began (connect_first): no command ran
+    except BaseException as error:  # bad input found after the handshakes began: no command ran
+        setup.runner.abandon(wait=0.0 if isinstance(error, KeyboardInterrupt) else ABANDON_WAIT)
         raise
 
 
-def connect_first(inventory: Inventory, limit: tuple[str, ...], connection) -> dict:
+def connect_first(inventory: Inventory, limit: tuple[str, ...], connection, into: dict) -> None:
     """Start the SSH handshakes of the hosts the shipped playbook reaches first (its plays all run
-    on every host: ``tests/test_setup_cli.py`` holds it to that), in the order its run
-    takes them (the inventory's, less what ``--limit`` leaves out; ``--forks`` of them), before
-    the playbook is read and checked: they overlap that work as they overlap ``prepare``'s
-    (:meth:`provision.engine.runner.Runner.connect_ahead`). ``{name: session}``; none when
+    on every host: ``tests/test_setup_cli.py`` holds it to that), in the order its run takes them
+    (the inventory's, less what ``--limit`` leaves out; ``--forks`` of them, and no more than a
+    process keeps connected), before the playbook is read and checked: they overlap that work as
+    they overlap ``prepare``'s (:meth:`provision.engine.runner.Runner.connect_ahead`). Each
+    session goes ``into`` the dict as it starts (the caller abandons them on an error); none when
     ``--limit`` does not parse (the run's own check says why)."""
     from provision.inventory.patterns import PatternError, select_hosts
-    from provision.transport.session import Session
+    from provision.transport.session import Session, open_limit
 
     try:
         chosen = {h.name for h in select_hosts(inventory, list(limit), what="--limit")} if limit else None
     except PatternError:
-        return {}
+        return
     hosts = [h for h in inventory.resolve(["all"]) if chosen is None or h.name in chosen]
-    sessions = {host.name: Session(host, connection.ssh) for host in hosts[: connection.forks]}
-    for session in sessions.values():
-        session.open_ahead()
-    return sessions
+    for host in hosts[: min(connection.forks, open_limit())]:
+        into[host.name] = Session(host, connection.ssh)
+        into[host.name].open_ahead()
+
+
+def connects_first(request: SetupRequest, connection) -> bool:
+    """Whether :func:`connect_first` starts the handshakes before the playbook is read: with the
+    shipped playbook, when the run is to touch hosts at all (not --syntax-check or --list-*), and
+    not with --accept-new-host-keys (a key learned is written to known_hosts: not for a run that
+    bad input may still refuse)."""
+    lists = request.syntax_check or request.list_hosts or request.list_tasks or request.list_tags
+    return not (lists or request.playbook or connection.ssh.accept_new_host_keys)
 
 
 def _tell(warnings: list[str], warn: Callable[[str], None]) -> None:
@@ -202,14 +215,15 @@ class ClusterSetup:
         if not self.inventory.hosts:
             raise ProvisionError("no hosts: give an inventory with -i (see 'provision inventory --help')")
         self.source = request.playbook or resource_dir("playbooks") / "setup-cluster.yml"
-        touches_hosts = not (request.syntax_check or request.list_hosts or request.list_tasks or request.list_tags)
-        # the shipped playbook's plays all run on every host: its hosts are known before it is read
-        early = connect_first(self.inventory, request.limit, connection) if touches_hosts and not request.playbook else {}
+        early: dict = {}
         try:
+            if connects_first(request, connection):
+                connect_first(self.inventory, request.limit, connection, into=early)
             self._read(request, connection, on_result, on_host)
-        except BaseException:
-            for session in early.values():
-                session.abandon()
+        except BaseException as error:
+            from provision.transport.session import abandon_all
+
+            abandon_all(early.values(), 0.0 if isinstance(error, KeyboardInterrupt) else ABANDON_WAIT)
             raise
         self.runner.sessions.update(early)
 
@@ -293,7 +307,7 @@ class ClusterSetup:
 
     def prepare(self, become_password: str | None = None, jupyter_passwords: dict[str, str] | None = None) -> None:
         """Take the prompted secrets (checked; kept in this run's options only, never written or
-        shown), then render and check every task before any host is touched."""
+        shown), then render and check every task before any command runs on a host."""
         self.users()
         self.options.become_password = become_password
         # filled in place: the runner's renderer holds this same dict

@@ -660,3 +660,19 @@ def test_connect_ahead_starts_the_hosts_the_run_reaches_first_and_the_run_uses_t
     report = runner.run()
     assert recap(report) == {h: (7, 7, 0, 0, 0) for h in ("h1", "h2", "h3")}
     assert all(report.runs[s.host.name].session is s and s.round_trips >= 1 for s in ahead)
+
+
+def test_connect_ahead_takes_the_first_plays_hosts_only(tmp_path):
+    """A playbook whose first play runs on one host: the others are not connected ahead (they
+    would sit idle through that play)."""
+    ahead = []
+
+    class AheadSession(LocalSession):
+        def open_ahead(self):
+            ahead.append(self.host.name)
+
+    playbook = PLAYBOOK.replace("hosts: all", "hosts: h2", 1) + PLAYBOOK.replace("- name: files", "- name: again", 1)
+    runner = make(tmp_path, playbook=playbook, hosts=("h1", "h2", "h3"))
+    runner.session_factory, runner.sessions = AheadSession, {}
+    runner.connect_ahead()
+    assert ahead == ["h2"]

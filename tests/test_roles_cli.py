@@ -184,14 +184,17 @@ def test_no_password_file_needs_the_prompt(tmp_path):
 def test_bad_input_found_after_the_handshakes_began_runs_nothing_and_closes_them(tmp_path, monkeypatch):
     """Issue 37: setup-cluster starts its first hosts' SSH handshakes before its own checks, so
     that they overlap; a refusal found by those checks runs no command on any host and abandons
-    every connection begun, and --syntax-check connects to none."""
+    every connection begun (tests/test_session.py: abandoning closes it), and --syntax-check
+    connects to none."""
     from conftest import run_in_process
     from provision.transport.session import Session
 
     calls = []
     open_ahead, abandon = Session.open_ahead, Session.abandon
     monkeypatch.setattr(Session, "open_ahead", lambda self: (calls.append(("ahead", self.host.name)), open_ahead(self))[1])
-    monkeypatch.setattr(Session, "abandon", lambda self: (calls.append(("abandon", self.host.name)), abandon(self))[1])
+    monkeypatch.setattr(
+        Session, "abandon", lambda self, wait=0.0: (calls.append(("abandon", self.host.name)), abandon(self, wait))[1]
+    )
     monkeypatch.setattr(Session, "run", lambda self, *a, **k: calls.append(("run", self.host.name)))
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(INVENTORY + "vars:\n  nfs_server: n1\n  nfs_export: [{path: /data/x}]\n")

@@ -166,3 +166,59 @@ def test_abandon_closes_a_connection_ahead_without_waiting_for_it(monkeypatch):
         time.sleep(0.01)
     session._lock.release()
     assert connections[0].made and not connections[0].is_open and session._connection is None and commands == []
+
+
+def test_abandon_waits_a_bounded_time_for_a_handshake_to_end_cleanly(monkeypatch):
+    """A refused run gives the handshakes under way a moment to finish (a clean logout rather
+    than a login cut off half way), then closes them; past the wait it returns and the thread
+    closes its connection once made."""
+    import threading
+    import time
+
+    gate, connections, commands = _gated_connections(monkeypatch)
+    session = Session(Host("n4", address="10.0.0.4"), SshOptions())
+    session.open_ahead()
+    threading.Timer(0.2, gate.set).start()
+    started = time.monotonic()
+    session.abandon(wait=5)
+    assert 0.1 < time.monotonic() - started < 4  # returned once the handshake ended, not at the limit
+    assert connections[0].made and not connections[0].is_open and session._connection is None and commands == []
+
+
+def test_no_thread_to_be_had_means_connecting_on_first_use(monkeypatch):
+    """Where a process limit refuses a new thread, open_ahead leaves the session as it was (its
+    lock free), and the first command connects."""
+    import threading
+
+    gate, connections, commands = _gated_connections(monkeypatch)
+    gate.set()
+
+    def refused(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    session = Session(Host("n5", address="10.0.0.5"), SshOptions())
+    session.open_ahead()
+    assert connections == [] and not session._lock.locked()
+    assert session.run("true").stdout == "ran" and len(connections) == 1
+    session.close()
+
+
+def test_a_connection_made_ahead_that_died_before_its_first_command_is_made_again(monkeypatch):
+    """Idle while the controller checked, or while a password was asked, a connection made ahead
+    may have been dropped (a NAT, sshd's UnusedConnectionTimeout): its first command connects
+    again rather than failing the host. Once a command has run, a lost connection is a failure."""
+    from types import SimpleNamespace
+
+    gate, connections, commands = _gated_connections(monkeypatch)
+    gate.set()
+    session = Session(Host("n6", address="10.0.0.6"), SshOptions())
+    session.open_ahead()
+    assert session.run("true").stdout == "ran" and len(connections) == 1  # alive: used as it is
+    second = Session(Host("n7", address="10.0.0.7"), SshOptions())
+    second.open_ahead()
+    with second._lock:  # the handshake is done
+        pass
+    second._connection.client = SimpleNamespace(get_transport=lambda: SimpleNamespace(is_active=lambda: False))
+    assert second.run("true").stdout == "ran" and len(connections) == 3 and commands[-1] == ("10.0.0.7", "true")
+    session.close(), second.close()

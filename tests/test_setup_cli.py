@@ -298,7 +298,7 @@ def test_the_shipped_playbook_connects_before_it_is_read(tmp_path, monkeypatch, 
     started, seen_when_read, abandoned = [], [], []
     load = cluster_setup.load_playbook
     monkeypatch.setattr(Session, "open_ahead", lambda self: started.append(self.host.name))
-    monkeypatch.setattr(Session, "abandon", lambda self: abandoned.append(self.host.name))
+    monkeypatch.setattr(Session, "abandon", lambda self, wait=0.0: abandoned.append(self.host.name))
     monkeypatch.setattr(cluster_setup, "load_playbook", lambda path: (seen_when_read.append(list(started)), load(path))[1])
     done = run_in_process(*files(tmp_path), "--check", *extra)
     refused = said != "unreachable"
@@ -309,3 +309,6 @@ def test_the_shipped_playbook_connects_before_it_is_read(tmp_path, monkeypatch, 
     own = "- hosts: n2\n  tasks:\n    - {name: t, command: {cmd: 'true'}}\n"
     run_in_process(*files(tmp_path, playbook=own), "--check")
     assert seen_when_read == [[]] and started == ["n2"]
+    started.clear(), seen_when_read.clear()  # a key learned would be written: not before the checks
+    run_in_process(*files(tmp_path), "--check", "--accept-new-host-keys")
+    assert seen_when_read == [[]] and started == []

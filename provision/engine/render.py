@@ -42,7 +42,7 @@ class Render:
     names: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)  # each play's host names, made once
 
     def context(self, host: Host, play: Play, run: HostRun | None, item: Any = NO_ITEM) -> dict:
-        """Variables for one task on one host (``run`` None: before any host is touched)."""
+        """Variables for one task on one host (``run`` None: before any command runs on a host)."""
         ctx = self.variables.for_host(host, play.vars)
         # Ansible's ansible_run_tags: what --tags asked for (["all"] without it), for a role that
         # runs when asked by name or by an inventory variable.

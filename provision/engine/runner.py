@@ -157,21 +157,26 @@ class Runner:
 
     # -- before any command runs on a host -----------------------------------------------------
     def connect_ahead(self) -> None:
-        """Start the SSH handshakes of the hosts the run reaches first (``forks`` of them, in the
-        order :meth:`run` takes them) and return at once, so that they overlap :meth:`prepare`'s
-        checks and predictions (a no-change run of 3 hosts spent ~0.2 s there, then ~0.3 s in
-        each handshake). Nothing runs on a host before :meth:`run`; :meth:`abandon` closes them
-        when the run does not happen. Sessions without ``open_ahead`` connect on first use."""
+        """Start the SSH handshakes of the hosts the run reaches first (its first play's, ``forks``
+        of them and no more than a process keeps connected, in the order :meth:`run` takes them)
+        and return at once, so that they overlap :meth:`prepare`'s checks and predictions (a
+        no-change run of 3 hosts spent ~0.2 s there, then ~0.3 s in each handshake). Nothing
+        runs on a host before :meth:`run`; :meth:`abandon` closes them when the run does not
+        happen. Sessions without ``open_ahead`` connect on first use."""
+        from provision.transport.session import open_limit
+
         self.select()
-        for name in list(self.hosts)[: self.options.forks]:
-            open_ahead = getattr(self._session(name), "open_ahead", None)
+        for host in self.play_hosts[0][: min(self.options.forks, open_limit())]:
+            open_ahead = getattr(self._session(host.name), "open_ahead", None)
             if open_ahead is not None:
                 open_ahead()
 
-    def abandon(self) -> None:
-        """Close what :meth:`connect_ahead` opened, when the run is not to happen (bad input)."""
-        for session in self.sessions.values():
-            getattr(session, "abandon", session.close)()
+    def abandon(self, wait: float = 0.0) -> None:
+        """Close what :meth:`connect_ahead` opened, when the run is not to happen (bad input),
+        waiting up to ``wait`` seconds in all for handshakes under way to end cleanly."""
+        from provision.transport.session import abandon_all
+
+        abandon_all(self.sessions.values(), wait)
 
     def prepare(self) -> None:
         """Resolve hosts, render every task that can be rendered now and check its arguments;

@@ -18,7 +18,7 @@ _MAX_LISTED = 20
 
 
 class BadInput(ProvisionError):
-    """Input that fails before any host is touched (exit status 2)."""
+    """Input that fails before any command runs on a host (exit status 2)."""
 
 
 def playbook_tags(plays: list[Play]) -> list[str]:

@@ -106,7 +106,7 @@ def as_reader(keys: list[StateKey], reader: str) -> list[StateKey]:
 
 
 def predict(render: Render, play: Play, task: Task, host: Host, deferred: set[str]) -> list[list[StateKey]]:
-    """Steps 1-2 before any host is touched: the facts of each loop item the task will run
+    """Steps 1-2 before any command runs on a host: the facts of each loop item the task will run
     (``deferred``: the variables known only while running). Raises :class:`BadInput` naming
     file:line, task, host and cause for a task that can be checked now and is wrong, and
     :class:`NodeFault` where what ``host`` itself reported is wrong (that host alone fails the

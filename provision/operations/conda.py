@@ -1,7 +1,7 @@
 """Anaconda in a shared prefix (``/opt/anaconda3``) with per-user clones, as the seed does by hand.
 
 - ``conda_install``: an installer from a controller file (checked against its required sha256 or
-  md5 on the controller, before any host is touched) or from a URL (checked on the node after
+  md5 on the controller, before any command runs on a host) or from a URL (checked on the node after
   the download), run in batch mode ``bash INSTALLER -b -p PREFIX`` under umask 022 after a
   free-space check; the prefix then belongs to root and nobody else may write to it. A marker
   ``PREFIX/.provision-installer`` holds the installer's checksum: the same install is skipped,
@@ -145,7 +145,7 @@ def _install_requests(args: dict) -> list[StateKey]:
         if not _URL.match(args["installer"]):
             raise ArgumentError(f"anaconda installer {shown_value(args['installer'])} is not an http(s)/ftp URL")
     else:
-        verify_local(args)  # before any host is touched
+        verify_local(args)  # before any command runs on a host
     return [
         StateKey("file", prefix),
         StateKey("file", f"{prefix}/{MARKER}"),

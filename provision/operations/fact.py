@@ -12,7 +12,7 @@ thing with its ``arg`` (``file`` and a path, ``user`` and a name, ``sysctl`` and
 
 The value is registered as JSON would hold it (a record as a mapping of its fields, a list for a
 tuple); ``None`` where the fact is absent on the host (no such file; a tool the fact needs is
-not installed). The fact's name and argument are checked before any host is touched; a path
+not installed). The fact's name and argument are checked before any command runs on a host; a path
 that is a link or below a folder another user can write is refused, as for every operation.
 """
 

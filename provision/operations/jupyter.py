@@ -1,6 +1,6 @@
 """Jupyter Server 2 for each cluster user, secure by default.
 
-- ``jupyter_ports``: checks the users' ports before any host is touched (two users with one
+- ``jupyter_ports``: checks the users' ports before any command runs on a host (two users with one
   port on a node is bad input) and, with ``listen: all``, on each host, that no other user's
   process listens on a user's port (the port is named in the error).
 - Where her server listens (issue 33 finding 4): with the default ``listen: localhost``, on a Unix
@@ -200,7 +200,7 @@ def plan_ports(args: dict, current: Mapping[StateKey, Any]) -> list:
 
 def _config_requests(args: dict) -> list[StateKey]:
     check_user(args["user"])
-    password_for(args)  # bad input before any host is touched
+    password_for(args)  # bad input before any command runs on a host
     if _check_listen(args["listen"]) == "all" and not (args["certfile"] and args["keyfile"]):
         raise ArgumentError(
             f"jupyter_listen: all needs jupyter_certfile and jupyter_keyfile for {args['user']}: a certificate her "

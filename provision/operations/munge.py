@@ -3,13 +3,13 @@ to every Slurm host as ``/etc/munge/munge.key`` (0400, owned by munge), never sh
 
 - The controller keeps the key in a file beside the inventory (``secrets/munge.key`` unless
   ``slurm.munge_key`` names another), as it keeps the Jupyter password files. When the default
-  file is missing, it is made before any host is touched: 128 random bytes (``mungekey``'s
+  file is missing, it is made before any command runs on a host: 128 random bytes (``mungekey``'s
   default length: dun/munge 9317fe8a7efe, src/libcommon/munge_defs.h:219
   ``MUNGE_KEY_LEN_DFL_BYTES 128``) from the
   operating system's generator, written mode 0400 in a folder of its own (0700) under a fresh
   name and linked into place, so two runs at once agree on one key. A file the user named must
   exist already (a missing one is a typo, not a wish for a new key).
-- A key file is refused, naming it, before any host is touched when its mode is not 0400, when
+- A key file is refused, naming it, before any command runs on a host when its mode is not 0400, when
   it is not a regular file reached without a link, or when it cannot be a MUNGE key: munged
   refuses a key shorter than 32 bytes (src/munged/conf.c:664-666, "Keyfile must be at least %d
   bytes", ``MUNGE_KEY_LEN_MIN_BYTES``, munge_defs.h:229) and ``mungekey`` writes none longer
@@ -131,7 +131,7 @@ def _key(args: dict) -> StateKey:
 
 
 def _requests(args: dict) -> list[StateKey]:
-    controller_key(args["key_file"], args["base_dir"])  # bad input before any host is touched
+    controller_key(args["key_file"], args["base_dir"])  # bad input before any command runs on a host
     return [_key(args)]
 
 

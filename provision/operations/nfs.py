@@ -296,7 +296,7 @@ OPERATIONS = {
         },
         _check_requests,
         lambda args, current: [],
-        doc="the NFS variables checked before any host is touched",
+        doc="the NFS variables checked before any command runs on a host",
     ),
     "nfs_server_kind": Operation(
         "nfs_server_kind",

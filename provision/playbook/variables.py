@@ -229,7 +229,7 @@ def check_cluster_users(users: Any) -> list[dict]:
 
 def check_own_keys(users: list[dict], origin: str | None, inventory: Path | None) -> None:
     """Each cluster user's own keys (``ssh_keys``, ``ssh_keys_file`` relative to the inventory's
-    folder) checked as sshd reads them, before any host is touched: an error names the line that
+    folder) checked as sshd reads them, before any command runs on a host: an error names the line that
     holds the key (``hosts.yml:14: cluster_users[1] (alice): ssh_keys[0]: not a public key line
     (...)``) or the keys file's own ``file:line``."""
     from provision.errors import ArgumentError

@@ -12,7 +12,7 @@ Two forms of the inventory's ``slurm:``:
   of the run gets the managed block of node lines in the slurm.conf the admin installed, and
   gres.conf; nothing is installed or started.
 
-Every setting is checked here, before any host is touched: a controller that is no inventory
+Every setting is checked here, before any command runs on a host: a controller that is no inventory
 host, or that names two hosts (Slurm's backup controllers need a state folder both share, which
 provision does not set up), a node without facts, a setting that slurm.conf could not hold.
 

@@ -117,10 +117,14 @@ class Session:
         self.close()
 
     def open(self) -> None:
-        """Connect (once); raises :class:`HostFailure`."""
+        """Connect (once); raises :class:`HostFailure`. A connection :meth:`open_ahead` made that
+        died before its first command (idle while the controller checked, or while a password
+        was asked) is made again."""
         if self._failed_ahead is not None:
             failure, self._failed_ahead = self._failed_ahead, None
             raise failure
+        if self._connection is not None and self.round_trips <= 1 and not _active(self._connection):
+            self.close()
         if self.host.is_local or self._connection is not None:
             return
         connection = None
@@ -138,7 +142,8 @@ class Session:
         key exchange, the host key checked, authentication) overlaps the controller's own work
         before the first command; the first :meth:`run` waits for it. A failure is kept and raised
         by that first use, as if it had connected then. No command runs; :meth:`abandon` closes
-        the connection when no command is to follow.
+        the connection when no command is to follow. Where no thread can be started, the host
+        connects on its first use, as without this.
 
             session.open_ahead()      # returns at once
             ...                       # the controller checks its playbooks meanwhile
@@ -155,17 +160,31 @@ class Session:
             except HostFailure as failure:
                 self._failed_ahead = failure
             finally:
-                if self._abandoned:
-                    self.close()
                 self._lock.release()
+                self._close_if_abandoned()  # after the release: abandon() may have found the lock taken
 
-        threading.Thread(target=connect, name=f"connect {self.host.name}", daemon=True).start()
+        thread = threading.Thread(target=connect, name=f"connect {self.host.name}", daemon=True)
+        try:
+            thread.start()
+        except BaseException as error:
+            self._ahead = False
+            self._lock.release()
+            if not isinstance(error, RuntimeError):  # RuntimeError: no thread to be had; connect on first use
+                raise
 
-    def abandon(self) -> None:
-        """Close a connection :meth:`open_ahead` opened (or is opening: it closes when it is done)
-        when no command is to follow; never waits for a handshake."""
+    def abandon(self, wait: float = 0.0) -> None:
+        """Close a connection :meth:`open_ahead` opened when no command is to follow. One still
+        being made is waited for up to ``wait`` seconds (so that it ends as a clean logout, not a
+        login cut off half way), else it is closed by its thread once made."""
         self._abandoned = True
-        if self._lock.acquire(blocking=False):
+        if self._lock.acquire(timeout=wait) if wait > 0 else self._lock.acquire(blocking=False):
+            self._lock.release()
+        self._close_if_abandoned()
+
+    def _close_if_abandoned(self) -> None:
+        # Either side (abandon(), or the handshake's thread once done) closes it, whichever finds
+        # the lock free last: the other may have looked while it was taken.
+        if self._abandoned and self._lock.acquire(blocking=False):
             try:
                 self.close()
             finally:
@@ -316,6 +335,24 @@ class Session:
             finally:
                 self._connection = None
                 CONNECTED.closed(self)
+
+
+def abandon_all(sessions, wait: float = 0.0) -> None:
+    """:meth:`Session.abandon` each of ``sessions`` (a test double without it: closed), waiting
+    up to ``wait`` seconds in all for handshakes under way to end cleanly."""
+    deadline = time.monotonic() + wait
+    for session in sessions:
+        if hasattr(session, "abandon"):
+            session.abandon(max(0.0, deadline - time.monotonic()))
+        else:
+            session.close()
+
+
+def _active(connection) -> bool:
+    """Whether ``connection``'s SSH transport is still up (a test double without one: assumed)."""
+    transport = connection.client.get_transport()
+    is_active = getattr(transport, "is_active", None)
+    return transport is not None and (is_active is None or bool(is_active()))
 
 
 def plain_address(peer: str) -> str:
