@@ -36,6 +36,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=12)
     options = parser.parse_args()
     trees = {"before": options.before.resolve(), "after": options.after.resolve()}
+    for tree, path in trees.items():  # else the interpreter's own provision would run, silently
+        if not (path / "provision" / "__init__.py").is_file():
+            parser.error(f"--{tree} {path}: not a checkout of provision (no provision/__init__.py)")
     work = Path(tempfile.mkdtemp(prefix="setup-before-after-"))
     load = Path("/proc/loadavg").read_text().split()[0]
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load}, {options.repeat} rounds")
