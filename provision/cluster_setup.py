@@ -134,8 +134,8 @@ def setup_cluster(request: SetupRequest, connection, hooks: SetupHooks = SetupHo
         setup.select()
         if request.list_hosts or request.list_tasks or request.list_tags:
             return SetupOutcome(setup.outline(hosts=request.list_hosts, tasks=request.list_tasks, tags=request.list_tags))
-        if not request.syntax_check and not connection.ssh.accept_new_host_keys:  # overlap the checks below
-            setup.runner.connect_ahead()  # no command runs before run(); see connects_first
+        if connects_ahead(request, connection):  # the handshakes overlap the checks below
+            setup.runner.connect_ahead()  # no command runs before run()
         setup.users()  # who each host's cluster users are (a warning where none are set)
         jupyter_users = setup.jupyter_users() if request.ask_jupyter_pass else []
         _tell(setup.warnings, tell)
@@ -150,7 +150,7 @@ def setup_cluster(request: SetupRequest, connection, hooks: SetupHooks = SetupHo
             hooks.started(setup.hosts)
         return SetupOutcome(done=setup.run())  # its warnings are the result's, printed with it
     except BaseException as error:  # bad input found after the handshakes began: no command ran
-        setup.runner.abandon(wait=0.0 if isinstance(error, KeyboardInterrupt) else ABANDON_WAIT)
+        setup.runner.abandon(abandon_wait(error))
         raise
 
 
@@ -175,13 +175,23 @@ def connect_first(inventory: Inventory, limit: tuple[str, ...], connection, into
         into[host.name].open_ahead()
 
 
-def connects_first(request: SetupRequest, connection) -> bool:
-    """Whether :func:`connect_first` starts the handshakes before the playbook is read: with the
-    shipped playbook, when the run is to touch hosts at all (not --syntax-check or --list-*), and
-    not with --accept-new-host-keys (a key learned is written to known_hosts: not for a run that
-    bad input may still refuse)."""
+def connects_ahead(request: SetupRequest, connection) -> bool:
+    """Whether the run starts its first hosts' handshakes before its checks end: when it is to
+    touch hosts at all (not --syntax-check or --list-*), and not with --accept-new-host-keys (a
+    key learned is written to known_hosts: not for a run that bad input may still refuse)."""
     lists = request.syntax_check or request.list_hosts or request.list_tasks or request.list_tags
-    return not (lists or request.playbook or connection.ssh.accept_new_host_keys)
+    return not (lists or connection.ssh.accept_new_host_keys)
+
+
+def connects_first(request: SetupRequest, connection) -> bool:
+    """Whether :func:`connect_first` starts them before the playbook is even read: as
+    :func:`connects_ahead`, with the shipped playbook only (its hosts are known before)."""
+    return connects_ahead(request, connection) and not request.playbook
+
+
+def abandon_wait(error: BaseException) -> float:
+    """Seconds to wait for handshakes under way when ``error`` stops the run: none on Ctrl-C."""
+    return 0.0 if isinstance(error, KeyboardInterrupt) else ABANDON_WAIT
 
 
 def _tell(warnings: list[str], warn: Callable[[str], None]) -> None:
@@ -223,7 +233,7 @@ class ClusterSetup:
         except BaseException as error:
             from provision.transport.session import abandon_all
 
-            abandon_all(early.values(), 0.0 if isinstance(error, KeyboardInterrupt) else ABANDON_WAIT)
+            abandon_all(early.values(), abandon_wait(error))
             raise
         self.runner.sessions.update(early)
 
