@@ -41,6 +41,7 @@ SETUP_ARGS = ["--tags", "users", "--no-verify", "--json"]
 RECORDER = r"""
 import json, re, sys
 import provision.transport.session as session
+from provision.engine.script import batch_nonce
 out, args = sys.argv[1], sys.argv[2:]
 records, original = [], session.Session.run
 
@@ -48,12 +49,16 @@ def run(self, command, stdin=None, timeout=None):
     result = original(self, command, stdin, timeout)
     text = stdin.decode() if isinstance(stdin, bytes) else (stdin or "")
     nonce = re.search(r"PROVISION_FRAME='@@([0-9a-f]+)@@'", text).group(1)
+    def normal(part):  # the run's nonce written NONCE, and each user batch's marker as NONCE's would be
+        for number in range(text.count("PROVISION_FRAME=") - 1):
+            part = part.replace(batch_nonce(nonce, number), batch_nonce("NONCE", number))
+        return part.replace(nonce, "NONCE")
     records.append({
         "host": self.host.name,
         "command": command,
-        "stdin": text.replace(nonce, "NONCE"),
-        "stdout": result.stdout.replace(nonce, "NONCE"),
-        "stderr": result.stderr.replace(nonce, "NONCE"),
+        "stdin": normal(text),
+        "stdout": normal(result.stdout),
+        "stderr": normal(result.stderr),
         "exit_code": result.exit_code,
     })
     return result

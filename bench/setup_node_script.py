@@ -34,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 from console import tool  # noqa: E402
 from sshd_nodes import setup_inventory, start_nodes, stop_nodes  # noqa: E402
 
-FACT_FRAME = re.compile(r"^printf '%s fact %s\\n' \"\$PROVISION_FRAME\" (\d+)$")
+FACT_FRAME = re.compile(r"^printf '%s (fact|batch) %s\\n' \"\$PROVISION_FRAME\" (\d+)$")  # a root read, a user's reads
+HEREDOC = re.compile(r"<<'(\S+)'$")
 END_FRAME = "printf '%s end\\n' \"$PROVISION_FRAME\""
 # Runs a script file N times as root and prints the best wall time in microseconds (the node's
 # date(1) around each run: no interpreter of ours on the node).
@@ -76,13 +77,22 @@ def capture(inventory: Path, known: Path) -> tuple[str, str]:
     return command, stdin.decode().split("\n", 1)[1]  # the first stdin line is the (empty) sudo password
 
 
-def parts(script: str) -> tuple[str, dict[int, str], str]:
-    """The script's prologue (up to its first fact read), each fact read by index, and its end."""
+def parts(script: str) -> tuple[str, dict[str, str], str]:
+    """The script's prologue (up to its first fact read), each part that reads facts (a fact read
+    as root, ``fact N``; one user's reads, ``batch N``) by name, and its end. Frame lines inside a
+    user's here-document are hers, not the script's."""
     lines = script.splitlines()
-    starts = [(i, int(m.group(1))) for i, line in enumerate(lines) if (m := FACT_FRAME.match(line))]
+    starts, inside = [], None
+    for i, line in enumerate(lines):
+        if inside is not None:
+            inside = None if line == inside else inside
+        elif match := FACT_FRAME.match(line):
+            starts.append((i, f"{match.group(1)} {match.group(2)}"))
+        elif match := HEREDOC.search(line):
+            inside = match.group(1)
     end = lines.index(END_FRAME)
     bounds = [i for i, _ in starts] + [end]
-    facts = {index: "\n".join(lines[at : bounds[k + 1]]) for k, (at, index) in enumerate(starts)}
+    facts = {name: "\n".join(lines[at : bounds[k + 1]]) for k, (at, name) in enumerate(starts)}
     return "\n".join(lines[: starts[0][0]]) + "\n", facts, "\n".join(lines[end:]) + "\n"
 
 
@@ -116,23 +126,23 @@ def main() -> None:
         command, script = capture(inventory, known)
         prologue, facts, end = parts(script)
         scripts = {"empty": "#!/bin/sh\n", "prologue": prologue, "whole": script}
-        scripts |= {f"fact {index}": prologue + text + "\n" + end for index, text in facts.items()}
+        scripts |= {name: prologue + text + "\n" + end for name, text in facts.items()}
         best = timed(names[0], scripts, repeat)
         shell, base = best["empty"], best["prologue"]
         print(f"{'part':<10} {'ms':>7}  what")
         print(f"{'sh':<10} {shell:7.1f}  an empty script (the shell's start and the timer)")
         print(f"{'prologue':<10} {base - shell:7.1f}  frames, the users' homes (getent), the path walk (one stat)")
-        for index, text in facts.items():
+        for name, text in facts.items():
             body = " ".join(text.splitlines()[1:])
             user = re.search(r"runuser -u (\S+)", body)
-            path = re.search(r"; p=([^;]+);", body)
-            if user and path:
-                what = f"as {user.group(1)} (runuser): {path.group(1)}"
+            paths = re.findall(r"; p=([^;]+);", body)
+            if user:
+                what = f"as {user.group(1)} (one runuser), {len(paths)} path(s): " + ", ".join(paths)
             else:
                 what = "as root: " + re.sub(r"\s+", " ", body.replace("( ", "", 1))[:62]
-            print(f"{'fact ' + str(index):<10} {best[f'fact {index}'] - base:7.1f}  {what}")
-        reads = sum(best[f"fact {i}"] - base for i in facts)
-        as_user = sum(best[f"fact {i}"] - base for i, t in facts.items() if "runuser -u" in t)
+            print(f"{name:<10} {best[name] - base:7.1f}  {what[:100]}")
+        reads = sum(best[name] - base for name in facts)
+        as_user = sum(best[name] - base for name, text in facts.items() if "runuser -u" in text)
         summed = f"prologue + reads {base - shell + reads:.1f}; the reads as users {as_user:.1f}"
         print(f"{'whole':<10} {best['whole'] - shell:7.1f}  ({summed})")
         print(f"the round trip runs it through: {command[:80]}...")

@@ -60,12 +60,23 @@ _NONCE = re.compile(r"^PROVISION_FRAME='@@([0-9a-f]{8,128})@@'$", re.MULTILINE)
 _GATHER_STEP = re.compile(  # a step's two frame lines: stdout's, then stderr's
     r"""^printf '%s (\S+)\\n' "\$PROVISION_FRAME"; printf '%s \1\\n' "\$PROVISION_FRAME" >&2$""", re.MULTILINE
 )
+_FACT = re.compile(  # a fact read: root's own, or one inside a user's batch (no redirections there)
+    r"""^printf '%s fact %s\\n' "\$PROVISION_FRAME" (\d+)\n\( (.*?)\n\)(?: </dev/null 2>/dev/null)?\nprintf '\\n'$""",
+    re.MULTILINE | re.DOTALL,
+)
+_BATCH = re.compile(  # one user's reads in one runuser, framed with the batch's own marker
+    r"""^printf '%s batch %s\\n' "\$PROVISION_FRAME" (\d+)\n\( runuser -u \S+ -- sh -s <<'(\S+)'\n"""
+    r"""\( PROVISION_FRAME='@@([0-9a-f]+)@@'\n(.*?)\n\) </dev/null\n\2\n\) </dev/null 2>/dev/null\nprintf '\\n'$""",
+    re.MULTILINE | re.DOTALL,
+)
+_STEP = re.compile(  # a step's two frame lines: stdout's, then stderr's
+    r"""^printf '%s (\S+)\\n' "\$PROVISION_FRAME"; printf '%s \1\\n' "\$PROVISION_FRAME" >&2$""", re.MULTILINE
+)
 _FACT = re.compile(
     r"""^printf '%s fact %s\\n' "\$PROVISION_FRAME" (\d+)\n\( (.*?)\n\) </dev/null 2>/dev/null\nprintf '\\n'$""",
     re.MULTILINE | re.DOTALL,
 )
 _STEP = re.compile(r"""^printf '%s step %s\\n' "\$PROVISION_FRAME" \d+$""", re.MULTILINE)
-_FRAME_LINE = re.compile(r"^@@NONCE@@ (\S+)((?: \d+)*)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -143,8 +154,12 @@ class Answers:
             self.commands.add(trip["command"])
             script = _script_of(trip["command"], trip["stdin"])
             bodies = _frames(trip["stdout"])
-            for match in _FACT.finditer(script):
-                self.facts[match.group(2)] = bodies[("fact", (int(match.group(1)),))]
+            for match in _BATCH.finditer(script):  # a user's reads: their bodies inside the batch's
+                inner = _frames(bodies[("batch", (int(match.group(1)),))], f"@@{match.group(3)}@@")
+                for index, command in _facts(match.group(4)):
+                    self.facts[command] = inner[("fact", (int(index),))]
+            for index, command in _facts(script):
+                self.facts.setdefault(command, bodies.get(("fact", (int(index),)), ""))
 
     # -- identity ------------------------------------------------------------------------------
     def _own_setup(self, text: str, host: SimHost) -> str:
@@ -192,15 +207,35 @@ class Answers:
             return "", f"simulated node {host.name}: asked to apply a change; it applies none (not converged?)\n", 1
         normal = script.replace(nonce.group(1), "NONCE")
         frame = f"@@{nonce.group(1)}@@"
-        out = [f"{frame} begin\n"]
-        for match in _FACT.finditer(normal):
-            body = self.facts.get(match.group(2))
-            if body is None:
-                first = match.group(2).splitlines()[0][:120]
-                return "", f"simulated node {host.name}: no capture answers fact {match.group(1)} ({first})\n", 1
-            out.append(f"{frame} fact {match.group(1)}\n{self._own_setup(body, host)}\n")
-        out.append(f"{frame} end\n")
-        return "".join(out), "", 0
+        try:
+            answers = [answer for _position, answer in sorted(self._answers(host, normal, frame))]
+        except LookupError as missing:
+            return "", f"simulated node {host.name}: no capture answers fact {missing}\n", 1
+        return "".join([f"{frame} begin\n", *answers, f"{frame} end\n"]), "", 0
+
+    def _answers(self, host: SimHost, script: str, frame: str):
+        """(position in the script, reply) of each root fact and each user's batch."""
+        batches = list(_BATCH.finditer(script))
+        for match in batches:
+            inner = f"@@{match.group(3)}@@"
+            facts = "".join(
+                f"{inner} fact {index}\n{self._body(host, index, command)}\n" for index, command in _facts(match.group(4))
+            )
+            yield match.start(), f"{frame} batch {match.group(1)}\n{facts}\n"
+        for match in _FACT.finditer(script):
+            if not any(batch.start() <= match.start() < batch.end() for batch in batches):
+                yield match.start(), f"{frame} fact {match.group(1)}\n{self._body(host, match.group(1), match.group(2))}\n"
+
+    def _body(self, host: SimHost, index: str, command: str) -> str:
+        body = self.facts.get(command)
+        if body is None:
+            raise LookupError(f"{index} ({command.splitlines()[0][:120]})")
+        return self._own_setup(body, host)
+
+
+def _facts(script: str) -> list[tuple[str, str]]:
+    """(index, read command) of each fact of a script or of a batch's script."""
+    return [(match.group(1), match.group(2)) for match in _FACT.finditer(script)]
 
 
 def _script_of(command: str, stdin: str) -> str:
@@ -208,9 +243,11 @@ def _script_of(command: str, stdin: str) -> str:
     return stdin.split("\n", 1)[1] if command != "sh -s" else stdin
 
 
-def _frames(stdout: str) -> dict[tuple[str, tuple[int, ...]], str]:
-    """A recorded reply's frame bodies by (label, numbers), the nonce written as NONCE."""
-    matches = list(_FRAME_LINE.finditer(stdout))
+def _frames(stdout: str, marker: str = "@@NONCE@@") -> dict[tuple[str, tuple[int, ...]], str]:
+    """A recorded reply's frame bodies by (label, numbers); ``marker``: the frame marker (the
+    run's nonce written as NONCE, or a batch's own)."""
+    line = re.compile(rf"^{re.escape(marker)} (\S+)((?: \d+)*)$", re.MULTILINE)
+    matches = list(line.finditer(stdout))
     bodies = {}
     for position, match in enumerate(matches):
         end = matches[position + 1].start() if position + 1 < len(matches) else len(stdout)

@@ -274,8 +274,9 @@ def test_unless_runs_as_the_tasks_user(tmp_path):
     from provision.operations.base import StateKey
 
     script = build_script([], [StateKey("command", "id -u", "alice"), StateKey("command", "id -u", LOGIN_USER)], "n", True)
-    assert script.count("runuser -u alice -- sh -s <<'PROVISION_n_fact0'\n( ( id -u") == 1
-    assert script.count("runuser -u \"$SUDO_USER\" -- sh -s <<'PROVISION_n_fact1'\n( ( id -u") == 1
+    assert script.count("runuser -u alice -- sh -s <<'PROVISION_n_batch0'\n") == 1
+    assert script.count("runuser -u \"$SUDO_USER\" -- sh -s <<'PROVISION_n_batch1'\n") == 1
+    assert script.count("( id -u") == 2
 
 
 def test_no_log_hides_changes_diffs_and_failure_output(tmp_path):

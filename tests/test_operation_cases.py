@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 from cases_support import cases, decoded
 
+from provision.engine.script import batch_nonce
 from provision.errors import ProvisionError
 from provision.operations import OPERATIONS
 from provision.operations.base import StateKey, Write
@@ -63,7 +64,10 @@ def node_output(fact: dict) -> str:
     if not frame:
         return text
     recorded = json.loads(text)["round_trips"][0]["stdout"]  # the recorded run's nonce is written NONCE
-    [found] = [f.body for f in split_frames(recorded, "NONCE") if f.label == "fact" and f.numbers == (int(frame),)]
+    frames = split_frames(recorded, "NONCE")
+    for batch in [f for f in frames if f.label == "batch"]:  # a user's reads, framed with her batch's marker
+        frames += split_frames(batch.body, batch_nonce("NONCE", batch.numbers[0]))
+    [found] = [f.body for f in frames if f.label == "fact" and f.numbers == (int(frame),)]
     return found
 
 

@@ -27,6 +27,7 @@ from provision.engine.script import (
     Output,
     Step,
     build_script,
+    fact_batches,
     parse_output,
     remote_command,
     round_trip_limit,
@@ -250,7 +251,7 @@ class HostRun:
             if folder:
                 self.session.remove_private_dir(folder)
         try:
-            output = parse_output(result.stdout, nonce)
+            output = parse_output(result.stdout, nonce, fact_batches(keys, as_root))
         except ParseError as error:
             self._abort_pending(str(error))
             raise HostFailed(str(error)) from None

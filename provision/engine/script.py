@@ -8,6 +8,7 @@ believed with the nonce, bodies are bounded.
 from __future__ import annotations
 
 import base64
+import hashlib
 from dataclasses import dataclass, field
 
 from provision.engine.acting import acting_user, on_stdin, refused, run_as
@@ -138,32 +139,86 @@ def build_script(steps: list[Step], keys: list[StateKey], nonce: str, as_root: b
     walked = [(index, key.arg, key.user) for index, key in enumerate(keys) if reads_path(key)]
     if walked:  # every path's folders, walked in one stat for the whole round trip
         out.append(walk_prelude(walked, as_root).rstrip("\n"))
-    for index, key in enumerate(keys):
-        out.append(frame_line("fact", index))
-        own = path_read(key.kind, index, key.arg) if reads_path(key) else state_command(key)
-        command = read_as(own, key.user, as_root, f"PROVISION_{nonce}_fact{index}")
-        out.append(f"( {command}\n) </dev/null 2>/dev/null")
-        out.append("printf '\\n'")
+    reads = fact_reads(keys, as_root)
+    batches = _batches(reads)
+    emitted: set[str] = set()
+    for index, command, reader in reads:
+        if reader is None:
+            out.append(frame_line("fact", index))
+            out.append(f"( {command}\n) </dev/null 2>/dev/null")
+            out.append("printf '\\n'")
+        elif reader not in emitted:  # the user's every read, in one of her shells
+            emitted.add(reader)
+            number = list(batches).index(reader)
+            out.append(frame_line("batch", number))
+            out.append(f"( {batch_command(reads, reader, nonce, number)}\n) </dev/null 2>/dev/null")
+            out.append("printf '\\n'")
     out.append(frame_line("end"))
     return "\n".join(out) + "\n"
 
 
-def read_as(command: str, user: str, as_root: bool, delimiter: str) -> str:
-    """``command`` (a fact read) run as its reader: for a ``command`` fact (``unless``) or an
-    ``exists`` fact (``creates``) the task's user (``user``: "" the script's own, root, the login
-    user, or a become_user); for any other fact the one user whose home it reads
-    (:func:`acting_user`), so a link a user planted there leads only where that user could go.
-    Another user's command travels on stdin (:func:`run_as`), never in argv."""
+def fact_reads(keys: list[StateKey], as_root: bool) -> list[tuple[int, str, str | None]]:
+    """Each fact's ``(index, sh that reads it, reader)``: the ``runuser`` word of the user who
+    reads it (:func:`reader_of`), None for the script's own user."""
+    walked = {index for index, key in enumerate(keys) if reads_path(key)}
+    reads = []
+    for index, key in enumerate(keys):
+        command = path_read(key.kind, index, key.arg) if index in walked else state_command(key)
+        reads.append((index, command, reader_of(command, key.user, as_root)))
+    return reads
+
+
+def reader_of(command: str, user: str, as_root: bool) -> str | None:
+    """Who reads a fact (``command``): for a ``command`` fact (``unless``) or an ``exists`` fact
+    (``creates``) the task's user (``user``: "" the script's own, root, the login user, or a
+    become_user); for any other fact the one user whose home it reads (:func:`acting_user`), so
+    a link a user planted there leads only where that user could go. The ``runuser`` word of
+    that user, or None where the script's own user reads it."""
     if user:
         if user in ("", "root") or (user == LOGIN_USER and not as_root):
             if user == "root" and not as_root:
                 raise ValueError("a fact read as root needs a root round trip")
-            return command
+            return None
         if not as_root:
             raise ValueError(f"a fact read as {user} needs a root round trip")
-        return run_as(command, '"$SUDO_USER"' if user == LOGIN_USER else check_user(user), delimiter)
+        return '"$SUDO_USER"' if user == LOGIN_USER else check_user(user)
     home_user, refusal = acting_user(command, as_root)  # several homes: read as root, refused when planned
-    return run_as(command, home_user, delimiter) if home_user and not refusal else command
+    return home_user if home_user and not refusal else None
+
+
+def _batches(reads: list[tuple[int, str, str | None]]) -> dict[str, list[int]]:
+    """The facts each user reads, by user, in the order of each user's first read."""
+    batches: dict[str, list[int]] = {}
+    for index, _command, reader in reads:
+        if reader is not None:
+            batches.setdefault(reader, []).append(index)
+    return batches
+
+
+def fact_batches(keys: list[StateKey], as_root: bool) -> list[list[int]]:
+    """The indexes of the facts read by each ``batch`` of :func:`build_script`, in its order:
+    what :func:`parse_output` believes each batch may hold."""
+    return list(_batches(fact_reads(keys, as_root)).values())
+
+
+def batch_nonce(nonce: str, number: int) -> str:
+    """The frame marker of batch ``number``'s inner frames: derived from the run's ``nonce`` one
+    way, so the user who prints them learns nothing of the run's own marker, and no other user
+    (who never sees it) can guess it."""
+    return hashlib.sha256(f"{nonce}:batch:{number}".encode()).hexdigest()[:24]
+
+
+def batch_command(reads: list[tuple[int, str, str | None]], reader: str, nonce: str, number: int) -> str:
+    """All of ``reader``'s fact reads in one of her shells (one ``runuser``, one PAM session,
+    instead of one per read), each framed with :func:`batch_nonce`: she can forge the frames of
+    her own reads only, which she could sway anyway; :func:`parse_output` believes no other. Her
+    shell never sees the run's marker (it is no exported variable; the here-document's
+    delimiter stays in root's shell)."""
+    lines = [frame_setup(batch_nonce(nonce, number))]
+    for index, command, own in reads:
+        if own == reader:
+            lines += [frame_line("fact", index), f"( {command}\n)", "printf '\\n'"]
+    return run_as("\n".join(lines), reader, f"PROVISION_{nonce}_batch{number}")
 
 
 # sudo reads the password from a pipe the shell fills with the printf builtin (never a command
@@ -196,7 +251,7 @@ def stdin_for(script: str, as_root: bool, password: str | None) -> bytes:
     return ((password or "") + "\n" + script).encode()
 
 
-_FRAMES = {("begin", 0), ("end", 0), ("step", 1), ("rc", 2), ("fact", 1)}  # (label, numbers) the script prints
+_FRAMES = {("begin", 0), ("end", 0), ("step", 1), ("rc", 2), ("fact", 1), ("batch", 1)}  # (label, numbers) the script prints
 
 
 @dataclass
@@ -210,12 +265,14 @@ class Output:
     complete: bool = False
 
 
-def parse_output(text: str, nonce: str) -> Output:
-    """Split the framed output of :func:`build_script`. Raises :class:`ParseError` when the frames
-    contradict the script (a forged or broken stream)."""
+def parse_output(text: str, nonce: str, batches: list[list[int]] | None = None) -> Output:
+    """Split the framed output of :func:`build_script`; ``batches``: :func:`fact_batches` of its
+    facts. Raises :class:`ParseError` when the frames contradict the script (a forged or broken
+    stream)."""
     result = Output()
     pending_step: int | None = None
     step_body = ""
+    seen_batches: set[int] = set()
     for frame in split_frames(text, nonce):
         kind, numbers, body = frame.label, frame.numbers, frame.body
         if (kind, len(numbers)) not in _FRAMES:
@@ -232,9 +289,34 @@ def parse_output(text: str, nonce: str) -> Output:
             result.steps.append((pending_step, numbers[1], step_body.rstrip("\n")[-4000:]))
             pending_step = None
         elif kind == "fact":
-            if len(body) > BODY_LIMIT:
-                raise ParseError("engine", f"fact {numbers[0]} output is larger than {BODY_LIMIT} bytes")
-            result.facts[numbers[0]] = body
+            _keep_fact(result, numbers[0], body)
+        elif kind == "batch":
+            number = numbers[0]
+            if number >= len(batches or []) or number in seen_batches:
+                raise ParseError("engine", f"unexpected batch frame {number} (hostile or corrupt output)")
+            seen_batches.add(number)
+            _keep_batch(result, body, batch_nonce(nonce, number), batches[number])
     if pending_step is not None:
         result.steps.append((pending_step, -1, "connection lost while the change was running"))
     return result
+
+
+def _keep_fact(result: Output, index: int, body: str) -> None:
+    if len(body) > BODY_LIMIT:
+        raise ParseError("engine", f"fact {index} output is larger than {BODY_LIMIT} bytes")
+    result.facts[index] = body
+
+
+def _keep_batch(result: Output, body: str, marker: str, members: list[int]) -> None:
+    """One user's reads (:func:`batch_command`): only her own facts, each once; a read her shell
+    printed nothing for (it never started: no such user) reads as empty, as a read of its own
+    would have."""
+    found: set[int] = set()
+    for frame in split_frames(body, marker):
+        index = frame.numbers[0] if frame.label == "fact" and len(frame.numbers) == 1 else None
+        if index is None or index not in members or index in found:
+            raise ParseError("engine", "a user's read printed a frame of another read (hostile output)")
+        found.add(index)
+        _keep_fact(result, index, frame.body)
+    for index in members:
+        result.facts.setdefault(index, "")
