@@ -41,7 +41,7 @@ SETUP_ARGS = ["--tags", "users", "--no-verify", "--json"]
 RECORDER = r"""
 import json, re, sys
 import provision.transport.session as session
-from provision.engine.script import batch_nonce
+from provision.engine.user_shells import batch_nonce
 out, args = sys.argv[1], sys.argv[2:]
 records, original = [], session.Session.run
 

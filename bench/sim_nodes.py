@@ -66,14 +66,7 @@ _FACT = re.compile(  # a fact read: root's own, or one inside a user's batch (no
 )
 _BATCH = re.compile(  # one user's reads in one runuser, framed with the batch's own marker
     r"""^printf '%s batch %s\\n' "\$PROVISION_FRAME" (\d+)\n\( runuser -u \S+ -- sh -s <<'(\S+)'\n"""
-    r"""\( PROVISION_FRAME='@@([0-9a-f]+)@@'\n(.*?)\n\) </dev/null\n\2\n\) </dev/null 2>/dev/null\nprintf '\\n'$""",
-    re.MULTILINE | re.DOTALL,
-)
-_STEP = re.compile(  # a step's two frame lines: stdout's, then stderr's
-    r"""^printf '%s (\S+)\\n' "\$PROVISION_FRAME"; printf '%s \1\\n' "\$PROVISION_FRAME" >&2$""", re.MULTILINE
-)
-_FACT = re.compile(
-    r"""^printf '%s fact %s\\n' "\$PROVISION_FRAME" (\d+)\n\( (.*?)\n\) </dev/null 2>/dev/null\nprintf '\\n'$""",
+    r"""\( PROVISION_FRAME='@@([0-9a-f]+)@@'\n(.*?)\n\) </dev/null\n\2\n\) </dev/null [^\n]*\nprintf '\\n'$""",
     re.MULTILINE | re.DOTALL,
 )
 _STEP = re.compile(r"""^printf '%s step %s\\n' "\$PROVISION_FRAME" \d+$""", re.MULTILINE)
@@ -221,7 +214,7 @@ class Answers:
             facts = "".join(
                 f"{inner} fact {index}\n{self._body(host, index, command)}\n" for index, command in _facts(match.group(4))
             )
-            yield match.start(), f"{frame} batch {match.group(1)}\n{facts}\n"
+            yield match.start(), f"{frame} batch {match.group(1)}\n{facts}{inner} done\n\n"
         for match in _FACT.finditer(script):
             if not any(batch.start() <= match.start() < batch.end() for batch in batches):
                 yield match.start(), f"{frame} fact {match.group(1)}\n{self._body(host, match.group(1), match.group(2))}\n"

@@ -270,8 +270,9 @@ def test_an_error_reading_one_host_fails_that_host_only(tmp_path, monkeypatch):
 
 
 def test_unless_runs_as_the_tasks_user(tmp_path):
-    from provision.engine.script import LOGIN_USER, build_script
+    from provision.engine.script import build_script
     from provision.operations.base import StateKey
+    from provision.operations.paths import LOGIN_USER
 
     script = build_script([], [StateKey("command", "id -u", "alice"), StateKey("command", "id -u", LOGIN_USER)], "n", True)
     assert script.count("runuser -u alice -- sh -s <<'PROVISION_n_batch0'\n") == 1

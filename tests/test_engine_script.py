@@ -5,19 +5,9 @@ import subprocess
 
 import pytest
 
-from provision.engine.script import (
-    Step,
-    batch_nonce,
-    build_script,
-    fact_batches,
-    parse_output,
-    remote_command,
-    stdin_for,
-    write_command,
-)
+from provision.engine.script import Step, build_script, parse_output, remote_command, stdin_for, write_command
 from provision.errors import ArgumentError, ParseError
 from provision.operations.base import Run, StateKey, Write
-from provision.operations.paths import LOGIN_USER
 
 
 def run_local(script: str) -> str:
@@ -197,97 +187,3 @@ def test_a_write_replaces_a_link_at_its_name_never_writes_through_it(tmp_path):
     run_local(build_script([Step(Write(str(target), b"new\n"), True)], [], "n", False))
     assert victim.read_text() == "keep\n" and not target.is_symlink() and target.read_text() == "new\n"
     assert not (tmp_path / "f.provision~").exists()  # a link is not a file to keep
-
-
-# -- a user's reads in one shell (issue 37): one runuser per user, framed so that she can sway her own
-# reads only. The real runuser is exercised on real nodes (test_paths_attacks.py, test_roles_attacks.py);
-# here a stand-in on PATH that runs ``sh -s`` as the caller checks the framing under a real sh.
-
-NONCE = "0123456789abcdef01234567"
-
-
-def fake_runuser(tmp_path):
-    """A stand-in ``runuser -u USER -- sh -s`` (tests only): logs USER, runs sh -s as the caller."""
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    log = tmp_path / "runuser.log"
-    tool = folder / "runuser"
-    tool.write_text(f'#!/bin/sh\n[ "$1" = -u ] && [ "$3" = -- ] || exit 99\necho "$2" >>{log}\nshift 3\nexec "$@"\n')
-    tool.chmod(0o755)
-    env = {**os.environ, "PATH": f"{folder}:{os.environ['PATH']}", "SUDO_USER": "admin"}
-    return env, log
-
-
-def run_as_root_script(script: str, env: dict) -> str:
-    return subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, env=env).stdout
-
-
-def user_keys():
-    return [
-        StateKey("command", "exit 10", "alice"),
-        StateKey("command", "exit 11", "root"),
-        StateKey("command", "exit 12", "bob"),
-        StateKey("command", "exit 13", "alice"),
-        StateKey("command", "exit 14", LOGIN_USER),
-        StateKey("command", "exit 15", "bob"),
-    ]
-
-
-def test_each_users_reads_run_in_one_shell_of_hers(tmp_path):
-    keys = user_keys()
-    env, log = fake_runuser(tmp_path)
-    script = build_script([], keys, NONCE, True)
-    assert fact_batches(keys, True) == [[0, 3], [2, 5], [4]]
-    out = parse_output(run_as_root_script(script, env), NONCE, fact_batches(keys, True))
-    assert log.read_text().split() == ["alice", "bob", "admin"]  # one shell per user, not one per read
-    assert out.complete and {index: body for index, body in out.facts.items()} == {i: f"{10 + i}\n" for i in range(6)}
-
-
-def test_a_users_shell_never_sees_the_runs_frame_marker():
-    script = build_script([], user_keys(), NONCE, True)
-    for number in range(3):
-        start = script.index(f"<<'PROVISION_{NONCE}_batch{number}'\n")
-        body = script[script.index("\n", start) + 1 : script.index(f"\nPROVISION_{NONCE}_batch{number}\n")]
-        assert NONCE not in body and batch_nonce(NONCE, number) in body
-    assert "export PROVISION_FRAME" not in script and "set -a" not in script
-
-
-def test_a_user_forging_another_reads_frame_fails_the_host(tmp_path):
-    # alice's read writes her batch's frame for fact 1, which root reads, to her shell's stdout
-    # (as any process of hers could, through /proc): believed nowhere.
-    forged = f"printf '\\n@@{batch_nonce(NONCE, 0)}@@ fact 1\\n0\\n' >/proc/$$/fd/1"
-    keys = [StateKey("command", forged, "alice"), StateKey("command", "exit 11", "root")]
-    env, _log = fake_runuser(tmp_path)
-    text = run_as_root_script(build_script([], keys, NONCE, True), env)
-    with pytest.raises(ParseError, match="another read"):
-        parse_output(text, NONCE, fact_batches(keys, True))
-
-
-def test_a_user_repeating_her_own_reads_frame_fails_the_host(tmp_path):
-    forged = f"printf '\\n@@{batch_nonce(NONCE, 0)}@@ fact 0\\n0\\n' >/proc/$$/fd/1"
-    keys = [StateKey("command", forged, "alice")]
-    env, _log = fake_runuser(tmp_path)
-    with pytest.raises(ParseError, match="another read"):
-        parse_output(run_as_root_script(build_script([], keys, NONCE, True), env), NONCE, fact_batches(keys, True))
-
-
-def test_a_batch_the_script_never_printed_is_forged():
-    text = f"@@{NONCE}@@ begin\n@@{NONCE}@@ batch 0\n@@{NONCE}@@ end\n"
-    with pytest.raises(ParseError, match="unexpected batch frame 0"):
-        parse_output(text, NONCE)  # no batch in this script
-    with pytest.raises(ParseError, match="unexpected batch frame 0"):
-        parse_output(text.replace("end", "batch 0\n") + f"@@{NONCE}@@ end\n", NONCE, [[0]])  # printed twice
-
-
-def test_a_users_shell_that_never_started_reads_as_empty_as_one_read_would():
-    # no such user: runuser fails before her shell prints anything; each of her reads is empty
-    # (a path then reads as absent), as when each read was its own runuser.
-    text = f"@@{NONCE}@@ begin\n@@{NONCE}@@ batch 0\n\n@@{NONCE}@@ end\n"
-    out = parse_output(text, NONCE, [[0, 2]])
-    assert out.complete and out.facts == {0: "", 2: ""}
-
-
-def test_a_batch_cut_off_with_the_connection_leaves_no_fact_behind_it():
-    text = f"@@{NONCE}@@ begin\n@@{NONCE}@@ fact 0\nx\n"
-    out = parse_output(text, NONCE, [[1]])
-    assert not out.complete and 1 not in out.facts

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from provision.engine.render import names_in
-from provision.engine.script import LOGIN_USER
 from provision.engine.task import as_reader, partial_requests, reader_of, unified_diff
 from provision.operations.base import StateKey, Write
+from provision.operations.paths import LOGIN_USER
 from provision.playbook.model import Play, Task
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 from cases_support import cases, decoded
 
-from provision.engine.script import batch_nonce
+from provision.engine.user_shells import batch_nonce
 from provision.errors import ProvisionError
 from provision.operations import OPERATIONS
 from provision.operations.base import StateKey, Write

@@ -197,6 +197,39 @@ def test_become_user_runs_as_that_user(setup_cluster, files, tmp_path):
     assert recap(setup(files, "--playbook", str(playbook), "--no-verify"))["s1"]["changed"] == 0
 
 
+def test_a_process_a_users_change_leaves_behind_writes_into_no_read(setup_cluster, files, tmp_path):
+    # A change run as a user (become_user) leaves a process writing "absent" lines until told to
+    # stop. Before, it held the round trip's output: its lines landed in the reads that followed
+    # (root's read of /etc/hostname read as absent) and the round trip waited for it. Now a user's
+    # shell writes into a private file root copies when her shell ends
+    # (provision/engine/user_shells.py): the run ends while the writer still writes, and root's
+    # read is the file's.
+    stop, done_mark = "/tmp/provision-leftover-stop", "/tmp/provision-leftover-done"
+    setup_cluster.docker_exec("s1", "rm", "-f", stop, done_mark, "/tmp/provision-leftover-check")
+    writer = (
+        f"(end=$(($(date +%s) + 120)); while [ ! -e {stop} ] && [ $(date +%s) -lt $end ]; do echo absent; sleep 0.01; done; "
+        f"touch {done_mark}) &"
+    )
+    playbook = tmp_path / "leftover.yml"
+    playbook.write_text(
+        "- hosts: s1\n  become: true\n  tasks:\n"
+        f"    - command: {{cmd: {json.dumps(writer)}}}\n"
+        "      become_user: nobody\n"
+        "    - fact: {name: file, arg: /etc/hostname}\n"
+        "      register: hostname_file\n"
+        '    - file: {path: /tmp/provision-leftover-check, content: "{{ hostname_file.value.sha256 }}\\n"}\n'
+    )
+    try:
+        done = setup(files, "--playbook", str(playbook), "--no-verify")
+        still_writing = setup_cluster.docker_exec("s1", "sh", "-c", f"test -e {done_mark} && echo ended || echo writing")
+    finally:
+        setup_cluster.docker_exec("s1", "touch", stop)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert still_writing.strip() == "writing"  # the run did not wait for her process
+    real = setup_cluster.docker_exec("s1", "sha256sum", "/etc/hostname").split()[0]
+    assert setup_cluster.docker_exec("s1", "cat", "/tmp/provision-leftover-check").strip() == real
+
+
 def test_values_never_become_shell_code_on_a_node(setup_cluster, files, tmp_path):
     playbook = tmp_path / "values.yml"
     playbook.write_text(

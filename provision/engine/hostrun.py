@@ -27,7 +27,6 @@ from provision.engine.script import (
     Output,
     Step,
     build_script,
-    fact_batches,
     parse_output,
     remote_command,
     round_trip_limit,
@@ -36,6 +35,7 @@ from provision.engine.script import (
 )
 from provision.engine.statecache import ANYTHING, IDENTITY, StateCache, scope_of
 from provision.engine.uploads import send_uploads
+from provision.engine.user_shells import fact_batches
 from provision.errors import ParseError
 from provision.inventory.model import Host
 from provision.operations.base import StateKey, mask_secrets

@@ -8,19 +8,27 @@ believed with the nonce, bodies are bounded.
 from __future__ import annotations
 
 import base64
-import hashlib
 from dataclasses import dataclass, field
 
 from provision.engine.acting import acting_user, on_stdin, refused, run_as
+from provision.engine.user_shells import (
+    BODY_LIMIT,
+    PRIVATE_FOLDER,
+    STEP_OUTPUT_LIMIT,
+    batch_command,
+    batch_facts,
+    batch_nonce,
+    batches_of,
+    fact_reads,
+    private_output,
+)
 from provision.errors import ParseError
-from provision.inventory.model import check_user
 from provision.operations.base import Run, StateKey, Write, home_prelude, quote, shell_path
-from provision.operations.paths import LOGIN_USER, path_read, walk_prelude
-from provision.operations.state import reads_path, state_command
+from provision.operations.paths import walk_prelude
+from provision.operations.state import reads_path
 from provision.text import shown_value
 from provision.transport.frames import frame_line, frame_setup, split_frames
 
-BODY_LIMIT = 8 * 1024 * 1024
 BECOME_FAILED = 92
 
 
@@ -120,8 +128,12 @@ class Step:
 
 def build_script(steps: list[Step], keys: list[StateKey], nonce: str, as_root: bool, step_timeout: float | None = None) -> str:
     """The POSIX sh script for one round trip (fed on stdin to ``sh -s``); with ``step_timeout``
-    each change is stopped after its own limit (:func:`step_limit`)."""
-    out = ["umask 022", frame_setup(nonce), frame_line("begin")]
+    each change is stopped after its own limit (:func:`step_limit`). A user's shell writes into a
+    private file that root copies into the stream, and her reads share one shell
+    (:mod:`provision.engine.user_shells`)."""
+    out = ["umask 022", frame_setup(nonce)]
+    body: list[str] = []
+    private = False  # whether a user's shell runs: her output then goes through a private folder
     for index, step in enumerate(steps):
         command = change_command(step.change)
         user, refusal = acting_user(command, as_root, step.become, step.user)
@@ -129,96 +141,33 @@ def build_script(steps: list[Step], keys: list[StateKey], nonce: str, as_root: b
             command = refused(refusal)
         elif user:
             command = run_as(command, user, f"PROVISION_{nonce}_{index}")
-        out.append(frame_line("step", index))
+        body.append(frame_line("step", index))
         limit = (step.change.timeout if isinstance(step.change, Run) else None) or step_timeout
         if limit:
             command = step_limit(command, limit, f"PROVISION_{nonce}_{index}_limit")
-        out.append(f"( {command}\n) </dev/null 2>&1; rc=$?")
-        out.append(frame_line("rc", index, '"$rc"', newline_before=True))
-        out.append('[ "$rc" -eq 0 ] || exit 0')
+        if user and not refusal:
+            private = True
+            body.append(private_output(command, f"step{index}", f"tail -c {STEP_OUTPUT_LIMIT}"))
+        else:
+            body.append(f"( {command}\n) </dev/null 2>&1; rc=$?")
+        body.append(frame_line("rc", index, '"$rc"', newline_before=True))
+        body.append('[ "$rc" -eq 0 ] || exit 0')
     walked = [(index, key.arg, key.user) for index, key in enumerate(keys) if reads_path(key)]
     if walked:  # every path's folders, walked in one stat for the whole round trip
-        out.append(walk_prelude(walked, as_root).rstrip("\n"))
+        body.append(walk_prelude(walked, as_root).rstrip("\n"))
     reads = fact_reads(keys, as_root)
-    batches = _batches(reads)
-    emitted: set[str] = set()
+    batches = batches_of(reads)
+    numbers = {reader: number for number, (reader, _members) in enumerate(batches)}
     for index, command, reader in reads:
         if reader is None:
-            out.append(frame_line("fact", index))
-            out.append(f"( {command}\n) </dev/null 2>/dev/null")
-            out.append("printf '\\n'")
-        elif reader not in emitted:  # the user's every read, in one of her shells
-            emitted.add(reader)
-            number = list(batches).index(reader)
-            out.append(frame_line("batch", number))
-            out.append(f"( {batch_command(reads, reader, nonce, number)}\n) </dev/null 2>/dev/null")
-            out.append("printf '\\n'")
-    out.append(frame_line("end"))
+            body += [frame_line("fact", index), f"( {command}\n) </dev/null 2>/dev/null", "printf '\\n'"]
+        elif batches[numbers[reader]][1][0] == index:  # the user's every read, in one shell of hers
+            number, private = numbers[reader], True
+            body += [frame_line("batch", number), batch_command(reads, reader, batches[number][1], nonce, number), "printf '\\n'"]
+    if private:
+        out.append(PRIVATE_FOLDER)
+    out += [frame_line("begin"), *body, frame_line("end")]
     return "\n".join(out) + "\n"
-
-
-def fact_reads(keys: list[StateKey], as_root: bool) -> list[tuple[int, str, str | None]]:
-    """Each fact's ``(index, sh that reads it, reader)``: the ``runuser`` word of the user who
-    reads it (:func:`reader_of`), None for the script's own user."""
-    walked = {index for index, key in enumerate(keys) if reads_path(key)}
-    reads = []
-    for index, key in enumerate(keys):
-        command = path_read(key.kind, index, key.arg) if index in walked else state_command(key)
-        reads.append((index, command, reader_of(command, key.user, as_root)))
-    return reads
-
-
-def reader_of(command: str, user: str, as_root: bool) -> str | None:
-    """Who reads a fact (``command``): for a ``command`` fact (``unless``) or an ``exists`` fact
-    (``creates``) the task's user (``user``: "" the script's own, root, the login user, or a
-    become_user); for any other fact the one user whose home it reads (:func:`acting_user`), so
-    a link a user planted there leads only where that user could go. The ``runuser`` word of
-    that user, or None where the script's own user reads it."""
-    if user:
-        if user in ("", "root") or (user == LOGIN_USER and not as_root):
-            if user == "root" and not as_root:
-                raise ValueError("a fact read as root needs a root round trip")
-            return None
-        if not as_root:
-            raise ValueError(f"a fact read as {user} needs a root round trip")
-        return '"$SUDO_USER"' if user == LOGIN_USER else check_user(user)
-    home_user, refusal = acting_user(command, as_root)  # several homes: read as root, refused when planned
-    return home_user if home_user and not refusal else None
-
-
-def _batches(reads: list[tuple[int, str, str | None]]) -> dict[str, list[int]]:
-    """The facts each user reads, by user, in the order of each user's first read."""
-    batches: dict[str, list[int]] = {}
-    for index, _command, reader in reads:
-        if reader is not None:
-            batches.setdefault(reader, []).append(index)
-    return batches
-
-
-def fact_batches(keys: list[StateKey], as_root: bool) -> list[list[int]]:
-    """The indexes of the facts read by each ``batch`` of :func:`build_script`, in its order:
-    what :func:`parse_output` believes each batch may hold."""
-    return list(_batches(fact_reads(keys, as_root)).values())
-
-
-def batch_nonce(nonce: str, number: int) -> str:
-    """The frame marker of batch ``number``'s inner frames: derived from the run's ``nonce`` one
-    way, so the user who prints them learns nothing of the run's own marker, and no other user
-    (who never sees it) can guess it."""
-    return hashlib.sha256(f"{nonce}:batch:{number}".encode()).hexdigest()[:24]
-
-
-def batch_command(reads: list[tuple[int, str, str | None]], reader: str, nonce: str, number: int) -> str:
-    """All of ``reader``'s fact reads in one of her shells (one ``runuser``, one PAM session,
-    instead of one per read), each framed with :func:`batch_nonce`: she can forge the frames of
-    her own reads only, which she could sway anyway; :func:`parse_output` believes no other. Her
-    shell never sees the run's marker (it is no exported variable; the here-document's
-    delimiter stays in root's shell)."""
-    lines = [frame_setup(batch_nonce(nonce, number))]
-    for index, command, own in reads:
-        if own == reader:
-            lines += [frame_line("fact", index), f"( {command}\n)", "printf '\\n'"]
-    return run_as("\n".join(lines), reader, f"PROVISION_{nonce}_batch{number}")
 
 
 # sudo reads the password from a pipe the shell fills with the printf builtin (never a command
@@ -265,11 +214,13 @@ class Output:
     complete: bool = False
 
 
-def parse_output(text: str, nonce: str, batches: list[list[int]] | None = None) -> Output:
-    """Split the framed output of :func:`build_script`; ``batches``: :func:`fact_batches` of its
-    facts. Raises :class:`ParseError` when the frames contradict the script (a forged or broken
-    stream)."""
+def parse_output(text: str, nonce: str, batches: list[tuple[str, list[int]]] | None = None) -> Output:
+    """Split the framed output of :func:`build_script`; ``batches``: the users' batches of its
+    facts (:func:`provision.engine.user_shells.fact_batches`). Raises :class:`ParseError` when
+    the frames contradict the script (a forged or broken stream)."""
     result = Output()
+    batches = batches or []
+    batched = {index for _reader, members in batches for index in members}
     pending_step: int | None = None
     step_body = ""
     seen_batches: set[int] = set()
@@ -289,34 +240,18 @@ def parse_output(text: str, nonce: str, batches: list[list[int]] | None = None) 
             result.steps.append((pending_step, numbers[1], step_body.rstrip("\n")[-4000:]))
             pending_step = None
         elif kind == "fact":
-            _keep_fact(result, numbers[0], body)
+            if numbers[0] in batched:
+                raise ParseError("engine", f"fact {numbers[0]} is read by a user, not by the script (hostile output)")
+            if len(body) > BODY_LIMIT:
+                raise ParseError("engine", f"fact {numbers[0]} output is larger than {BODY_LIMIT} bytes")
+            result.facts[numbers[0]] = body
         elif kind == "batch":
             number = numbers[0]
-            if number >= len(batches or []) or number in seen_batches:
+            if number >= len(batches) or number in seen_batches:
                 raise ParseError("engine", f"unexpected batch frame {number} (hostile or corrupt output)")
             seen_batches.add(number)
-            _keep_batch(result, body, batch_nonce(nonce, number), batches[number])
+            reader, members = batches[number]
+            result.facts.update(batch_facts(body, batch_nonce(nonce, number), members, reader))
     if pending_step is not None:
         result.steps.append((pending_step, -1, "connection lost while the change was running"))
     return result
-
-
-def _keep_fact(result: Output, index: int, body: str) -> None:
-    if len(body) > BODY_LIMIT:
-        raise ParseError("engine", f"fact {index} output is larger than {BODY_LIMIT} bytes")
-    result.facts[index] = body
-
-
-def _keep_batch(result: Output, body: str, marker: str, members: list[int]) -> None:
-    """One user's reads (:func:`batch_command`): only her own facts, each once; a read her shell
-    printed nothing for (it never started: no such user) reads as empty, as a read of its own
-    would have."""
-    found: set[int] = set()
-    for frame in split_frames(body, marker):
-        index = frame.numbers[0] if frame.label == "fact" and len(frame.numbers) == 1 else None
-        if index is None or index not in members or index in found:
-            raise ParseError("engine", "a user's read printed a frame of another read (hostile output)")
-        found.add(index)
-        _keep_fact(result, index, frame.body)
-    for index in members:
-        result.facts.setdefault(index, "")

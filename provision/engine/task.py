@@ -43,12 +43,13 @@ from typing import Any
 
 from provision.engine.hostrun import NO_LOG, HostFailed, HostRun, TaskResult
 from provision.engine.render import NO_ITEM, Render, bad_input, names_in
-from provision.engine.script import LOGIN_USER, Step
+from provision.engine.script import Step
 from provision.engine.verbosity import ran_text
 from provision.errors import NodeFault, ProvisionError
 from provision.inventory.model import Host, check_user
 from provision.operations import OPERATIONS
 from provision.operations.base import UNKNOWN, OperationError, StateKey, Write, check_path, mask_secrets
+from provision.operations.paths import LOGIN_USER
 from provision.playbook.model import Play, Task
 from provision.templating import evaluate_when, render_value
 

@@ -1,0 +1,153 @@
+"""A cluster user's shell inside root's round trip: her fact reads in one shell of hers, and
+nothing she prints on the round trip's own output.
+
+Root reads ``~alice/`` paths, and runs ``become_user`` checks and changes, as alice
+(:mod:`provision.engine.acting`). Two rules for those shells of hers:
+
+- **Her output never goes to the round trip's stdout.** A process of hers (one her step started,
+  one that took her shell's descriptors) could go on writing there after her shell ended, into
+  root's reads or another user's. Each of her shells writes into a file of its own in a folder
+  only root can enter (:data:`PRIVATE_FOLDER`); root copies it into the stream, bounded, once her
+  shell is done. What she writes after that reaches a file nobody reads.
+- **Her reads run in one shell** (one ``runuser``, one PAM session, not one per read), each framed
+  with a marker derived one way from the run's nonce (:func:`batch_nonce`). She may sway her own
+  reads; :func:`batch_facts` believes no frame of any other read, none twice, and a batch that
+  does not end with her shell's ``done`` frame fails the host, unless her shell printed nothing
+  at all (it never started: no such user), which reads as empty, as a read of its own did.
+
+Example::
+
+    >>> reader_of('p="${H_616c696365}"/.ssh', "", True)
+    'alice'
+    >>> batch_facts("@@m@@ fact 3\\nx\\n@@m@@ done\\n", "m", [3], "alice")
+    {3: 'x'}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+
+from provision.engine.acting import acting_user, run_as
+from provision.errors import ParseError
+from provision.inventory.model import check_user
+from provision.operations.base import StateKey
+from provision.operations.paths import LOGIN_USER, path_read
+from provision.operations.state import reads_path, state_command
+from provision.transport.frames import frame_line, frame_setup, split_frames
+
+BODY_LIMIT = 8 * 1024 * 1024  # one fact's output
+LOGIN_WORD = '"$SUDO_USER"'  # the login user, as runuser is given her name in a root script
+STEP_OUTPUT_LIMIT = 1024 * 1024  # the end of a change's output that reaches the controller
+
+# Made before the script's first frame (a script that cannot make it fails before it begins,
+# saying why), in /tmp, which is sticky and root's: no user can rename it away. Removed on exit.
+PRIVATE_FOLDER = (
+    "PROVISION_OWN=$(mktemp -d /tmp/.provision-own.XXXXXX) || "
+    "{ echo 'provision: no private folder for the users'\"'\"' output (mktemp -d in /tmp)' >&2; exit 1; }\n"
+    "trap 'rm -rf -- \"$PROVISION_OWN\"' EXIT"
+)
+
+
+def private_output(command: str, name: str, copy: str, stderr: str = "&1") -> str:
+    """``command`` (a user's shell) writing into its own file ``name`` of the private folder; then
+    root's ``copy`` of it into the stream (``head -c N`` or ``tail -c N``). ``$rc`` holds the
+    command's exit status."""
+    path = f'"$PROVISION_OWN"/{shlex.quote(name)}'
+    return f"( {command}\n) </dev/null >{path} 2>{stderr}; rc=$?; {copy} {path}"
+
+
+def fact_reads(keys: list[StateKey], as_root: bool) -> list[tuple[int, str, str | None]]:
+    """Each fact's ``(index, sh that reads it, reader)``: the ``runuser`` word of the user who
+    reads it (:func:`reader_of`), None for the script's own user."""
+    reads = []
+    for index, key in enumerate(keys):
+        command = path_read(key.kind, index, key.arg) if reads_path(key) else state_command(key)
+        reads.append((index, command, reader_of(command, key.user, as_root)))
+    return reads
+
+
+def reader_of(command: str, user: str, as_root: bool) -> str | None:
+    """Who reads a fact (``command``): for a ``command`` fact (``unless``) or an ``exists`` fact
+    (``creates``) the task's user (``user``: "" the script's own, root, the login user, or a
+    become_user); for any other fact the one user whose home it reads (:func:`acting_user`), so
+    a link a user planted there leads only where that user could go. The ``runuser`` word of
+    that user, or None where the script's own user reads it."""
+    if user:
+        if user in ("", "root") or (user == LOGIN_USER and not as_root):
+            if user == "root" and not as_root:
+                raise ValueError("a fact read as root needs a root round trip")
+            return None
+        if not as_root:
+            raise ValueError(f"a fact read as {user} needs a root round trip")
+        return LOGIN_WORD if user == LOGIN_USER else check_user(user)
+    home_user, refusal = acting_user(command, as_root)  # several homes: read as root, refused when planned
+    return home_user if home_user and not refusal else None
+
+
+def batches_of(reads: list[tuple[int, str, str | None]]) -> list[tuple[str, list[int]]]:
+    """``(reader, the indexes of her facts)`` per user, in the order of each user's first read."""
+    batches: dict[str, list[int]] = {}
+    for index, _command, reader in reads:
+        if reader is not None:
+            batches.setdefault(reader, []).append(index)
+    return list(batches.items())
+
+
+def fact_batches(keys: list[StateKey], as_root: bool) -> list[tuple[str, list[int]]]:
+    """The batches a round trip reading ``keys`` holds (:func:`batches_of`): what the parser
+    believes each may hold."""
+    return batches_of(fact_reads(keys, as_root))
+
+
+def batch_nonce(nonce: str, number: int) -> str:
+    """The frame marker of batch ``number``'s inner frames: derived from the run's ``nonce`` one
+    way, so the user who prints them learns nothing of the run's own marker, and no other user
+    (who never sees it) can guess it."""
+    return hashlib.sha256(f"{nonce}:batch:{number}".encode()).hexdigest()[:24]
+
+
+def batch_command(reads: list[tuple[int, str, str | None]], reader: str, members: list[int], nonce: str, number: int) -> str:
+    """All of ``reader``'s fact reads in one of her shells, each framed with :func:`batch_nonce`,
+    then ``done``; into a private file that root copies into the stream (:func:`private_output`).
+    Her shell never sees the run's marker: it is no exported variable, and the here-document's
+    delimiter stays in root's shell."""
+    lines = [frame_setup(batch_nonce(nonce, number))]
+    for index, command, own in reads:
+        if own == reader:
+            lines += [frame_line("fact", index), f"( {command}\n)", "printf '\\n'"]
+    lines.append(frame_line("done"))
+    shell = run_as("\n".join(lines), reader, f"PROVISION_{nonce}_batch{number}")
+    return private_output(shell, f"batch{number}", f"head -c {len(members) * (BODY_LIMIT + 4096)}", "/dev/null")
+
+
+def who(reader: str) -> str:
+    """A reader as a message names her."""
+    return "the login user" if reader == LOGIN_WORD else reader
+
+
+def batch_facts(body: str, marker: str, members: list[int], reader: str) -> dict[int, str]:
+    """The fact bodies of one user's batch (its frames marked ``@@marker@@``): each of
+    ``members`` once, then ``done``. Raises :class:`ParseError` for a frame of any other read,
+    one twice, or a batch cut short; a batch with no output at all (her shell never started)
+    gives each member an empty body."""
+    if not body.strip("\n"):
+        return dict.fromkeys(members, "")
+    facts: dict[int, str] = {}
+    done = False
+    for frame in split_frames(body, marker):
+        if done:
+            raise ParseError("engine", f"the reads as {who(reader)} printed a frame after their end (hostile output)")
+        if frame.label == "done" and not frame.numbers:
+            done = True
+            continue
+        index = frame.numbers[0] if frame.label == "fact" and len(frame.numbers) == 1 else None
+        if index is None or index not in members or index in facts:
+            raise ParseError("engine", f"the reads as {who(reader)} printed a frame of another read (hostile output)")
+        if len(frame.body) > BODY_LIMIT:
+            raise ParseError("engine", f"fact {index} output is larger than {BODY_LIMIT} bytes")
+        facts[index] = frame.body
+    if not done or len(facts) != len(members):
+        name = who(reader)
+        raise ParseError("engine", f"the reads as {name} were cut short ({name}'s shell ended before its last read)")
+    return facts
