@@ -64,9 +64,9 @@ _FACT = re.compile(  # a fact read: root's own, or one inside a user's batch (no
     r"""^printf '%s fact %s\\n' "\$PROVISION_FRAME" (\d+)\n\( (.*?)\n\)(?: </dev/null 2>/dev/null)?\nprintf '\\n'$""",
     re.MULTILINE | re.DOTALL,
 )
-_BATCH = re.compile(  # one user's reads in one runuser, framed with the batch's own marker
-    r"""^printf '%s batch %s\\n' "\$PROVISION_FRAME" (\d+)\n\( runuser -u \S+ -- sh -s <<'(\S+)'\n"""
-    r"""\( PROVISION_FRAME='@@([0-9a-f]+)@@'\n(.*?)\n\) </dev/null\n\2\n\) </dev/null [^\n]*\nprintf '\\n'$""",
+_BATCH = re.compile(  # one user's reads in one runuser, framed with the batch's own marker, through a pipe
+    r"""^printf '%s batch %s\\n' "\$PROVISION_FRAME" (\d+)\n(?:[^\n]*\n)*?\( runuser -u \S+ -- sh -s <<'(\S+)'\n"""
+    r"""\( PROVISION_FRAME='@@([0-9a-f]+)@@'\n(.*?)\n\) </dev/null\n\2\n""",
     re.MULTILINE | re.DOTALL,
 )
 _STEP = re.compile(r"""^printf '%s step %s\\n' "\$PROVISION_FRAME" \d+$""", re.MULTILINE)

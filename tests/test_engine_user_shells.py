@@ -22,13 +22,19 @@ NONCE = "0123456789abcdef01234567"
 
 
 def fake_runuser(tmp_path):
-    """A TEST STAND-IN for ``runuser -u USER -- sh -s``: logs USER, runs sh -s as the caller."""
+    """TEST STAND-INS for ``runuser -u USER -- sh -s`` (logs USER, runs sh -s as the caller) and
+    for ``id -u -- USER`` (alice, bob and the login user, admin, exist)."""
     folder = tmp_path / "bin"
     folder.mkdir()
     log = tmp_path / "runuser.log"
     tool = folder / "runuser"
     tool.write_text(f'#!/bin/sh\n[ "$1" = -u ] && [ "$3" = -- ] || exit 99\necho "$2" >>{log}\nshift 3\nexec "$@"\n')
     tool.chmod(0o755)
+    users = folder / "id"  # alice, bob and the login user exist; anyone else asks the real id
+    users.write_text(
+        '#!/bin/sh\ncase "$1 $2 $3" in "-u -- alice"|"-u -- bob"|"-u -- admin") echo 1000;; *) exec /usr/bin/id "$@";; esac\n'
+    )
+    users.chmod(0o755)
     env = {**os.environ, "PATH": f"{folder}:{os.environ['PATH']}", "SUDO_USER": "admin"}
     return env, log
 
@@ -66,15 +72,16 @@ def test_a_users_shell_never_sees_the_runs_frame_marker():
     assert "export PROVISION_FRAME" not in script and "set -a" not in script
 
 
-def test_what_a_users_process_writes_after_her_shell_ended_reaches_no_read(tmp_path):
+@pytest.mark.parametrize("user", ["alice", None], ids=["a change as alice", "a root change that runs her process"])
+def test_what_a_users_process_writes_after_her_shell_ended_reaches_no_read(tmp_path, user):
     # Her step leaves a process writing "absent" until told to stop. Before, it held the round
     # trip's stdout: its lines landed in root's reads and bob's, and the round trip waited for it.
-    # Now it holds a private file root copied when her shell ended: the reads are intact, and the
-    # round trip ends while she still writes.
+    # Now it holds a private pipe that root drains until 1 s after the step ended: the reads are
+    # intact, the output says it was cut, and the round trip ends while she still writes.
     target, stop, ended = tmp_path / "motd", tmp_path / "stop", tmp_path / "ended"
     target.write_text("hello")
     writer = f"( n=0; while [ ! -e {stop} ] && [ $n -lt 3000 ]; do echo absent; n=$((n + 1)); sleep 0.01; done; touch {ended} ) &"
-    steps = [Step(Run(writer, "leave a writer"), True, "alice")]
+    steps = [Step(Run(writer, "leave a writer"), True, user)]  # root's: as files.py's runuser -u OWNER chmod
     keys = [StateKey("file", str(target)), StateKey("command", "exit 3", "bob")]
     env, _log = fake_runuser(tmp_path)
     try:
@@ -83,7 +90,7 @@ def test_what_a_users_process_writes_after_her_shell_ended_reaches_no_read(tmp_p
     finally:
         stop.touch()
     out = parse_output(text, NONCE, fact_batches(keys, True))
-    assert out.complete and out.steps[0][:2] == (0, 0)  # her step's own output may hold a first line
+    assert out.complete and out.steps[0][:2] == (0, 0) and out.steps[0][2].endswith("a process it left behind kept it open")
     assert out.facts == {0: f"regular file|644|root|root|5\n={base64.b64encode(b'hello').decode()}\n", 1: "3\n"}
     assert "absent" not in text.split(f"@@{NONCE}@@ rc 0 0\n")[1]
 
@@ -141,16 +148,27 @@ def test_a_frame_hidden_behind_a_partial_line_fails_the_host_instead_of_reading_
         batch_facts(f"@@{marker}@@ fact 2\n\n@@{marker}@@ done\n@@{marker}@@ done\n", marker, [2], "bob")
 
 
-def test_a_users_shell_that_never_started_reads_as_empty_as_one_read_would():
-    # no such user: runuser fails before her shell prints anything; each of her reads is empty
-    # (a path then reads as absent), as when each read was its own runuser.
+def test_a_user_who_does_not_exist_reads_as_empty_as_her_missing_home_would(tmp_path):
+    # root finds no such user (id) and says so: each of her reads is empty (a path reads as
+    # absent), as when each read was its own runuser, which then failed.
+    keys = [StateKey("command", "exit 10", "alice"), StateKey("file", "~ghost/.ssh/config")]
+    env, log = fake_runuser(tmp_path)
+    out = parse_output(run_root_script(build_script([], keys, NONCE, True), env), NONCE, fact_batches(keys, True))
+    assert log.read_text().split() == ["alice"] and out.complete and out.facts == {0: "10\n", 1: ""}
+
+
+def test_a_batch_that_printed_nothing_fails_the_host_instead_of_reading_as_absent():
+    # her shell ran (root found her) but wrote nothing: /tmp full, or her shell killed at once.
+    # Before, that read as "no such user": every fact of hers absent, her files written anew.
     text = f"@@{NONCE}@@ begin\n@@{NONCE}@@ batch 0\n\n@@{NONCE}@@ end\n"
-    out = parse_output(text, NONCE, [("alice", [0, 2])])
-    assert out.complete and out.facts == {0: "", 2: ""}
+    with pytest.raises(ParseError, match="the reads as alice were cut short"):
+        parse_output(text, NONCE, [("alice", [0, 2])])
+    nobody = f"@@{NONCE}@@ begin\n@@{NONCE}@@ nouser 0\n\n@@{NONCE}@@ end\n"
+    assert parse_output(nobody, NONCE, [("alice", [0, 2])]).facts == {0: "", 2: ""}
 
 
 def test_batch_frames_the_script_never_printed_are_forged():
-    text = f"@@{NONCE}@@ begin\n@@{NONCE}@@ batch 0\n@@{NONCE}@@ end\n"
+    text = f"@@{NONCE}@@ begin\n@@{NONCE}@@ nouser 0\n@@{NONCE}@@ end\n"
     with pytest.raises(ParseError, match="unexpected batch frame 0"):
         parse_output(text, NONCE)  # no batch in this script
     with pytest.raises(ParseError, match="unexpected batch frame 0"):
@@ -162,3 +180,23 @@ def test_batch_frames_the_script_never_printed_are_forged():
 def test_a_batch_cut_off_with_the_connection_leaves_no_fact_behind_it():
     out = parse_output(f"@@{NONCE}@@ begin\n@@{NONCE}@@ fact 0\nx\n", NONCE, [("alice", [1])])
     assert not out.complete and 1 not in out.facts
+
+
+def test_the_private_folder_goes_when_the_connection_drops(tmp_path):
+    # dash runs no EXIT trap on a signal: each one the script may get exits, and the EXIT trap runs
+    # (once the change under way has ended, as dash runs a trap between commands).
+    env, _log = fake_runuser(tmp_path)
+    before = {name for name in os.listdir("/tmp") if name.startswith(".provision-own.")}
+    script = build_script([Step(Run("sleep 2", "long"), True)], [], NONCE, True)
+    shell = subprocess.Popen(["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True)
+    shell.stdin.write(script)
+    shell.stdin.close()
+    for _ in range(200):
+        made = {name for name in os.listdir("/tmp") if name.startswith(".provision-own.")} - before
+        if made and os.path.exists(f"/tmp/{next(iter(made))}/step0"):
+            break
+        subprocess.run(["sleep", "0.05"])
+    assert made
+    shell.send_signal(1)  # SIGHUP: the controller gone
+    assert shell.wait(timeout=30) == 129
+    assert not any(os.path.exists(f"/tmp/{name}") for name in made)

@@ -145,11 +145,8 @@ def build_script(steps: list[Step], keys: list[StateKey], nonce: str, as_root: b
         limit = (step.change.timeout if isinstance(step.change, Run) else None) or step_timeout
         if limit:
             command = step_limit(command, limit, f"PROVISION_{nonce}_{index}_limit")
-        if user and not refusal:
-            private = True
-            body.append(private_output(command, f"step{index}", f"tail -c {STEP_OUTPUT_LIMIT}"))
-        else:
-            body.append(f"( {command}\n) </dev/null 2>&1; rc=$?")
+        private = True  # root's changes too: one may start a user's process (runuser, su) that keeps its output
+        body.append(private_output(command, f"step{index}", f"tail -c {STEP_OUTPUT_LIMIT}"))
         body.append(frame_line("rc", index, '"$rc"', newline_before=True))
         body.append('[ "$rc" -eq 0 ] || exit 0')
     walked = [(index, key.arg, key.user) for index, key in enumerate(keys) if reads_path(key)]
@@ -163,7 +160,7 @@ def build_script(steps: list[Step], keys: list[StateKey], nonce: str, as_root: b
             body += [frame_line("fact", index), f"( {command}\n) </dev/null 2>/dev/null", "printf '\\n'"]
         elif batches[numbers[reader]][1][0] == index:  # the user's every read, in one shell of hers
             number, private = numbers[reader], True
-            body += [frame_line("batch", number), batch_command(reads, reader, batches[number][1], nonce, number), "printf '\\n'"]
+            body.append(batch_command(reads, reader, batches[number][1], nonce, number))
     if private:
         out.append(PRIVATE_FOLDER)
     out += [frame_line("begin"), *body, frame_line("end")]
@@ -200,7 +197,8 @@ def stdin_for(script: str, as_root: bool, password: str | None) -> bytes:
     return ((password or "") + "\n" + script).encode()
 
 
-_FRAMES = {("begin", 0), ("end", 0), ("step", 1), ("rc", 2), ("fact", 1), ("batch", 1)}  # (label, numbers) the script prints
+# (label, numbers) the script prints
+_FRAMES = {("begin", 0), ("end", 0), ("step", 1), ("rc", 2), ("fact", 1), ("batch", 1), ("nouser", 1)}
 
 
 @dataclass
@@ -245,13 +243,16 @@ def parse_output(text: str, nonce: str, batches: list[tuple[str, list[int]]] | N
             if len(body) > BODY_LIMIT:
                 raise ParseError("engine", f"fact {numbers[0]} output is larger than {BODY_LIMIT} bytes")
             result.facts[numbers[0]] = body
-        elif kind == "batch":
+        elif kind in ("batch", "nouser"):
             number = numbers[0]
             if number >= len(batches) or number in seen_batches:
                 raise ParseError("engine", f"unexpected batch frame {number} (hostile or corrupt output)")
             seen_batches.add(number)
             reader, members = batches[number]
-            result.facts.update(batch_facts(body, batch_nonce(nonce, number), members, reader))
+            if kind == "nouser":  # root found no such user: her reads are empty, as reads of a missing home are
+                result.facts.update(dict.fromkeys(members, ""))
+            else:
+                result.facts.update(batch_facts(body, batch_nonce(nonce, number), members, reader))
     if pending_step is not None:
         result.steps.append((pending_step, -1, "connection lost while the change was running"))
     return result

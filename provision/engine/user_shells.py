@@ -1,19 +1,21 @@
-"""A cluster user's shell inside root's round trip: her fact reads in one shell of hers, and
-nothing she prints on the round trip's own output.
+"""The shells root's round trip starts for a change or for a cluster user: what they print
+reaches the round trip's output only through root, and one user's reads share one shell of hers.
 
 Root reads ``~alice/`` paths, and runs ``become_user`` checks and changes, as alice
-(:mod:`provision.engine.acting`). Two rules for those shells of hers:
+(:mod:`provision.engine.acting`). Two rules:
 
-- **Her output never goes to the round trip's stdout.** A process of hers (one her step started,
-  one that took her shell's descriptors) could go on writing there after her shell ended, into
-  root's reads or another user's. Each of her shells writes into a file of its own in a folder
-  only root can enter (:data:`PRIVATE_FOLDER`); root copies it into the stream, bounded, once her
-  shell is done. What she writes after that reaches a file nobody reads.
+- **No change and no user's shell writes on the round trip's output.** A process it left behind
+  (one a change of alice's started, one that took her shell's descriptors) could go on writing
+  there after the shell ended, into root's reads or another user's, and hold the round trip open.
+  Each change, root's too (it may run ``runuser -u alice`` or ``su``), and each user's reads write
+  into a pipe of their own in a folder only root can enter (:data:`PRIVATE_FOLDER`), which root
+  drains into the output, bounded, until :data:`PRIVATE_GRACE` after the shell ended
+  (:func:`private_output`). No file grows on the node.
 - **Her reads run in one shell** (one ``runuser``, one PAM session, not one per read), each framed
   with a marker derived one way from the run's nonce (:func:`batch_nonce`). She may sway her own
   reads; :func:`batch_facts` believes no frame of any other read, none twice, and a batch that
-  does not end with her shell's ``done`` frame fails the host, unless her shell printed nothing
-  at all (it never started: no such user), which reads as empty, as a read of its own did.
+  does not end with her shell's ``done`` frame fails the host. Her reads are empty only where
+  root itself finds no such user (frame ``nouser``), as reads in a missing home are.
 
 Example::
 
@@ -40,21 +42,38 @@ BODY_LIMIT = 8 * 1024 * 1024  # one fact's output
 LOGIN_WORD = '"$SUDO_USER"'  # the login user, as runuser is given her name in a root script
 STEP_OUTPUT_LIMIT = 1024 * 1024  # the end of a change's output that reaches the controller
 
+PRIVATE_GRACE = 1  # seconds a shell's output may stay open after it ended (a process it left behind)
+
 # Made before the script's first frame (a script that cannot make it fails before it begins,
-# saying why), in /tmp, which is sticky and root's: no user can rename it away. Removed on exit.
+# saying why), in /tmp only while /tmp is root's and sticky (shell tests, no process): no user can
+# rename the folder away. Removed on exit; dash runs no EXIT trap on a signal, so each signal exits.
 PRIVATE_FOLDER = (
+    "[ -k /tmp ] && [ -O /tmp ] || "
+    "{ echo 'provision: /tmp is not root'\"'\"'s sticky folder: no private place for output pipes' >&2; exit 1; }\n"
     "PROVISION_OWN=$(mktemp -d /tmp/.provision-own.XXXXXX) || "
-    "{ echo 'provision: no private folder for the users'\"'\"' output (mktemp -d in /tmp)' >&2; exit 1; }\n"
-    "trap 'rm -rf -- \"$PROVISION_OWN\"' EXIT"
+    "{ echo 'provision: no private folder for output pipes (mktemp -d in /tmp)' >&2; exit 1; }\n"
+    "trap 'rm -rf -- \"$PROVISION_OWN\"' EXIT; trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 141' PIPE; "
+    "trap 'exit 143' TERM"
 )
 
 
-def private_output(command: str, name: str, copy: str, stderr: str = "&1") -> str:
-    """``command`` (a user's shell) writing into its own file ``name`` of the private folder; then
-    root's ``copy`` of it into the stream (``head -c N`` or ``tail -c N``). ``$rc`` holds the
-    command's exit status."""
-    path = f'"$PROVISION_OWN"/{shlex.quote(name)}'
-    return f"( {command}\n) </dev/null >{path} 2>{stderr}; rc=$?; {copy} {path}"
+def private_output(command: str, name: str, copier: str) -> str:
+    """``command`` (a change, or a user's shell) writing, stdout and stderr, into a pipe ``name`` of
+    the private folder that root's ``copier`` (``head -c N``, ``tail -c N``: bounded) drains into
+    the round trip's output; ``$rc`` holds the command's exit status. Once the command ended, a
+    process it left behind may keep the pipe open :data:`PRIVATE_GRACE` seconds; then the copier
+    is stopped, the output said cut, and that process's writes fail. No file grows on the node."""
+    return (
+        f'PROVISION_F="$PROVISION_OWN"/{shlex.quote(name)}\n'
+        'if [ -O "$PROVISION_OWN" ] && [ ! -L "$PROVISION_OWN" ] && mkfifo -m 600 -- "$PROVISION_F"; then\n'
+        f'{copier} <"$PROVISION_F" & PROVISION_C=$!\n'
+        f'( {command}\n) </dev/null >"$PROVISION_F" 2>&1; rc=$?\n'
+        f"( sleep {PRIVATE_GRACE}; kill $PROVISION_C ) </dev/null >/dev/null 2>&1 & PROVISION_D=$!\n"
+        f"wait $PROVISION_C; [ $? -ne 143 ] || echo 'provision: output cut {PRIVATE_GRACE}s after the command ended: "
+        "a process it left behind kept it open'\n"
+        "kill $PROVISION_D 2>/dev/null\n"
+        "else rc=125; echo 'provision: no private pipe for this output (the folder in /tmp changed)'; fi"
+    )
 
 
 def fact_reads(keys: list[StateKey], as_root: bool) -> list[tuple[int, str, str | None]]:
@@ -108,17 +127,27 @@ def batch_nonce(nonce: str, number: int) -> str:
 
 
 def batch_command(reads: list[tuple[int, str, str | None]], reader: str, members: list[int], nonce: str, number: int) -> str:
-    """All of ``reader``'s fact reads in one of her shells, each framed with :func:`batch_nonce`,
-    then ``done``; into a private file that root copies into the stream (:func:`private_output`).
-    Her shell never sees the run's marker: it is no exported variable, and the here-document's
-    delimiter stays in root's shell."""
+    """Frame ``batch N`` and all of ``reader``'s fact reads in one of her shells, each framed with
+    :func:`batch_nonce`, then ``done``, through a private pipe (:func:`private_output`); or frame
+    ``nouser N`` where no such user exists (root says so: her facts then read as empty). Her shell
+    never sees the run's marker: it is no exported variable, and the here-document's delimiter
+    stays in root's shell."""
     lines = [frame_setup(batch_nonce(nonce, number))]
     for index, command, own in reads:
         if own == reader:
             lines += [frame_line("fact", index), f"( {command}\n)", "printf '\\n'"]
     lines.append(frame_line("done"))
     shell = run_as("\n".join(lines), reader, f"PROVISION_{nonce}_batch{number}")
-    return private_output(shell, f"batch{number}", f"head -c {len(members) * (BODY_LIMIT + 4096)}", "/dev/null")
+    word = reader if reader == LOGIN_WORD else shlex.quote(reader)
+    return "\n".join(
+        [
+            f"if id -u -- {word} >/dev/null 2>&1; then",
+            frame_line("batch", number),
+            private_output(shell, f"batch{number}", f"head -c {len(members) * (BODY_LIMIT + 4096)}"),
+            f"else {frame_line('nouser', number)}; fi",
+            "printf '\\n'",
+        ]
+    )
 
 
 def who(reader: str) -> str:
@@ -129,10 +158,7 @@ def who(reader: str) -> str:
 def batch_facts(body: str, marker: str, members: list[int], reader: str) -> dict[int, str]:
     """The fact bodies of one user's batch (its frames marked ``@@marker@@``): each of
     ``members`` once, then ``done``. Raises :class:`ParseError` for a frame of any other read,
-    one twice, or a batch cut short; a batch with no output at all (her shell never started)
-    gives each member an empty body."""
-    if not body.strip("\n"):
-        return dict.fromkeys(members, "")
+    one twice, or a batch cut short (her shell ended, or could not write, before its last read)."""
     facts: dict[int, str] = {}
     done = False
     for frame in split_frames(body, marker):
