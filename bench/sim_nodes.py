@@ -65,7 +65,7 @@ _FACT = re.compile(  # a fact read: root's own, or one inside a user's batch (no
     re.MULTILINE | re.DOTALL,
 )
 _BATCH = re.compile(  # one user's reads in one runuser, framed with the batch's own marker, through a pipe
-    r"""^printf '%s batch %s\\n' "\$PROVISION_FRAME" (\d+)\n(?:[^\n]*\n)*?\( runuser -u \S+ -- sh -s <<'(\S+)'\n"""
+    r"""^printf '%s batch %s\\n' "\$PROVISION_FRAME" (\d+)\n(?:[^\n]*\n)*?\( (?:\( )?runuser -u \S+ -- sh -s <<'(\S+)'\n"""
     r"""\( PROVISION_FRAME='@@([0-9a-f]+)@@'\n(.*?)\n\) </dev/null\n\2\n""",
     re.MULTILINE | re.DOTALL,
 )

@@ -74,25 +74,42 @@ def test_a_users_shell_never_sees_the_runs_frame_marker():
 
 @pytest.mark.parametrize("user", ["alice", None], ids=["a change as alice", "a root change that runs her process"])
 def test_what_a_users_process_writes_after_her_shell_ended_reaches_no_read(tmp_path, user):
-    # Her step leaves a process writing "absent" until told to stop. Before, it held the round
+    # Her change leaves a process writing "absent" until told to stop. Before, it held the round
     # trip's stdout: its lines landed in root's reads and bob's, and the round trip waited for it.
-    # Now it holds a private pipe that root drains until 1 s after the step ended: the reads are
-    # intact, the output says it was cut, and the round trip ends while she still writes.
-    target, stop, ended = tmp_path / "motd", tmp_path / "stop", tmp_path / "ended"
+    # Now it holds a private pipe that root drains only up to the end line root writes once the
+    # change ended: the reads are intact, the round trip ends while she still writes, and her
+    # next write fails (no reader is left).
+    target, stop, failed = tmp_path / "motd", tmp_path / "stop", tmp_path / "failed"
     target.write_text("hello")
-    writer = f"( n=0; while [ ! -e {stop} ] && [ $n -lt 3000 ]; do echo absent; n=$((n + 1)); sleep 0.01; done; touch {ended} ) &"
+    writer = (
+        f"( trap '' PIPE; n=0; while [ ! -e {stop} ] && [ $n -lt 3000 ]; do "
+        f"echo absent || {{ touch {failed}; break; }}; n=$((n + 1)); sleep 0.01; done ) &"
+    )
     steps = [Step(Run(writer, "leave a writer"), True, user)]  # root's: as files.py's runuser -u OWNER chmod
     keys = [StateKey("file", str(target)), StateKey("command", "exit 3", "bob")]
     env, _log = fake_runuser(tmp_path)
     try:
         text = run_root_script(build_script(steps, keys, NONCE, True), env)
-        assert not ended.exists()  # the round trip did not wait for her process
+        for _ in range(200):  # her writes fail soon after: wait for it (up to 10 s), no timing asserted
+            if failed.exists():
+                break
+            subprocess.run(["sleep", "0.05"])
+        assert failed.exists() and not stop.exists()
     finally:
         stop.touch()
     out = parse_output(text, NONCE, fact_batches(keys, True))
-    assert out.complete and out.steps[0][:2] == (0, 0) and out.steps[0][2].endswith("a process it left behind kept it open")
+    assert out.complete and out.steps[0][:2] == (0, 0)  # the change's own output may hold her first lines
     assert out.facts == {0: f"regular file|644|root|root|5\n={base64.b64encode(b'hello').decode()}\n", 1: "3\n"}
     assert "absent" not in text.split(f"@@{NONCE}@@ rc 0 0\n")[1]
+
+
+def test_a_line_without_end_is_no_endless_buffer_on_the_node(tmp_path):
+    # a change (or her leftover process) printing one endless line: the drain's memory is bounded,
+    # it stops, and the change's writes then fail; the round trip still ends, the step failed.
+    env, _log = fake_runuser(tmp_path)
+    step = Step(Run("head -c 400000000 /dev/zero | tr '\\0' a", "an endless line"), True, "alice")
+    out = parse_output(run_root_script(build_script([step], [], NONCE, True), env), NONCE)
+    assert out.complete is False and out.steps[0][1] != 0
 
 
 def test_a_changes_output_as_a_user_still_reaches_its_task(tmp_path):

@@ -146,7 +146,7 @@ def build_script(steps: list[Step], keys: list[StateKey], nonce: str, as_root: b
         if limit:
             command = step_limit(command, limit, f"PROVISION_{nonce}_{index}_limit")
         private = True  # root's changes too: one may start a user's process (runuser, su) that keeps its output
-        body.append(private_output(command, f"step{index}", f"tail -c {STEP_OUTPUT_LIMIT}"))
+        body.append(private_output(command, f"step{index}", nonce, f"tail -c {STEP_OUTPUT_LIMIT}"))
         body.append(frame_line("rc", index, '"$rc"', newline_before=True))
         body.append('[ "$rc" -eq 0 ] || exit 0')
     walked = [(index, key.arg, key.user) for index, key in enumerate(keys) if reads_path(key)]

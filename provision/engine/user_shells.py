@@ -9,7 +9,7 @@ Root reads ``~alice/`` paths, and runs ``become_user`` checks and changes, as al
   there after the shell ended, into root's reads or another user's, and hold the round trip open.
   Each change, root's too (it may run ``runuser -u alice`` or ``su``), and each user's reads write
   into a pipe of their own in a folder only root can enter (:data:`PRIVATE_FOLDER`), which root
-  drains into the output, bounded, until :data:`PRIVATE_GRACE` after the shell ended
+  drains into the output, bounded, up to an end line root writes once the shell ended
   (:func:`private_output`). No file grows on the node.
 - **Her reads run in one shell** (one ``runuser``, one PAM session, not one per read), each framed
   with a marker derived one way from the run's nonce (:func:`batch_nonce`). She may sway her own
@@ -41,8 +41,7 @@ from provision.transport.frames import frame_line, frame_setup, split_frames
 BODY_LIMIT = 8 * 1024 * 1024  # one fact's output
 LOGIN_WORD = '"$SUDO_USER"'  # the login user, as runuser is given her name in a root script
 STEP_OUTPUT_LIMIT = 1024 * 1024  # the end of a change's output that reaches the controller
-
-PRIVATE_GRACE = 1  # seconds a shell's output may stay open after it ended (a process it left behind)
+DRAIN_MEMORY_KIB = 256 * 1024  # the drain's address space: a line longer than ~100 MiB ends it
 
 # Made before the script's first frame (a script that cannot make it fails before it begins,
 # saying why), in /tmp only while /tmp is root's and sticky (shell tests, no process): no user can
@@ -57,21 +56,29 @@ PRIVATE_FOLDER = (
 )
 
 
-def private_output(command: str, name: str, copier: str) -> str:
+def end_marker(nonce: str, name: str) -> str:
+    """The line root writes into pipe ``name`` once its command ended: derived one way from the
+    run's nonce, so that no process the command left behind can write it."""
+    return "PROVISION_END_" + hashlib.sha256(f"{nonce}:end:{name}".encode()).hexdigest()[:24]
+
+
+def private_output(command: str, name: str, nonce: str, bound: str) -> str:
     """``command`` (a change, or a user's shell) writing, stdout and stderr, into a pipe ``name`` of
-    the private folder that root's ``copier`` (``head -c N``, ``tail -c N``: bounded) drains into
-    the round trip's output; ``$rc`` holds the command's exit status. Once the command ended, a
-    process it left behind may keep the pipe open :data:`PRIVATE_GRACE` seconds; then the copier
-    is stopped, the output said cut, and that process's writes fail. No file grows on the node."""
+    the private folder; root drains it into the round trip's output up to the line
+    :func:`end_marker`, which root writes into the pipe once the command ended, through ``bound``
+    (``head -c N``, ``tail -c N``); ``$rc`` holds the command's exit status. The drain (``sed``,
+    its memory bounded: one endless line is no endless buffer) stops at that line, so what a
+    process the command left behind writes later fails: no reader is left. No timer, no file on
+    the node, no process of root's left waiting."""
+    marker = end_marker(nonce, name)
+    drain = f"( ulimit -v {DRAIN_MEMORY_KIB}; LC_ALL=C exec sed -n '/^{marker}$/q;p' ) <\"$PROVISION_F\" 2>/dev/null | {bound}"
     return (
         f'PROVISION_F="$PROVISION_OWN"/{shlex.quote(name)}\n'
         'if [ -O "$PROVISION_OWN" ] && [ ! -L "$PROVISION_OWN" ] && mkfifo -m 600 -- "$PROVISION_F"; then\n'
-        f'{copier} <"$PROVISION_F" & PROVISION_C=$!\n'
-        f'( {command}\n) </dev/null >"$PROVISION_F" 2>&1; rc=$?\n'
-        f"( sleep {PRIVATE_GRACE}; kill $PROVISION_C ) </dev/null >/dev/null 2>&1 & PROVISION_D=$!\n"
-        f"wait $PROVISION_C; [ $? -ne 143 ] || echo 'provision: output cut {PRIVATE_GRACE}s after the command ended: "
-        "a process it left behind kept it open'\n"
-        "kill $PROVISION_D 2>/dev/null\n"
+        f"{drain} & PROVISION_C=$!\n"
+        f"( ( {command}\n) </dev/null 2>&1; r=$?; trap '' PIPE; printf '\\n%s\\n' {marker} 2>/dev/null; exit $r "
+        ') >"$PROVISION_F"; rc=$?\n'
+        "wait $PROVISION_C\n"
         "else rc=125; echo 'provision: no private pipe for this output (the folder in /tmp changed)'; fi"
     )
 
@@ -143,7 +150,7 @@ def batch_command(reads: list[tuple[int, str, str | None]], reader: str, members
         [
             f"if id -u -- {word} >/dev/null 2>&1; then",
             frame_line("batch", number),
-            private_output(shell, f"batch{number}", f"head -c {len(members) * (BODY_LIMIT + 4096)}"),
+            private_output(shell, f"batch{number}", nonce, f"head -c {len(members) * (BODY_LIMIT + 4096)}"),
             f"else {frame_line('nouser', number)}; fi",
             "printf '\\n'",
         ]
