@@ -143,6 +143,7 @@ def test_each_step_stopped_after_its_own_limit(tmp_path):
     import time
 
     from provision.engine.script import round_trip_limit, step_limit, upload_prelude
+    from provision.engine.user_shells import PRIVATE_GRACE
 
     steps = [
         Step(Run("echo quick", "a"), True),
@@ -155,7 +156,7 @@ def test_each_step_stopped_after_its_own_limit(tmp_path):
     assert out.steps[0] == (0, 0, "quick") and out.steps[1][:2] == (1, 124) and len(out.steps) == 2
     assert "step stopped after 1s" in out.steps[1][2]
     assert not (tmp_path / "never").exists()
-    assert round_trip_limit(steps, 20, 300) == 300 + (20 + 10) + (1 + 10) + (20 + 10)
+    assert round_trip_limit(steps, 20, 300) == 300 + (20 + 10) + (1 + 10) + (20 + 10) + 3 * PRIVATE_GRACE
     limited = step_limit("echo 'x'", 5, "D")
     assert limited.startswith("timeout -k 10 5 sh -s <<'D'\n( echo 'x'\n) </dev/null\nD\n")  # on stdin, never in argv
     assert upload_prelude(None) == "" and upload_prelude("/var/tmp/provision-upload.ab") == (

@@ -14,6 +14,7 @@ from provision.engine.acting import acting_user, on_stdin, refused, run_as
 from provision.engine.user_shells import (
     BODY_LIMIT,
     PRIVATE_FOLDER,
+    PRIVATE_GRACE,
     STEP_OUTPUT_LIMIT,
     batch_command,
     batch_facts,
@@ -108,7 +109,7 @@ def step_limit(command: str, seconds: float, delimiter: str) -> str:
 def round_trip_limit(steps: list[Step], step_timeout: float | None, base: float) -> float:
     """How long a round trip may run: ``base`` (reading facts) plus every step's own limit."""
     own = [(step.change.timeout if isinstance(step.change, Run) else None) or step_timeout or base for step in steps]
-    return base + sum(limit + 10 for limit in own)  # + the 10 s between TERM and KILL
+    return base + sum(limit + 10 + PRIVATE_GRACE for limit in own)  # + the 10 s between TERM and KILL
 
 
 def upload_prelude(folder: str | None) -> str:
@@ -145,8 +146,11 @@ def build_script(steps: list[Step], keys: list[StateKey], nonce: str, as_root: b
         limit = (step.change.timeout if isinstance(step.change, Run) else None) or step_timeout
         if limit:
             command = step_limit(command, limit, f"PROVISION_{nonce}_{index}_limit")
-        private = True  # root's changes too: one may start a user's process (runuser, su) that keeps its output
-        body.append(private_output(command, f"step{index}", nonce, f"tail -c {STEP_OUTPUT_LIMIT}"))
+        if as_root:  # a root script: a change may start a user's process (runuser, su) that keeps its output
+            private = True
+            body.append(private_output(command, f"step{index}", STEP_OUTPUT_LIMIT))
+        else:  # the login user's own script: only her own processes
+            body.append(f"( {command}\n) </dev/null 2>&1; rc=$?")
         body.append(frame_line("rc", index, '"$rc"', newline_before=True))
         body.append('[ "$rc" -eq 0 ] || exit 0')
     walked = [(index, key.arg, key.user) for index, key in enumerate(keys) if reads_path(key)]

@@ -9,7 +9,7 @@ Root reads ``~alice/`` paths, and runs ``become_user`` checks and changes, as al
   there after the shell ended, into root's reads or another user's, and hold the round trip open.
   Each change, root's too (it may run ``runuser -u alice`` or ``su``), and each user's reads write
   into a pipe of their own in a folder only root can enter (:data:`PRIVATE_FOLDER`), which root
-  drains into the output, bounded, up to an end line root writes once the shell ended
+  drains into the output, bounded, until :data:`PRIVATE_GRACE` after the shell ended
   (:func:`private_output`). No file grows on the node.
 - **Her reads run in one shell** (one ``runuser``, one PAM session, not one per read), each framed
   with a marker derived one way from the run's nonce (:func:`batch_nonce`). She may sway her own
@@ -36,12 +36,13 @@ from provision.inventory.model import check_user
 from provision.operations.base import StateKey
 from provision.operations.paths import LOGIN_USER, path_read
 from provision.operations.state import reads_path, state_command
+from provision.text import shown_value
 from provision.transport.frames import frame_line, frame_setup, split_frames
 
 BODY_LIMIT = 8 * 1024 * 1024  # one fact's output
 LOGIN_WORD = '"$SUDO_USER"'  # the login user, as runuser is given her name in a root script
 STEP_OUTPUT_LIMIT = 1024 * 1024  # the end of a change's output that reaches the controller
-DRAIN_MEMORY_KIB = 256 * 1024  # the drain's address space: a line longer than ~100 MiB ends it
+PRIVATE_GRACE = 1  # seconds a pipe may stay open after its command ended (a process it left behind)
 
 # Made before the script's first frame (a script that cannot make it fails before it begins,
 # saying why), in /tmp only while /tmp is root's and sticky (shell tests, no process): no user can
@@ -56,29 +57,25 @@ PRIVATE_FOLDER = (
 )
 
 
-def end_marker(nonce: str, name: str) -> str:
-    """The line root writes into pipe ``name`` once its command ended: derived one way from the
-    run's nonce, so that no process the command left behind can write it."""
-    return "PROVISION_END_" + hashlib.sha256(f"{nonce}:end:{name}".encode()).hexdigest()[:24]
-
-
-def private_output(command: str, name: str, nonce: str, bound: str) -> str:
-    """``command`` (a change, or a user's shell) writing, stdout and stderr, into a pipe ``name`` of
-    the private folder; root drains it into the round trip's output up to the line
-    :func:`end_marker`, which root writes into the pipe once the command ended, through ``bound``
-    (``head -c N``, ``tail -c N``); ``$rc`` holds the command's exit status. The drain (``sed``,
-    its memory bounded: one endless line is no endless buffer) stops at that line, so what a
-    process the command left behind writes later fails: no reader is left. No timer, no file on
-    the node, no process of root's left waiting."""
-    marker = end_marker(nonce, name)
-    drain = f"( ulimit -v {DRAIN_MEMORY_KIB}; LC_ALL=C exec sed -n '/^{marker}$/q;p' ) <\"$PROVISION_F\" 2>/dev/null | {bound}"
+def private_output(command: str, name: str, limit: int, stderr: str = "&1") -> str:
+    """``command`` (a change, or a user's shell) writing into a pipe ``name`` of the private folder
+    (stdout, and stderr unless ``stderr`` says otherwise); ``$rc`` holds its exit status. Root's
+    ``cat`` reads the pipe into a second one, whose ``tail -c limit`` keeps the last ``limit``
+    bytes and writes them to the round trip's output once its input ends. ``tail`` reads eagerly,
+    so ``cat`` only ever waits on the pipe, never on a slow controller: once the command ended, a
+    process it left behind may keep the pipe open :data:`PRIVATE_GRACE` seconds, then ``cat`` is
+    stopped, the output says so, and that process's next write fails. What the command printed
+    is whole; no file grows on the node."""
     return (
         f'PROVISION_F="$PROVISION_OWN"/{shlex.quote(name)}\n'
-        'if [ -O "$PROVISION_OWN" ] && [ ! -L "$PROVISION_OWN" ] && mkfifo -m 600 -- "$PROVISION_F"; then\n'
-        f"{drain} & PROVISION_C=$!\n"
-        f"( ( {command}\n) </dev/null 2>&1; r=$?; trap '' PIPE; printf '\\n%s\\n' {marker} 2>/dev/null; exit $r "
-        ') >"$PROVISION_F"; rc=$?\n'
-        "wait $PROVISION_C\n"
+        'if [ -O "$PROVISION_OWN" ] && [ ! -L "$PROVISION_OWN" ] && mkfifo -m 600 -- "$PROVISION_F" "$PROVISION_F.out"; then\n'
+        f'tail -c {limit} <"$PROVISION_F.out" & PROVISION_T=$!\n'
+        'cat >"$PROVISION_F.out" <"$PROVISION_F" 2>/dev/null & PROVISION_C=$!\n'  # its output opened first: stopped, it ends tail
+        f'( {command}\n) </dev/null >"$PROVISION_F" 2>{stderr}; rc=$?\n'
+        f"( sleep {PRIVATE_GRACE}; kill $PROVISION_C ) </dev/null >/dev/null 2>&1 & PROVISION_D=$!\n"
+        "wait $PROVISION_C 2>/dev/null; PROVISION_S=$?; wait $PROVISION_T; kill $PROVISION_D 2>/dev/null\n"
+        f"[ $PROVISION_S -ne 143 ] || echo 'provision: output closed {PRIVATE_GRACE}s after the command ended: "
+        "a process it left behind held it'\n"
         "else rc=125; echo 'provision: no private pipe for this output (the folder in /tmp changed)'; fi"
     )
 
@@ -150,7 +147,7 @@ def batch_command(reads: list[tuple[int, str, str | None]], reader: str, members
         [
             f"if id -u -- {word} >/dev/null 2>&1; then",
             frame_line("batch", number),
-            private_output(shell, f"batch{number}", nonce, f"head -c {len(members) * (BODY_LIMIT + 4096)}"),
+            private_output(shell, f"batch{number}", len(members) * (BODY_LIMIT + 4096), "/dev/null"),
             f"else {frame_line('nouser', number)}; fi",
             "printf '\\n'",
         ]
@@ -182,5 +179,7 @@ def batch_facts(body: str, marker: str, members: list[int], reader: str) -> dict
         facts[index] = frame.body
     if not done or len(facts) != len(members):
         name = who(reader)
-        raise ParseError("engine", f"the reads as {name} were cut short ({name}'s shell ended before its last read)")
+        said = body.strip("\n").splitlines()[-1:] if not facts else []  # no frame at all: what was printed instead
+        why = f"printed only {shown_value(said[0][:200])}" if said else f"{name}'s shell ended before its last read"
+        raise ParseError("engine", f"the reads as {name} were cut short ({why})")
     return facts
