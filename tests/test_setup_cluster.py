@@ -200,10 +200,10 @@ def test_become_user_runs_as_that_user(setup_cluster, files, tmp_path):
 def test_a_process_a_users_change_leaves_behind_writes_into_no_read(setup_cluster, files, tmp_path):
     # A change run as a user (become_user) leaves a process writing "absent" lines until told to
     # stop. Before, it held the round trip's output: its lines landed in the reads that followed
-    # (root's read of /etc/hostname read as absent) and the round trip waited for it. Now a user's
-    # shell writes into a private file root copies when her shell ends
-    # (provision/engine/user_shells.py): the run ends while the writer still writes, and root's
-    # read is the file's.
+    # (root's read of /etc/hostname read as absent) and the round trip waited for it. Now each
+    # change writes into a private pipe that root drains until 1 s after the change ended
+    # (provision/engine/user_shells.py): the run ends without waiting for the writer, whose next
+    # write then fails, and root's read is the file's.
     stop, done_mark = "/tmp/provision-leftover-stop", "/tmp/provision-leftover-done"
     setup_cluster.docker_exec("s1", "rm", "-f", stop, done_mark, "/tmp/provision-leftover-check")
     writer = (

@@ -129,12 +129,12 @@ class Step:
 
 def build_script(steps: list[Step], keys: list[StateKey], nonce: str, as_root: bool, step_timeout: float | None = None) -> str:
     """The POSIX sh script for one round trip (fed on stdin to ``sh -s``); with ``step_timeout``
-    each change is stopped after its own limit (:func:`step_limit`). A user's shell writes into a
-    private file that root copies into the stream, and her reads share one shell
-    (:mod:`provision.engine.user_shells`)."""
+    each change is stopped after its own limit (:func:`step_limit`). In a root script each change
+    and each user's shell writes into a private pipe that root drains into the output, and one
+    user's reads share one shell of hers (:mod:`provision.engine.user_shells`)."""
     out = ["umask 022", frame_setup(nonce)]
     body: list[str] = []
-    private = False  # whether a user's shell runs: her output then goes through a private folder
+    private = False  # whether the script needs the private folder for its pipes
     for index, step in enumerate(steps):
         command = change_command(step.change)
         user, refusal = acting_user(command, as_root, step.become, step.user)
