@@ -8,6 +8,7 @@ caller, checks the script under a real sh: the framing, the private files, what 
 
 import base64
 import os
+import signal
 import subprocess
 
 import pytest
@@ -197,13 +198,23 @@ def test_a_batch_cut_off_with_the_connection_leaves_no_fact_behind_it():
     assert not out.complete and 1 not in out.facts
 
 
-def test_the_private_folder_goes_when_the_connection_drops(tmp_path):
+@pytest.mark.parametrize(("signal_number", "status"), [(signal.SIGHUP, 129), (signal.SIGTERM, 143), (signal.SIGPIPE, 141)])
+def test_the_private_folder_goes_when_the_connection_drops(tmp_path, signal_number, status):
     # dash runs no EXIT trap on a signal: each one the script may get exits, and the EXIT trap runs
-    # (once the change under way has ended, as dash runs a trap between commands).
+    # (once the change under way has ended, as dash runs a trap between commands). The shell starts
+    # with every signal at its default, as sshd starts it (a signal ignored on entry, under nohup,
+    # cannot be trapped).
     env, _log = fake_runuser(tmp_path)
     before = {name for name in os.listdir("/tmp") if name.startswith(".provision-own.")}
     script = build_script([Step(Run("sleep 2", "long"), True)], [], NONCE, True)
-    shell = subprocess.Popen(["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True)
+
+    def default_signals():
+        for number in (signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(number, signal.SIG_DFL)
+
+    shell = subprocess.Popen(
+        ["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True, preexec_fn=default_signals
+    )
     shell.stdin.write(script)
     shell.stdin.close()
     for _ in range(200):
@@ -212,8 +223,8 @@ def test_the_private_folder_goes_when_the_connection_drops(tmp_path):
             break
         subprocess.run(["sleep", "0.05"])
     assert made
-    shell.send_signal(1)  # SIGHUP: the controller gone
-    assert shell.wait(timeout=30) == 129
+    shell.send_signal(signal_number)  # the controller gone
+    assert shell.wait(timeout=30) == status
     assert not any(os.path.exists(f"/tmp/{name}") for name in made)
 
 
