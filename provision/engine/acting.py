@@ -18,6 +18,8 @@ import shlex
 from provision.inventory.model import check_user
 from provision.operations.base import HOME_VAR
 
+LOGIN_WORD = '"$SUDO_USER"'  # the login user, as a root script names her to runuser
+
 
 def home_users(shell: str) -> list[str]:
     """The users whose home a piece of shell uses (its ``~user/`` paths), sorted."""
@@ -34,7 +36,7 @@ def acting_user(shell: str, as_root: bool, become: bool = True, user: str | None
     if not as_root:
         return None, ""
     if not become:
-        return '"$SUDO_USER"', ""
+        return LOGIN_WORD, ""
     users = home_users(shell)
     if len(users) > 1:
         return None, f"uses the homes of several users ({', '.join(users)}): each must be its own task"
@@ -53,8 +55,12 @@ def on_stdin(program: str, shell: str, delimiter: str) -> str:
 
 def run_as(shell: str, user: str, delimiter: str) -> str:
     """``shell`` run by ``user``'s ``sh``, on its stdin (:func:`on_stdin`)."""
-    word = user if user.startswith('"$') else shlex.quote(check_user(user))
-    return on_stdin(f"runuser -u {word} -- sh -s", shell, delimiter)
+    return on_stdin(f"runuser -u {user_word(user)} -- sh -s", shell, delimiter)
+
+
+def user_word(user: str) -> str:
+    """``user`` as a shell word: :data:`LOGIN_WORD` as it is, a name checked and quoted."""
+    return user if user == LOGIN_WORD else shlex.quote(check_user(user))
 
 
 def refused(why: str) -> str:

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 from provision.engine.acting import acting_user, on_stdin, refused, run_as
 from provision.engine.user_shells import (
-    BODY_LIMIT,
     PRIVATE_FOLDER,
     PRIVATE_GRACE,
     STEP_OUTPUT_LIMIT,
@@ -20,6 +19,7 @@ from provision.engine.user_shells import (
     batch_facts,
     batch_nonce,
     batches_of,
+    bounded_body,
     fact_reads,
     private_output,
 )
@@ -244,9 +244,7 @@ def parse_output(text: str, nonce: str, batches: list[tuple[str, list[int]]] | N
         elif kind == "fact":
             if numbers[0] in batched:
                 raise ParseError("engine", f"fact {numbers[0]} is read by a user, not by the script (hostile output)")
-            if len(body) > BODY_LIMIT:
-                raise ParseError("engine", f"fact {numbers[0]} output is larger than {BODY_LIMIT} bytes")
-            result.facts[numbers[0]] = body
+            result.facts[numbers[0]] = bounded_body(numbers[0], body)
         elif kind in ("batch", "nouser"):
             number = numbers[0]
             if number >= len(batches) or number in seen_batches:

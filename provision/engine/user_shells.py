@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import shlex
 
-from provision.engine.acting import acting_user, run_as
+from provision.engine.acting import LOGIN_WORD, acting_user, run_as, user_word
 from provision.errors import ParseError
 from provision.inventory.model import check_user
 from provision.operations.base import StateKey
@@ -40,7 +40,6 @@ from provision.text import shown_value
 from provision.transport.frames import frame_line, frame_setup, split_frames
 
 BODY_LIMIT = 8 * 1024 * 1024  # one fact's output
-LOGIN_WORD = '"$SUDO_USER"'  # the login user, as runuser is given her name in a root script
 STEP_OUTPUT_LIMIT = 1024 * 1024  # the end of a change's output that reaches the controller
 PRIVATE_GRACE = 1  # seconds a pipe may stay open after its command ended (a process it left behind)
 
@@ -142,16 +141,22 @@ def batch_command(reads: list[tuple[int, str, str | None]], reader: str, members
             lines += [frame_line("fact", index), f"( {command}\n)", "printf '\\n'"]
     lines.append(frame_line("done"))
     shell = run_as("\n".join(lines), reader, f"PROVISION_{nonce}_batch{number}")
-    word = reader if reader == LOGIN_WORD else shlex.quote(reader)
     return "\n".join(
         [
-            f"if id -u -- {word} >/dev/null 2>&1; then",
+            f"if id -u -- {user_word(reader)} >/dev/null 2>&1; then",
             frame_line("batch", number),
             private_output(shell, f"batch{number}", len(members) * (BODY_LIMIT + 4096), "/dev/null"),
             f"else {frame_line('nouser', number)}; fi",
             "printf '\\n'",
         ]
     )
+
+
+def bounded_body(index: int, body: str) -> str:
+    """Fact ``index``'s ``body``, or :class:`ParseError` when it is over :data:`BODY_LIMIT`."""
+    if len(body) > BODY_LIMIT:
+        raise ParseError("engine", f"fact {index} output is larger than {BODY_LIMIT} bytes")
+    return body
 
 
 def who(reader: str) -> str:
@@ -174,9 +179,7 @@ def batch_facts(body: str, marker: str, members: list[int], reader: str) -> dict
         index = frame.numbers[0] if frame.label == "fact" and len(frame.numbers) == 1 else None
         if index is None or index not in members or index in facts:
             raise ParseError("engine", f"the reads as {who(reader)} printed a frame of another read (hostile output)")
-        if len(frame.body) > BODY_LIMIT:
-            raise ParseError("engine", f"fact {index} output is larger than {BODY_LIMIT} bytes")
-        facts[index] = frame.body
+        facts[index] = bounded_body(index, frame.body)
     if not done or len(facts) != len(members):
         name = who(reader)
         said = body.strip("\n").splitlines()[-1:] if not facts else []  # no frame at all: what was printed instead
